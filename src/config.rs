@@ -1,0 +1,209 @@
+//! `config.toml`: thresholds and probe limits.
+//!
+//! Location: `--config FILE`, else `$GPUFLEET_CONFIG`, else `config.toml` in the XDG config
+//! folder (`~/.config/gpufleet/` on Linux, from the `directories` crate). A missing file at the
+//! default location means defaults; a missing file named explicitly is an error. Errors name the
+//! file, line and column.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::model::assess::{MajorMinor, Thresholds};
+use crate::probe::ProbeSettings;
+
+/// The parsed config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub assessment: AssessmentConfig,
+    #[serde(default)]
+    pub probe: ProbeConfig,
+}
+
+/// `[assessment]`: thresholds of domain.md's rules, as "major.minor" strings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AssessmentConfig {
+    /// Hard minimum kernel for DMA-BUF RDMA (NVIDIA docs: 5.12).
+    pub dmabuf_min_kernel: String,
+    /// Advisory kernel guideline (6.0).
+    pub kernel_guideline: String,
+    /// Lowest compute capability the open modules support (7.5).
+    pub open_min_compute_capability: String,
+    /// Compute capability from which GPUs require the open modules (10.0).
+    pub open_required_compute_capability: String,
+}
+
+impl Default for AssessmentConfig {
+    fn default() -> Self {
+        let t = Thresholds::default();
+        AssessmentConfig {
+            dmabuf_min_kernel: t.dmabuf_min_kernel.to_string(),
+            kernel_guideline: t.kernel_guideline.to_string(),
+            open_min_compute_capability: t.open_min_compute_capability.to_string(),
+            open_required_compute_capability: t.open_required_compute_capability.to_string(),
+        }
+    }
+}
+
+/// `[probe]`: limits, in seconds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProbeConfig {
+    /// Time limit of each nvidia-smi call (10).
+    pub nvidia_smi_timeout: u64,
+    /// Deadline for the whole probe of one node (60).
+    pub deadline: u64,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        let p = ProbeSettings::default();
+        ProbeConfig {
+            nvidia_smi_timeout: p.nvidia_smi_timeout_secs,
+            deadline: p.deadline.as_secs(),
+        }
+    }
+}
+
+/// A config error, already formatted as `file:line:column: message`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// The default config path: `<XDG config dir>/gpufleet/config.toml`.
+pub fn default_config_path() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "gpufleet").map(|d| d.config_dir().join("config.toml"))
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+impl Config {
+    /// Parses config text; `path` is only used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| {
+            let (line, col) = e.span().map_or((1, 1), |s| line_col(text, s.start));
+            ConfigError(format!(
+                "{}:{line}:{col}: {}",
+                path.display(),
+                e.message().trim()
+            ))
+        })?;
+        cfg.thresholds_checked(text, path)?;
+        if cfg.probe.nvidia_smi_timeout == 0 || cfg.probe.deadline == 0 {
+            return Err(ConfigError(format!(
+                "{}: [probe] limits must be at least 1 second",
+                path.display()
+            )));
+        }
+        Ok(cfg)
+    }
+
+    /// Loads `explicit` (must exist), else the default path if it exists, else defaults.
+    pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        let (path, required) = match explicit {
+            Some(p) => (p.to_path_buf(), true),
+            None => match default_config_path() {
+                Some(p) => (p, false),
+                None => return Ok(Config::default()),
+            },
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Config::parse(&text, &path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+                Ok(Config::default())
+            }
+            Err(e) => Err(ConfigError(format!("{}: {e}", path.display()))),
+        }
+    }
+
+    fn thresholds_checked(&self, text: &str, path: &Path) -> Result<Thresholds, ConfigError> {
+        let a = &self.assessment;
+        let parse = |key: &str, v: &str| -> Result<MajorMinor, ConfigError> {
+            v.parse().map_err(|e: String| {
+                let (line, col) = text.find(key).map_or((1, 1), |off| line_col(text, off));
+                ConfigError(format!(
+                    "{}:{line}:{col}: [assessment] {key}: {e}",
+                    path.display()
+                ))
+            })
+        };
+        Ok(Thresholds {
+            dmabuf_min_kernel: parse("dmabuf_min_kernel", &a.dmabuf_min_kernel)?,
+            kernel_guideline: parse("kernel_guideline", &a.kernel_guideline)?,
+            open_min_compute_capability: parse(
+                "open_min_compute_capability",
+                &a.open_min_compute_capability,
+            )?,
+            open_required_compute_capability: parse(
+                "open_required_compute_capability",
+                &a.open_required_compute_capability,
+            )?,
+        })
+    }
+
+    /// The thresholds (already validated by [`Config::parse`]).
+    pub fn thresholds(&self) -> Thresholds {
+        self.thresholds_checked("", Path::new("config"))
+            .unwrap_or_default()
+    }
+
+    /// Probe settings from `[probe]`.
+    pub fn probe_settings(&self) -> ProbeSettings {
+        ProbeSettings {
+            nvidia_smi_timeout_secs: self.probe.nvidia_smi_timeout,
+            deadline: Duration::from_secs(self.probe.deadline),
+            ..ProbeSettings::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_parses_to_defaults() {
+        let text = include_str!("../config/config.example.toml");
+        let c = Config::parse(text, Path::new("config.example.toml")).unwrap();
+        assert_eq!(c.thresholds(), Thresholds::default());
+        assert_eq!(c.probe.nvidia_smi_timeout, 10);
+    }
+
+    #[test]
+    fn typo_names_line_and_column() {
+        let text = "[assessment]\ndmabuf_min_kernle = \"5.12\"\n";
+        let e = Config::parse(text, Path::new("c.toml")).unwrap_err().0;
+        assert!(
+            e.starts_with("c.toml:2:1: unknown field `dmabuf_min_kernle`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_threshold_is_reported() {
+        let text = "[assessment]\nkernel_guideline = \"six\"\n";
+        let e = Config::parse(text, Path::new("c.toml")).unwrap_err().0;
+        assert!(
+            e.contains("c.toml:2:1: [assessment] kernel_guideline"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn zero_limits_are_rejected() {
+        let e = Config::parse("[probe]\ndeadline = 0\n", Path::new("c.toml"))
+            .unwrap_err()
+            .0;
+        assert!(e.contains("at least 1 second"), "{e}");
+    }
+}

@@ -1,0 +1,13 @@
+//! gpufleet: inspect fleets of GPU nodes for the move from the proprietary NVIDIA module +
+//! nvidia-peermem to open kernel modules + DMA-BUF.
+//!
+//! - [`model`]: pure code: probe output → facts → assessment → report.
+//! - [`probe`]: the probe script and running it (local mode).
+//! - [`snapshot`]: headless output formats and exit codes.
+//! - [`config`]: the config file (`config.toml`).
+
+pub mod cli;
+pub mod config;
+pub mod model;
+pub mod probe;
+pub mod snapshot;

@@ -1,0 +1,571 @@
+//! The verdict: one status and every reason that applies (pure: no I/O).
+//!
+//! Vocabulary, rules and precedence from design/domain.md ("Verdict: status + reasons" and
+//! "Rules"): unreachable > attention > blocked > migrate > no-driver > ready; advisories never
+//! change the status; `blocked` and `migrate` reasons apply only to nodes with an NVIDIA module
+//! or GPU; all reasons that apply are listed.
+
+use std::fmt;
+use std::str::FromStr;
+
+use procfs_core::sys::kernel::Version;
+use serde::{Serialize, Serializer};
+
+use super::driver::Flavor;
+use super::facts::{Evidence, Facts, Gpu, SmiOutcome};
+use super::smi::SmiFailure;
+
+/// A node's status, from worst to best in precedence order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeStatus {
+    Unreachable,
+    Attention,
+    Blocked,
+    Migrate,
+    NoDriver,
+    Ready,
+}
+
+impl NodeStatus {
+    pub const ALL: [NodeStatus; 6] = [
+        NodeStatus::Ready,
+        NodeStatus::Migrate,
+        NodeStatus::Blocked,
+        NodeStatus::Attention,
+        NodeStatus::NoDriver,
+        NodeStatus::Unreachable,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeStatus::Unreachable => "unreachable",
+            NodeStatus::Attention => "attention",
+            NodeStatus::Blocked => "blocked",
+            NodeStatus::Migrate => "migrate",
+            NodeStatus::NoDriver => "no-driver",
+            NodeStatus::Ready => "ready",
+        }
+    }
+
+    /// What the status means, in words (domain.md's table).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            NodeStatus::Unreachable => "the scan could not run",
+            NodeStatus::Attention => "something is broken now",
+            NodeStatus::Blocked => {
+                "the move to open modules + DMA-BUF is impossible until something else changes"
+            }
+            NodeStatus::Migrate => "on (part of) the legacy stack; nothing blocks the move",
+            NodeStatus::NoDriver => "no NVIDIA driver loaded and no NVIDIA GPU seen",
+            NodeStatus::Ready => "open kernel module + DMA-BUF path; nothing to migrate",
+        }
+    }
+}
+
+impl fmt::Display for NodeStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Reason severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warn,
+    Info,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warn => "warn",
+            Severity::Info => "info",
+        }
+    }
+}
+
+macro_rules! reason_codes {
+    ($($variant:ident = $code:literal, $sev:ident, $status:expr;)*) => {
+        /// Reason codes (domain.md), each with its severity and the status it implies
+        /// (`None` for advisories).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Code { $($variant,)* }
+
+        impl Code {
+            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+            pub fn as_str(self) -> &'static str { match self { $(Code::$variant => $code,)* } }
+            pub fn severity(self) -> Severity { match self { $(Code::$variant => Severity::$sev,)* } }
+            pub fn status(self) -> Option<NodeStatus> { match self { $(Code::$variant => $status,)* } }
+        }
+    };
+}
+
+use NodeStatus as S;
+reason_codes! {
+    SshTimeout = "ssh-timeout", Error, Some(S::Unreachable);
+    SshRefused = "ssh-refused", Error, Some(S::Unreachable);
+    SshAuthFailed = "ssh-auth-failed", Error, Some(S::Unreachable);
+    HostKeyMismatch = "host-key-mismatch", Error, Some(S::Unreachable);
+    HostKeyUnknown = "host-key-unknown", Error, Some(S::Unreachable);
+    ProbeOutputInvalid = "probe-output-invalid", Error, Some(S::Unreachable);
+    DriverLibraryMismatch = "driver-library-mismatch", Error, Some(S::Attention);
+    NvidiaSmiFailed = "nvidia-smi-failed", Error, Some(S::Attention);
+    NvidiaSmiTimeout = "nvidia-smi-timeout", Error, Some(S::Attention);
+    GpuNotInitialized = "gpu-not-initialized", Error, Some(S::Attention);
+    GpuWithoutDriver = "gpu-without-driver", Error, Some(S::Attention);
+    GpuRequiresOpen = "gpu-requires-open", Error, Some(S::Attention);
+    ModuleFlavorUnknown = "module-flavor-unknown", Error, Some(S::Attention);
+    GpuPreTuring = "gpu-pre-turing", Error, Some(S::Blocked);
+    KernelBelowDmabufMinimum = "kernel-below-dmabuf-minimum", Error, Some(S::Blocked);
+    DmabufKernelMissing = "dmabuf-kernel-missing", Error, Some(S::Blocked);
+    ProprietaryModule = "proprietary-module", Warn, Some(S::Migrate);
+    PeermemLoaded = "peermem-loaded", Warn, Some(S::Migrate);
+    PeermemConfigured = "peermem-configured", Warn, Some(S::Migrate);
+    NoNvidiaModule = "no-nvidia-module", Info, Some(S::NoDriver);
+    KernelBelowGuideline = "kernel-below-guideline", Warn, None;
+    ProprietaryTaintSticky = "proprietary-taint-sticky", Warn, None;
+    DmabufKernelUnknown = "dmabuf-kernel-unknown", Warn, None;
+    FactUnknown = "fact-unknown", Info, None;
+}
+
+impl Serialize for Code {
+    fn serialize<Z: Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl FromStr for Code {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Code::ALL
+            .iter()
+            .copied()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| format!("unknown reason code {s:?}"))
+    }
+}
+
+/// One reason: code, severity, a message for people and the evidence lines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reason {
+    pub code: Code,
+    pub severity: Severity,
+    pub message: String,
+    pub evidence: Vec<Evidence>,
+}
+
+impl Reason {
+    pub fn new(code: Code, message: impl Into<String>, evidence: Vec<Evidence>) -> Self {
+        Reason {
+            code,
+            severity: code.severity(),
+            message: message.into(),
+            evidence,
+        }
+    }
+}
+
+/// A "major.minor" number such as a compute capability (`7.5`) or a kernel threshold (`5.12`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MajorMinor(pub u32, pub u32);
+
+impl FromStr for MajorMinor {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, b) = s
+            .trim()
+            .split_once('.')
+            .ok_or_else(|| format!("{s:?} is not major.minor"))?;
+        let p = |x: &str| {
+            x.parse::<u32>()
+                .map_err(|_| format!("{s:?} is not major.minor"))
+        };
+        Ok(MajorMinor(p(a)?, p(b)?))
+    }
+}
+
+impl fmt::Display for MajorMinor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.0, self.1)
+    }
+}
+
+/// Thresholds from configuration (`[assessment]` in config.toml).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    /// Hard minimum kernel for DMA-BUF GPUDirect RDMA: 5.12 (NVIDIA GPU Operator RDMA docs).
+    pub dmabuf_min_kernel: MajorMinor,
+    /// Advisory kernel guideline: 6.0 (a common rule of thumb in migration guides).
+    pub kernel_guideline: MajorMinor,
+    /// Lowest compute capability the open modules support: 7.5 (Turing; GSP required).
+    pub open_min_compute_capability: MajorMinor,
+    /// Compute capability from which GPUs require the open modules: 10.0 (Blackwell).
+    pub open_required_compute_capability: MajorMinor,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            dmabuf_min_kernel: MajorMinor(5, 12),
+            kernel_guideline: MajorMinor(6, 0),
+            open_min_compute_capability: MajorMinor(7, 5),
+            open_required_compute_capability: MajorMinor(10, 0),
+        }
+    }
+}
+
+/// Why `dma_buf.kernel_support` has its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DmaBufBasis {
+    /// `ib_umem_dmabuf_get` is in /proc/kallsyms.
+    Kallsyms,
+    /// Kernel release below the hard minimum.
+    BelowMinimum,
+    /// The kernel config has both options `=y`.
+    Config,
+    /// A config was read that lacks one of them.
+    ConfigMissing,
+    /// Release ≥ minimum but neither config nor symbol could be read.
+    Unknown,
+}
+
+/// The whole assessment of one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assessment {
+    pub status: NodeStatus,
+    /// Sorted by severity (error, warn, info), then in rule order.
+    pub reasons: Vec<Reason>,
+    pub dma_buf: Option<bool>,
+    pub dma_buf_basis: DmaBufBasis,
+    /// `open_capable` per GPU, in `facts.gpus` order.
+    pub open_capable: Vec<Option<bool>>,
+}
+
+fn kernel_version(release: &str) -> Option<Version> {
+    Version::from_str(release).ok()
+}
+
+fn below(v: &Version, t: MajorMinor) -> bool {
+    (u32::from(v.major), u32::from(v.minor)) < (t.0, t.1)
+}
+
+/// The DMA-BUF rule of domain.md: kallsyms, else release below minimum, else kernel config.
+pub fn dma_buf_support(f: &Facts, t: &Thresholds) -> (Option<bool>, DmaBufBasis, Vec<Evidence>) {
+    if f.kallsyms_dmabuf == Some(true) {
+        return (
+            Some(true),
+            DmaBufBasis::Kallsyms,
+            f.kallsyms_evidence.iter().cloned().collect(),
+        );
+    }
+    let release = f.kernel_release.as_deref().and_then(kernel_version);
+    if let Some(v) = &release
+        && below(v, t.dmabuf_min_kernel)
+    {
+        return (
+            Some(false),
+            DmaBufBasis::BelowMinimum,
+            f.kernel_evidence.iter().cloned().collect(),
+        );
+    }
+    if let Some((source, cfg)) = &f.kernel_config {
+        const OPTS: [&str; 2] = ["CONFIG_DMA_SHARED_BUFFER", "CONFIG_INFINIBAND_USER_MEM"];
+        let ev = OPTS
+            .iter()
+            .map(|o| {
+                Evidence::new(
+                    source.clone(),
+                    cfg.line(o)
+                        .map_or_else(|| format!("(no {o} line)"), str::to_string),
+                )
+            })
+            .collect();
+        return if OPTS.iter().all(|o| cfg.value(o) == Some("y")) {
+            (Some(true), DmaBufBasis::Config, ev)
+        } else {
+            (Some(false), DmaBufBasis::ConfigMissing, ev)
+        };
+    }
+    (None, DmaBufBasis::Unknown, Vec::new())
+}
+
+fn cc(g: &Gpu) -> Option<MajorMinor> {
+    g.compute_capability.as_deref()?.parse().ok()
+}
+
+fn open_capable(g: &Gpu, t: &Thresholds) -> Option<bool> {
+    match cc(g) {
+        Some(c) => Some(c >= t.open_min_compute_capability),
+        None => g
+            .pci_device_id
+            .filter(|id| super::gpudb::open_supported(*id))
+            .map(|_| true),
+    }
+}
+
+fn gpu_label(g: &Gpu) -> String {
+    let name = g.name.as_deref().unwrap_or("NVIDIA GPU");
+    match &g.bus_id {
+        Some(b) => format!("{name} at {b}"),
+        None => name.to_string(),
+    }
+}
+
+/// Assesses one node's facts.
+pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
+    let mut r: Vec<Reason> = Vec::new();
+    let flavor = f.driver.as_ref().map_or(Flavor::Unknown, |d| d.flavor);
+    let module_loaded = matches!(flavor, Flavor::Open | Flavor::Proprietary | Flavor::Unknown);
+    let pci = f.pci_gpus.clone().unwrap_or_default();
+    let nvidia_node = module_loaded || !f.gpus.is_empty() || !pci.is_empty();
+    let driver_ev = f
+        .driver
+        .as_ref()
+        .map(|d| d.evidence.clone())
+        .unwrap_or_default();
+    let version = f.driver.as_ref().and_then(|d| d.version.clone());
+
+    // attention: nvidia-smi.
+    match &f.smi {
+        SmiOutcome::TimedOut { command } => r.push(Reason::new(
+            Code::NvidiaSmiTimeout,
+            "nvidia-smi did not answer within its time limit (a wedged driver or GPU); GPU facts come from /proc and PCI",
+            vec![Evidence::new(command.clone(), "(no answer)")],
+        )),
+        SmiOutcome::Failed { command, failure, output } => {
+            let ev = output
+                .lines()
+                .map(|l| Evidence::new(command.clone(), l))
+                .collect();
+            match failure {
+                SmiFailure::Mismatch { nvml_version } => r.push(Reason::new(
+                    Code::DriverLibraryMismatch,
+                    format!(
+                        "nvidia-smi: driver/library version mismatch (NVML {}, loaded module {}); reboot or reload the module",
+                        nvml_version.as_deref().unwrap_or("?"),
+                        version.as_deref().unwrap_or("?")
+                    ),
+                    ev,
+                )),
+                SmiFailure::NoDevices if !pci.is_empty() => {}
+                _ if module_loaded => r.push(Reason::new(
+                    Code::NvidiaSmiFailed,
+                    format!("nvidia-smi failed: {}", match failure {
+                        SmiFailure::Other(m) => m.clone(),
+                        SmiFailure::NoDevices => "No devices were found".into(),
+                        SmiFailure::CannotCommunicate => "it couldn't communicate with the NVIDIA driver".into(),
+                        SmiFailure::Mismatch { .. } => unreachable!(),
+                    }),
+                    ev,
+                )),
+                _ => {}
+            }
+        }
+        _ => {}
+    }
+    // attention: GPUs the driver did not take.
+    let smi_no_devices = matches!(
+        &f.smi,
+        SmiOutcome::Failed {
+            failure: SmiFailure::NoDevices,
+            ..
+        }
+    );
+    if flavor == Flavor::None && !pci.is_empty() {
+        r.push(Reason::new(
+            Code::GpuWithoutDriver,
+            format!(
+                "{} NVIDIA GPU(s) on the PCI bus but no nvidia module is loaded (failed install, or Secure Boot rejected it)",
+                pci.len()
+            ),
+            pci_evidence(&pci),
+        ));
+    } else if module_loaded {
+        let missing: Vec<_> = match &f.proc_gpus {
+            Some(proc) => pci
+                .iter()
+                .filter(|d| !proc.iter().any(|p| p.bus_id == d.bus_id))
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        };
+        if !missing.is_empty() {
+            r.push(Reason::new(
+                Code::GpuNotInitialized,
+                format!(
+                    "{} NVIDIA GPU(s) on the PCI bus are missing from /proc/driver/nvidia/gpus: the driver did not initialize them",
+                    missing.len()
+                ),
+                pci_evidence(&missing),
+            ));
+        } else if smi_no_devices && !pci.is_empty() {
+            r.push(Reason::new(
+                Code::GpuNotInitialized,
+                "nvidia-smi found no devices although NVIDIA GPUs are on the PCI bus",
+                pci_evidence(&pci),
+            ));
+        }
+    }
+    // attention: GPUs that need the open module, with the proprietary one loaded.
+    if flavor == Flavor::Proprietary {
+        let need: Vec<&Gpu> = f
+            .gpus
+            .iter()
+            .filter(|g| {
+                cc(g).is_some_and(|c| c >= t.open_required_compute_capability)
+                    || g.name.as_deref().is_some_and(|n| n.contains("GH200"))
+            })
+            .collect();
+        if !need.is_empty() {
+            r.push(Reason::new(
+                Code::GpuRequiresOpen,
+                format!(
+                    "{} requires the open kernel modules, but the proprietary module is loaded",
+                    gpu_label(need[0])
+                ),
+                need.iter().map(|g| g.evidence.clone()).collect(),
+            ));
+        }
+    }
+    if flavor == Flavor::Unknown {
+        let why = f
+            .unknowns
+            .iter()
+            .find(|u| u.fact == "driver.flavor")
+            .map_or("no evidence", |u| u.why.as_str());
+        r.push(Reason::new(
+            Code::ModuleFlavorUnknown,
+            format!("cannot tell whether the open or the proprietary module is loaded: {why}"),
+            driver_ev.clone(),
+        ));
+    }
+
+    // blocked.
+    let (dma_buf, basis, dma_ev) = dma_buf_support(f, t);
+    let open_caps: Vec<Option<bool>> = f.gpus.iter().map(|g| open_capable(g, t)).collect();
+    if nvidia_node {
+        let lowest = f
+            .gpus
+            .iter()
+            .filter_map(|g| cc(g).map(|c| (c, g)))
+            .min_by_key(|(c, _)| *c);
+        if let Some((c, g)) = lowest.filter(|(c, _)| *c < t.open_min_compute_capability) {
+            r.push(Reason::new(
+                Code::GpuPreTuring,
+                format!(
+                    "{} has compute capability {c}; the open kernel modules need {} or higher",
+                    gpu_label(g),
+                    t.open_min_compute_capability
+                ),
+                vec![g.evidence.clone()],
+            ));
+        }
+        match basis {
+            DmaBufBasis::BelowMinimum => r.push(Reason::new(
+                Code::KernelBelowDmabufMinimum,
+                format!(
+                    "kernel {} is below {}, the minimum for DMA-BUF GPUDirect RDMA",
+                    f.kernel_release.as_deref().unwrap_or("?"),
+                    t.dmabuf_min_kernel
+                ),
+                dma_ev.clone(),
+            )),
+            DmaBufBasis::ConfigMissing => r.push(Reason::new(
+                Code::DmabufKernelMissing,
+                "the kernel is not built with CONFIG_DMA_SHARED_BUFFER=y and CONFIG_INFINIBAND_USER_MEM=y, which DMA-BUF RDMA needs",
+                dma_ev.clone(),
+            )),
+            DmaBufBasis::Unknown => r.push(Reason::new(
+                Code::DmabufKernelUnknown,
+                "DMA-BUF kernel support unknown: no ib_umem_dmabuf_get in /proc/kallsyms and no kernel config could be read",
+                Vec::new(),
+            )),
+            DmaBufBasis::Kallsyms | DmaBufBasis::Config => {}
+        }
+    }
+
+    // migrate.
+    if flavor == Flavor::Proprietary {
+        r.push(Reason::new(
+            Code::ProprietaryModule,
+            format!(
+                "proprietary NVIDIA module {} is loaded",
+                version.as_deref().unwrap_or("(version unknown)")
+            ),
+            driver_ev.clone(),
+        ));
+    }
+    if f.peermem_loaded == Some(true) {
+        r.push(Reason::new(
+            Code::PeermemLoaded,
+            "nvidia_peermem is loaded",
+            f.peermem_loaded_evidence.clone(),
+        ));
+    }
+    if f.peermem_configured == Some(true) {
+        r.push(Reason::new(
+            Code::PeermemConfigured,
+            "nvidia-peermem is loaded at boot",
+            f.peermem_configured_evidence.clone(),
+        ));
+    }
+    if flavor == Flavor::None {
+        r.push(Reason::new(
+            Code::NoNvidiaModule,
+            "no NVIDIA driver loaded",
+            driver_ev.clone(),
+        ));
+    }
+
+    // advisories.
+    if nvidia_node {
+        if let Some(v) = f.kernel_release.as_deref().and_then(kernel_version)
+            && below(&v, t.kernel_guideline)
+        {
+            r.push(Reason::new(
+                Code::KernelBelowGuideline,
+                format!(
+                    "kernel {}.{} is below {} (advisory: DMA-BUF needs {}+, many guides say {})",
+                    v.major, v.minor, t.kernel_guideline, t.dmabuf_min_kernel, t.kernel_guideline
+                ),
+                f.kernel_evidence.iter().cloned().collect(),
+            ));
+        }
+        if flavor == Flavor::Open && f.taint.is_some_and(|v| v & 1 == 1) {
+            r.push(Reason::new(
+                Code::ProprietaryTaintSticky,
+                "the open module is loaded but the kernel is still tainted by a proprietary module (switched without a reboot)",
+                f.taint_evidence.iter().cloned().collect(),
+            ));
+        }
+    }
+    for u in &f.unknowns {
+        r.push(Reason::new(
+            Code::FactUnknown,
+            format!("{} unknown: {}", u.fact, u.why),
+            Vec::new(),
+        ));
+    }
+
+    r.sort_by_key(|x| x.severity);
+    let status = r
+        .iter()
+        .filter_map(|x| x.code.status())
+        .min()
+        .unwrap_or(NodeStatus::Ready);
+    Assessment {
+        status,
+        reasons: r,
+        dma_buf,
+        dma_buf_basis: basis,
+        open_capable: open_caps,
+    }
+}
+
+fn pci_evidence(devs: &[super::sysfs::PciDevice]) -> Vec<Evidence> {
+    devs.iter().map(super::facts::pci_evidence).collect()
+}

@@ -1,0 +1,654 @@
+//! Facts about one node, built from its probe output (pure: no I/O).
+//!
+//! Each fact follows domain.md's table (primary evidence, then fallbacks) and its rule
+//! "absent is not unknown": a file the kernel only creates when a feature exists is an answer
+//! when missing; a fact is unknown (`None`, with an [`Unknown`] entry saying why) only when a
+//! read failed or no evidence exists either way.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::driver::{self, Flavor};
+use super::gpudb;
+use super::kconfig::{self, KernelConfig};
+use super::modconf;
+use super::modules::{self, Module};
+use super::os;
+use super::sections::{Kind, ProbeOutput, Section, Status};
+use super::smi::{self, SmiFailure, SmiGpu};
+use super::sysfs::{self, PciDevice, ProcGpu};
+
+/// The line that proves a fact: the file or command it came from and the raw line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Evidence {
+    pub source: String,
+    pub line: String,
+}
+
+impl Evidence {
+    pub fn new(source: impl Into<String>, line: impl Into<String>) -> Self {
+        Evidence {
+            source: source.into(),
+            line: line.into(),
+        }
+    }
+}
+
+/// A fact that could not be established, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unknown {
+    /// The fact's name as in the JSON (`kernel.release`, `peermem.configured`, ...).
+    pub fact: &'static str,
+    pub why: String,
+}
+
+/// The loaded NVIDIA module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverFacts {
+    pub flavor: Flavor,
+    /// Version of the loaded kernel module.
+    pub version: Option<String>,
+    pub arch: Option<String>,
+    pub evidence: Vec<Evidence>,
+}
+
+/// What nvidia-smi said.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SmiOutcome {
+    /// Not on PATH nor in the GPU Operator's driver root.
+    NotInstalled,
+    /// The probe stopped before it reached nvidia-smi.
+    #[default]
+    NotRun,
+    Answered {
+        command: String,
+        gpus: Vec<SmiGpu>,
+        /// Fields an earlier attempt was refused (old drivers reject `compute_cap`).
+        rejected: Vec<String>,
+    },
+    Failed {
+        command: String,
+        failure: SmiFailure,
+        /// The first lines of its output, for evidence.
+        output: String,
+    },
+    /// Over the per-call time limit, or cut off by the node's deadline.
+    TimedOut { command: String },
+}
+
+/// One GPU, merged from nvidia-smi, /proc/driver/nvidia/gpus, PCI and the GPU tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gpu {
+    /// nvidia-smi's index; else the position in bus-id order.
+    pub index: u32,
+    pub name: Option<String>,
+    /// Lower-case `dddd:bb:dd.f`.
+    pub bus_id: Option<String>,
+    pub uuid: Option<String>,
+    pub pci_device_id: Option<u16>,
+    /// "major.minor" from nvidia-smi, else from data/nvidia-gpus.tsv.
+    pub compute_capability: Option<String>,
+    /// Whether the NVIDIA driver took this GPU: seen by nvidia-smi or in /proc/driver/nvidia/gpus.
+    pub initialized: bool,
+    pub evidence: Evidence,
+}
+
+/// Everything gpufleet knows about a node after one probe.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Facts {
+    /// /proc/sys/kernel/hostname.
+    pub hostname: Option<String>,
+    /// /proc/sys/kernel/osrelease, else the third word of /proc/version.
+    pub kernel_release: Option<String>,
+    pub kernel_evidence: Option<Evidence>,
+    /// /etc/os-release PRETTY_NAME (`None` also when the file is absent).
+    pub os_pretty_name: Option<String>,
+    pub driver: Option<DriverFacts>,
+    /// /proc/modules (all lines); `Some(empty)` on a kernel without loadable modules.
+    pub modules: Option<Vec<Module>>,
+    pub peermem_loaded: Option<bool>,
+    pub peermem_loaded_evidence: Vec<Evidence>,
+    pub peermem_configured: Option<bool>,
+    pub peermem_configured_evidence: Vec<Evidence>,
+    /// `ib_umem_dmabuf_get` in /proc/kallsyms: `Some(false)` when read and missing, `None` when
+    /// /proc/kallsyms could not be read.
+    pub kallsyms_dmabuf: Option<bool>,
+    pub kallsyms_evidence: Option<Evidence>,
+    /// The kernel config that was read, with its source path.
+    pub kernel_config: Option<(String, KernelConfig)>,
+    /// NVIDIA display/3D PCI functions (`Some(empty)` when there are none).
+    pub pci_gpus: Option<Vec<PciDevice>>,
+    /// GPUs the driver lists in /proc/driver/nvidia/gpus (`Some(empty)` when the folder is absent).
+    pub proc_gpus: Option<Vec<ProcGpu>>,
+    pub smi: SmiOutcome,
+    pub gpus: Vec<Gpu>,
+    /// /proc/sys/kernel/tainted.
+    pub taint: Option<u64>,
+    pub taint_evidence: Option<Evidence>,
+    /// Whether the probe ran to its end.
+    pub complete: bool,
+    pub unknowns: Vec<Unknown>,
+}
+
+/// A section's text, or why there is none.
+enum Read<'a> {
+    Text(&'a str),
+    Absent,
+    Failed(String),
+}
+
+fn why_not(name: &str, s: &Section) -> String {
+    match &s.status {
+        Status::Ok | Status::Absent => String::new(),
+        Status::Denied => format!("{name}: permission denied"),
+        Status::Error(rc) => format!("{name}: read failed (exit {rc})"),
+        Status::Rc(rc) => format!("{name}: exit {rc}"),
+        Status::Timeout => format!("{name}: time limit reached"),
+        Status::MissingTool(t) => format!("{name}: {t} is not installed on the node"),
+        Status::Incomplete => format!("{name}: cut off by the node deadline or output cap"),
+        Status::Unrecognized(x) => format!("{name}: unrecognized status {x:?}"),
+    }
+}
+
+fn read<'a>(out: &'a ProbeOutput, kind: Kind, name: &str) -> Read<'a> {
+    match out.get(kind, name) {
+        None if out.complete => Read::Failed(format!("{name}: not in the probe output")),
+        None => Read::Failed(format!("{name}: the probe stopped before reading it")),
+        Some(s) => match s.status {
+            Status::Ok => match s.text() {
+                Ok(t) => Read::Text(t),
+                Err(e) => Read::Failed(e),
+            },
+            Status::Absent => Read::Absent,
+            _ => Read::Failed(why_not(name, s)),
+        },
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("").trim_end()
+}
+
+impl Facts {
+    fn unknown(&mut self, fact: &'static str, why: impl Into<String>) {
+        self.unknowns.push(Unknown {
+            fact,
+            why: why.into(),
+        });
+    }
+}
+
+/// Builds the facts from one probe's output.
+pub fn collect(out: &ProbeOutput) -> Facts {
+    let mut f = Facts {
+        complete: out.complete,
+        ..Facts::default()
+    };
+    kernel(out, &mut f);
+    if let Read::Text(t) = read(out, Kind::File, "/proc/sys/kernel/hostname") {
+        f.hostname = Some(t.trim().to_string()).filter(|h| !h.is_empty());
+    }
+    match read(out, Kind::File, "/etc/os-release") {
+        Read::Text(t) => f.os_pretty_name = os::pretty_name(t),
+        Read::Absent => {}
+        Read::Failed(why) => f.unknown("os.pretty_name", why),
+    }
+    match read(out, Kind::File, "/proc/sys/kernel/tainted") {
+        Read::Text(t) => match t.trim().parse::<u64>() {
+            Ok(v) => {
+                f.taint = Some(v);
+                f.taint_evidence = Some(Evidence::new("/proc/sys/kernel/tainted", t.trim()));
+            }
+            Err(_) => f.unknown(
+                "taint.value",
+                format!(
+                    "/proc/sys/kernel/tainted is not a number: {:?}",
+                    first_line(t)
+                ),
+            ),
+        },
+        Read::Absent => f.unknown("taint.value", "/proc/sys/kernel/tainted is absent"),
+        Read::Failed(why) => f.unknown("taint.value", why),
+    }
+    modules_fact(out, &mut f);
+    driver_fact(out, &mut f);
+    peermem_loaded(out, &mut f);
+    peermem_configured(out, &mut f);
+    dma_buf_inputs(out, &mut f);
+    pci_and_proc_gpus(out, &mut f);
+    smi_fact(out, &mut f);
+    merge_gpus(&mut f);
+    f
+}
+
+fn kernel(out: &ProbeOutput, f: &mut Facts) {
+    match read(out, Kind::File, "/proc/sys/kernel/osrelease") {
+        Read::Text(t) if !t.trim().is_empty() => {
+            f.kernel_release = Some(t.trim().to_string());
+            f.kernel_evidence = Some(Evidence::new("/proc/sys/kernel/osrelease", t.trim()));
+            return;
+        }
+        _ => {}
+    }
+    // Fallback: "Linux version <release> (...)".
+    if let Read::Text(t) = read(out, Kind::File, "/proc/version") {
+        let mut w = t.split_whitespace();
+        if let (Some("Linux"), Some("version"), Some(rel)) = (w.next(), w.next(), w.next()) {
+            f.kernel_release = Some(rel.to_string());
+            f.kernel_evidence = Some(Evidence::new("/proc/version", first_line(t)));
+            return;
+        }
+    }
+    f.unknown(
+        "kernel.release",
+        "neither /proc/sys/kernel/osrelease nor /proc/version could be read",
+    );
+}
+
+fn modules_fact(out: &ProbeOutput, f: &mut Facts) {
+    match read(out, Kind::File, "/proc/modules") {
+        Read::Text(t) => {
+            let (good, bad) = modules::parse(t);
+            if let Some(b) = bad.first() {
+                f.unknown(
+                    "modules",
+                    format!(
+                        "/proc/modules: {} line(s) not understood, first: {:?} ({})",
+                        bad.len(),
+                        b.line,
+                        b.why
+                    ),
+                );
+            }
+            f.modules = Some(good);
+        }
+        // A kernel without loadable modules has no /proc/modules: nothing is loaded.
+        Read::Absent => f.modules = Some(Vec::new()),
+        Read::Failed(why) => f.unknown("modules", why),
+    }
+}
+
+fn module<'a>(f: &'a Facts, name: &str) -> Option<&'a Module> {
+    f.modules.as_ref()?.iter().find(|m| m.name == name)
+}
+
+fn sys_module_listing(out: &ProbeOutput) -> Option<Vec<&str>> {
+    match read(out, Kind::Dir, "/sys/module") {
+        Read::Text(t) => Some(t.lines().map(str::trim).collect()),
+        _ => None,
+    }
+}
+
+fn driver_fact(out: &ProbeOutput, f: &mut Facts) {
+    const VERSION: &str = "/proc/driver/nvidia/version";
+    let sys_version = match read(out, Kind::File, "/sys/module/nvidia/version") {
+        Read::Text(t) => driver::parse_sys_version(t).map(|v| (v, t.trim().to_string())),
+        _ => None,
+    };
+    let banner_read = read(out, Kind::File, VERSION);
+    if let Read::Text(t) = banner_read
+        && let Some(b) = driver::parse_banner(t)
+    {
+        let mut evidence = vec![Evidence::new(VERSION, b.line.clone())];
+        let version = b.version.clone().or_else(|| {
+            let (v, line) = sys_version.clone()?;
+            evidence.push(Evidence::new("/sys/module/nvidia/version", line));
+            Some(v)
+        });
+        f.driver = Some(DriverFacts {
+            flavor: b.flavor,
+            version,
+            arch: Some(b.arch),
+            evidence,
+        });
+        return;
+    }
+    let nvidia_mod = module(f, "nvidia").cloned();
+    let banner_absent = matches!(banner_read, Read::Absent);
+    if banner_absent && nvidia_mod.is_none() && sys_version.is_none() && f.modules.is_some() {
+        f.driver = Some(DriverFacts {
+            flavor: Flavor::None,
+            version: None,
+            arch: None,
+            evidence: vec![Evidence::new(VERSION, "(absent: no nvidia module loaded)")],
+        });
+        return;
+    }
+    // Fallback: the taint letters of the nvidia line in /proc/modules ("P" only on proprietary).
+    if let Some(m) = nvidia_mod.filter(|m| !m.taint.is_empty()) {
+        let flavor = if m.taint.contains('P') {
+            Flavor::Proprietary
+        } else {
+            Flavor::Open
+        };
+        let mut evidence = vec![Evidence::new("/proc/modules", m.line.clone())];
+        if let Some((_, line)) = &sys_version {
+            evidence.push(Evidence::new("/sys/module/nvidia/version", line.clone()));
+        }
+        f.driver = Some(DriverFacts {
+            flavor,
+            version: sys_version.map(|(v, _)| v),
+            arch: None,
+            evidence,
+        });
+        return;
+    }
+    let why = match banner_read {
+        Read::Text(t) => format!(
+            "{VERSION} does not name a kernel module: {:?}",
+            first_line(t)
+        ),
+        Read::Absent if f.modules.is_none() => {
+            format!("{VERSION} is absent and /proc/modules could not be read")
+        }
+        Read::Absent => format!("{VERSION} is absent but an nvidia module is loaded"),
+        Read::Failed(why) => why,
+    };
+    f.unknown("driver.flavor", why);
+    f.driver = Some(DriverFacts {
+        flavor: Flavor::Unknown,
+        version: sys_version.map(|(v, _)| v),
+        arch: None,
+        evidence: Vec::new(),
+    });
+}
+
+fn peermem_loaded(out: &ProbeOutput, f: &mut Facts) {
+    if let Some(line) = module(f, "nvidia_peermem").map(|m| m.line.clone()) {
+        f.peermem_loaded = Some(true);
+        f.peermem_loaded_evidence = vec![Evidence::new("/proc/modules", line)];
+        return;
+    }
+    match sys_module_listing(out) {
+        Some(list) if list.contains(&"nvidia_peermem") => {
+            f.peermem_loaded = Some(true);
+            f.peermem_loaded_evidence = vec![Evidence::new("/sys/module", "nvidia_peermem")];
+        }
+        Some(_) => f.peermem_loaded = Some(false),
+        None if f.modules.is_some() => f.peermem_loaded = Some(false),
+        None => f.unknown(
+            "peermem.loaded",
+            "neither /proc/modules nor /sys/module could be read",
+        ),
+    }
+}
+
+fn peermem_configured(out: &ProbeOutput, f: &mut Facts) {
+    let mut evidence = Vec::new();
+    let mut failures = Vec::new();
+    for (folder, parse) in [
+        (
+            "/etc/modules-load.d",
+            modconf::modules_load as fn(&str) -> _,
+        ),
+        ("/etc/modprobe.d", modconf::modprobe),
+    ] {
+        match read(out, Kind::Dir, folder) {
+            Read::Absent => continue,
+            Read::Failed(why) => {
+                failures.push(why);
+                continue;
+            }
+            Read::Text(_) => {}
+        }
+        for s in out.with_prefix(Kind::File, folder) {
+            match read(out, Kind::File, &s.name) {
+                Read::Text(t) => evidence.extend(
+                    parse(t)
+                        .into_iter()
+                        .map(|l| Evidence::new(s.name.clone(), l.line)),
+                ),
+                Read::Absent => {}
+                Read::Failed(why) => failures.push(why),
+            }
+        }
+    }
+    if !evidence.is_empty() {
+        f.peermem_configured = Some(true);
+        f.peermem_configured_evidence = evidence;
+    } else if failures.is_empty() {
+        f.peermem_configured = Some(false);
+    } else {
+        f.unknown("peermem.configured", failures.join("; "));
+    }
+}
+
+fn dma_buf_inputs(out: &ProbeOutput, f: &mut Facts) {
+    if let Read::Text(t) = read(out, Kind::Grep, "/proc/kallsyms") {
+        let hit = t
+            .lines()
+            .find(|l| l.split_whitespace().nth(2) == Some("ib_umem_dmabuf_get"));
+        f.kallsyms_dmabuf = Some(hit.is_some());
+        f.kallsyms_evidence = hit.map(|l| Evidence::new("/proc/kallsyms", l.trim_end()));
+    }
+    let mut tried = Vec::new();
+    if let Some(rel) = &f.kernel_release {
+        let name = format!("/boot/config-{rel}");
+        match read(out, Kind::Grep, &name) {
+            Read::Text(t) => {
+                f.kernel_config = Some((name, kconfig::parse(t)));
+                return;
+            }
+            Read::Absent => {}
+            Read::Failed(why) => tried.push(why),
+        }
+    }
+    const GZ: &str = "/proc/config.gz";
+    match read(out, Kind::Grep, GZ) {
+        Read::Text(t) => {
+            f.kernel_config = Some((GZ.to_string(), kconfig::parse(t)));
+            return;
+        }
+        Read::Absent => {}
+        Read::Failed(why) => tried.push(why),
+    }
+    if let Some(s) = out.get(Kind::Hex, GZ) {
+        let decoded = match read(out, Kind::Hex, GZ) {
+            Read::Text(t) => {
+                kconfig::decode_od_hex(t).and_then(|bytes| kconfig::gunzip(&bytes, 16 << 20))
+            }
+            _ => Err(why_not(GZ, s)),
+        };
+        match decoded {
+            Ok(text) => {
+                f.kernel_config = Some((GZ.to_string(), kconfig::parse(&text)));
+                return;
+            }
+            Err(why) => tried.push(why),
+        }
+    }
+    if !tried.is_empty() && f.kallsyms_dmabuf != Some(true) {
+        f.unknown("kernel config", tried.join("; "));
+    }
+}
+
+fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
+    const PCI: &str = "/sys/bus/pci/devices";
+    match read(out, Kind::Dir, PCI) {
+        Read::Absent => f.pci_gpus = Some(Vec::new()),
+        Read::Failed(why) => f.unknown("gpus (PCI)", why),
+        Read::Text(_) => {
+            // Attribute files of NVIDIA functions, grouped by bus id.
+            let mut attrs: BTreeMap<&str, BTreeMap<&str, u32>> = BTreeMap::new();
+            for s in out.with_prefix(Kind::File, PCI) {
+                let rest = &s.name[PCI.len()..];
+                let Some((bus, attr)) = rest.trim_start_matches('/').split_once('/') else {
+                    continue;
+                };
+                if let Read::Text(t) = read(out, Kind::File, &s.name)
+                    && let Some(v) = sysfs::parse_hex(t)
+                {
+                    attrs.entry(bus).or_default().insert(attr, v);
+                }
+            }
+            let gpus = attrs
+                .into_iter()
+                .filter_map(|(bus, a)| {
+                    let dev = PciDevice {
+                        bus_id: sysfs::normalize_bus_id(bus)?,
+                        device_id: u16::try_from(*a.get("device")?).ok()?,
+                        class: *a.get("class")?,
+                    };
+                    (a.get("vendor") == Some(&0x10de) && dev.is_gpu()).then_some(dev)
+                })
+                .collect();
+            f.pci_gpus = Some(gpus);
+        }
+    }
+    const PROC: &str = "/proc/driver/nvidia/gpus";
+    match read(out, Kind::Dir, PROC) {
+        Read::Absent => f.proc_gpus = Some(Vec::new()),
+        Read::Failed(why) => f.unknown("gpus (driver)", why),
+        Read::Text(listing) => {
+            let mut gpus = Vec::new();
+            for bus in listing.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                let name = format!("{PROC}/{bus}/information");
+                match read(out, Kind::File, &name) {
+                    Read::Text(t) => gpus.push(sysfs::parse_information(bus, t)),
+                    // Listed by the driver even if its information file could not be read.
+                    _ => gpus.push(sysfs::parse_information(bus, "")),
+                }
+            }
+            f.proc_gpus = Some(gpus);
+        }
+    }
+}
+
+fn smi_fact(out: &ProbeOutput, f: &mut Facts) {
+    let attempts: Vec<&Section> = out.with_prefix(Kind::Cmd, "nvidia-smi").collect();
+    let Some(last) = attempts.last() else {
+        f.smi = SmiOutcome::NotRun;
+        if !out.complete {
+            f.unknown("gpus", "the probe stopped before nvidia-smi ran");
+        }
+        return;
+    };
+    let command = last.name.clone();
+    let text = String::from_utf8_lossy(&last.body);
+    let rejected: Vec<String> = attempts[..attempts.len() - 1]
+        .iter()
+        .filter_map(|s| smi::rejected_field(&String::from_utf8_lossy(&s.body)).map(str::to_string))
+        .collect();
+    f.smi = match &last.status {
+        Status::MissingTool(_) => SmiOutcome::NotInstalled,
+        Status::Timeout | Status::Incomplete => SmiOutcome::TimedOut { command },
+        Status::Ok => match smi::parse_query(&text) {
+            Ok(gpus) => SmiOutcome::Answered {
+                command,
+                gpus,
+                rejected,
+            },
+            Err(e) => SmiOutcome::Failed {
+                command,
+                failure: SmiFailure::Other(e),
+                output: head_lines(&text, 4),
+            },
+        },
+        _ => SmiOutcome::Failed {
+            command,
+            failure: smi::classify_failure(&text),
+            output: head_lines(&text, 4),
+        },
+    };
+}
+
+fn head_lines(text: &str, n: usize) -> String {
+    text.lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .take(n)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn cc_for(id: Option<u16>) -> Option<String> {
+    gpudb::by_device_id(id?)?.compute_capability.clone()
+}
+
+fn merge_gpus(f: &mut Facts) {
+    let pci = f.pci_gpus.clone().unwrap_or_default();
+    let pci_id = |bus: &Option<String>| {
+        let bus = bus.as_ref()?;
+        pci.iter().find(|d| &d.bus_id == bus).map(|d| d.device_id)
+    };
+    let mut gpus: Vec<Gpu> = Vec::new();
+    if let SmiOutcome::Answered {
+        command,
+        gpus: rows,
+        ..
+    } = &f.smi
+    {
+        for (i, r) in rows.iter().enumerate() {
+            let bus_id = r.bus_id.as_deref().and_then(sysfs::normalize_bus_id);
+            let device_id = r
+                .pci_device_id
+                .or_else(|| pci_id(&bus_id))
+                .or_else(|| r.name.as_deref().and_then(gpudb::device_id_by_name));
+            gpus.push(Gpu {
+                index: r.index.unwrap_or(i as u32),
+                name: r.name.clone(),
+                bus_id,
+                uuid: r.uuid.clone(),
+                pci_device_id: device_id,
+                compute_capability: r.compute_cap.clone().or_else(|| cc_for(device_id)),
+                initialized: true,
+                evidence: Evidence::new(command.clone(), r.line.clone()),
+            });
+        }
+    } else {
+        let mut proc = f.proc_gpus.clone().unwrap_or_default();
+        proc.sort_by(|a, b| a.bus_id.cmp(&b.bus_id));
+        for (i, p) in proc.iter().enumerate() {
+            let bus_id = Some(p.bus_id.clone());
+            let device_id =
+                pci_id(&bus_id).or_else(|| p.model.as_deref().and_then(gpudb::device_id_by_name));
+            let source = format!("/proc/driver/nvidia/gpus/{}/information", p.bus_id);
+            gpus.push(Gpu {
+                index: i as u32,
+                name: p.model.clone(),
+                bus_id,
+                uuid: p.uuid.clone(),
+                pci_device_id: device_id,
+                compute_capability: cc_for(device_id),
+                initialized: true,
+                evidence: Evidence::new(source, p.model_line.clone().unwrap_or_default()),
+            });
+        }
+    }
+    // PCI GPUs that neither nvidia-smi nor the driver list: not taken by the driver.
+    let mut next = gpus.iter().map(|g| g.index + 1).max().unwrap_or(0);
+    let proc = f.proc_gpus.clone().unwrap_or_default();
+    for d in &pci {
+        if gpus
+            .iter()
+            .any(|g| g.bus_id.as_deref() == Some(d.bus_id.as_str()))
+        {
+            continue;
+        }
+        let model = gpudb::by_device_id(d.device_id);
+        gpus.push(Gpu {
+            index: next,
+            name: model.map(|m| m.name.clone()),
+            bus_id: Some(d.bus_id.clone()),
+            uuid: None,
+            pci_device_id: Some(d.device_id),
+            compute_capability: model.and_then(|m| m.compute_capability.clone()),
+            initialized: proc.iter().any(|p| p.bus_id == d.bus_id),
+            evidence: pci_evidence(d),
+        });
+        next += 1;
+    }
+    f.gpus = gpus;
+}
+
+/// Evidence for one NVIDIA PCI function: its sysfs path and its vendor, device and class.
+pub fn pci_evidence(d: &PciDevice) -> Evidence {
+    Evidence::new(
+        format!("/sys/bus/pci/devices/{}", d.bus_id),
+        format!(
+            "vendor 0x10de device 0x{:04x} class 0x{:06x}",
+            d.device_id, d.class
+        ),
+    )
+}

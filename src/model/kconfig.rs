@@ -1,0 +1,94 @@
+//! Kernel build configuration lines (`/boot/config-<release>`, or `/proc/config.gz` decompressed):
+//! `CONFIG_X=y|m|"..."` and `# CONFIG_X is not set`. The probe sends only the lines it needs.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+/// Options found, with their raw lines. An option that is `is not set` maps to `n`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KernelConfig {
+    pub options: BTreeMap<String, (String, String)>,
+}
+
+impl KernelConfig {
+    /// The value of `name` (`y`, `m`, `n`), or `None` when the config does not mention it.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.options.get(name).map(|(v, _)| v.as_str())
+    }
+
+    /// The raw line for `name`.
+    pub fn line(&self, name: &str) -> Option<&str> {
+        self.options.get(name).map(|(_, l)| l.as_str())
+    }
+}
+
+/// Parses config lines; other lines are ignored.
+pub fn parse(text: &str) -> KernelConfig {
+    let mut c = KernelConfig::default();
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(name) = t
+            .strip_prefix("# ")
+            .and_then(|r| r.strip_suffix(" is not set"))
+            .filter(|n| n.starts_with("CONFIG_"))
+        {
+            c.options
+                .insert(name.to_string(), ("n".to_string(), line.to_string()));
+        } else if let Some((name, value)) =
+            t.split_once('=').filter(|(n, _)| n.starts_with("CONFIG_"))
+        {
+            c.options
+                .insert(name.to_string(), (value.to_string(), line.to_string()));
+        }
+    }
+    c
+}
+
+/// Decodes `od -An -v -tx1` output (hex bytes separated by whitespace) back into bytes.
+pub fn decode_od_hex(text: &str) -> Result<Vec<u8>, String> {
+    text.split_ascii_whitespace()
+        .map(|w| u8::from_str_radix(w, 16).map_err(|_| format!("not a hex byte: {w:?}")))
+        .collect()
+}
+
+/// Gunzips `/proc/config.gz` bytes into text, reading at most `limit` bytes of output.
+pub fn gunzip(bytes: &[u8], limit: u64) -> Result<String, String> {
+    let mut out = String::new();
+    flate2::read::GzDecoder::new(bytes)
+        .take(limit)
+        .read_to_string(&mut out)
+        .map_err(|e| format!("/proc/config.gz: {e}"))?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_module_and_unset() {
+        let c = parse(
+            "CONFIG_DMA_SHARED_BUFFER=y\nCONFIG_INFINIBAND=m\n# CONFIG_INFINIBAND_USER_MEM is not set\nnoise\n",
+        );
+        assert_eq!(c.value("CONFIG_DMA_SHARED_BUFFER"), Some("y"));
+        assert_eq!(c.value("CONFIG_INFINIBAND"), Some("m"));
+        assert_eq!(c.value("CONFIG_INFINIBAND_USER_MEM"), Some("n"));
+        assert_eq!(c.value("CONFIG_PCI_P2PDMA"), None);
+    }
+
+    #[test]
+    fn od_hex_round_trip_through_gzip() {
+        use std::io::Write;
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(b"CONFIG_DMA_SHARED_BUFFER=y\n").unwrap();
+        let gz = enc.finish().unwrap();
+        let od: String = gz.iter().map(|b| format!(" {b:02x}")).collect();
+        let bytes = decode_od_hex(&od).unwrap();
+        assert_eq!(
+            gunzip(&bytes, 1 << 20).unwrap(),
+            "CONFIG_DMA_SHARED_BUFFER=y\n"
+        );
+        assert!(decode_od_hex(" zz").is_err());
+        assert!(gunzip(b"not gzip", 10).is_err());
+    }
+}
