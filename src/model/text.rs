@@ -30,6 +30,24 @@ pub fn terminal_safe(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Serialized JSON with the invisible bidirectional controls (which serde_json leaves raw, as
+/// JSON allows) written as `\uXXXX` escapes. They can only occur inside JSON strings, where the
+/// escape means the same character, so the document's meaning is unchanged.
+pub fn json_safe(json: String) -> String {
+    if !json.chars().any(|c| c as u32 > 0x7f && is_dangerous(c)) {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len() + 12);
+    for c in json.chars() {
+        if c as u32 > 0x7f && is_dangerous(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,5 +63,16 @@ mod tests {
         assert_eq!(terminal_safe("x\u{202e}y"), "x\\u{202e}y");
         assert_eq!(terminal_safe("l1\nl2"), "l1\\nl2");
         assert!(!terminal_safe("\x7f").contains('\x7f'));
+    }
+
+    #[test]
+    fn json_keeps_its_meaning() {
+        let raw = serde_json::to_string(&"a\u{202e}b\u{85}").unwrap();
+        let safe = json_safe(raw);
+        assert_eq!(safe, "\"a\\u202eb\\u0085\"");
+        assert_eq!(
+            serde_json::from_str::<String>(&safe).unwrap(),
+            "a\u{202e}b\u{85}"
+        );
     }
 }

@@ -189,3 +189,61 @@ pub fn report(
         .unwrap_or_else(|| "localhost".to_string());
     NodeReport::from_facts(name, &facts, &assessment, scanned_at, duration_ms)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::NodeStatus;
+
+    /// The raw probe output of the real H200 machine (docs/examples), through the whole model.
+    #[test]
+    fn real_h200_probe_output_is_ready() {
+        let run = RawRun {
+            boundary: "gpufleet-RAW".into(),
+            output: include_bytes!("../../docs/examples/h200-probe-raw.txt").to_vec(),
+            end: RunEnd::Completed,
+            duration: Duration::from_millis(100),
+        };
+        let n = report(
+            None,
+            &run,
+            &Thresholds::default(),
+            "2026-11-30T10:37:23Z".into(),
+        );
+        assert_eq!(n.status, NodeStatus::Ready, "{:#?}", n.reasons);
+        assert!(n.reasons.is_empty(), "{:#?}", n.reasons);
+        let d = n.driver.as_ref().unwrap();
+        assert_eq!(d.version.as_deref(), Some("580.159.04"));
+        assert_eq!(n.gpu_summary().as_deref(), Some("1x NVIDIA H200"));
+        assert_eq!(n.min_compute_capability().as_deref(), Some("9.0"));
+        assert_eq!(n.dma_buf.as_ref().unwrap().kernel_support, Some(true));
+    }
+
+    #[test]
+    fn boundaries_are_fresh_and_long() {
+        let (a, b) = (new_boundary(), new_boundary());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), "gpufleet-".len() + 32);
+    }
+
+    #[test]
+    fn empty_or_foreign_output_is_probe_output_invalid() {
+        for output in [&b""[..], b"Welcome to node7\nlast login: never\n"] {
+            let run = RawRun {
+                boundary: new_boundary(),
+                output: output.to_vec(),
+                end: RunEnd::Completed,
+                duration: Duration::ZERO,
+            };
+            let n = report(
+                Some("n1".into()),
+                &run,
+                &Thresholds::default(),
+                String::new(),
+            );
+            assert_eq!(n.status, NodeStatus::Unreachable);
+            assert_eq!(n.reasons[0].code, Code::ProbeOutputInvalid);
+            assert_eq!(n.name, "n1");
+        }
+    }
+}

@@ -7,7 +7,7 @@ use anstyle::{AnsiColor, Style};
 use clap::ValueEnum;
 
 use crate::model::report::{NodeReport, Snapshot, summary};
-use crate::model::text::terminal_safe;
+use crate::model::text::{json_safe, terminal_safe};
 use crate::model::{NodeStatus, Severity};
 
 /// Output format.
@@ -51,8 +51,8 @@ impl Sink for JsonSink<'_> {
         Ok(())
     }
     fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut self.out, snapshot)?;
-        writeln!(self.out)?;
+        let json = serde_json::to_string_pretty(snapshot)?;
+        writeln!(self.out, "{}", json_safe(json))?;
         self.out.flush()
     }
 }
@@ -63,11 +63,8 @@ struct JsonlSink<'a> {
 
 impl Sink for JsonlSink<'_> {
     fn node(&mut self, node: &NodeReport) -> io::Result<()> {
-        serde_json::to_writer(
-            &mut self.out,
-            &serde_json::json!({"type": "node", "data": node}),
-        )?;
-        writeln!(self.out)?;
+        let json = serde_json::to_string(&serde_json::json!({"type": "node", "data": node}))?;
+        writeln!(self.out, "{}", json_safe(json))?;
         self.out.flush()
     }
     fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {

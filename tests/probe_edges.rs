@@ -1,0 +1,336 @@
+//! Bad input and hostile nodes, on temp copies of fixture nodes (the originals are never edited),
+//! through the real binary and the real probe script.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn fixture(name: &str) -> PathBuf {
+    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/nodes");
+    let base = if shared.is_dir() {
+        shared
+    } else {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nodes")
+    };
+    base.join(name)
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        let ty = e.file_type().unwrap();
+        if ty.is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else if ty.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(e.path()).unwrap(), &dest).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+            let mut perm = std::fs::metadata(&dest).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            perm.set_readonly(false);
+            std::fs::set_permissions(&dest, perm).unwrap();
+        }
+    }
+}
+
+/// A writable copy of fixture `name` in a temp dir.
+fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join(name);
+    copy_tree(&fixture(name), &node);
+    (dir, node)
+}
+
+fn gpufleet(node: &Path, path: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .arg("snapshot")
+        .arg("--config")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/config.example.toml"))
+        .arg("--root")
+        .arg(node.join("root"))
+        .args(["--nvidia-smi-timeout", "2"])
+        .args(extra)
+        .env("PATH", path)
+        .output()
+        .unwrap()
+}
+
+fn default_path(node: &Path) -> String {
+    format!("{}:/usr/bin:/bin", node.join("bin").display())
+}
+
+fn json_node(node: &Path, extra: &[&str]) -> Value {
+    let out = gpufleet(
+        node,
+        &default_path(node),
+        &[&["--format", "json"], extra].concat(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["nodes"][0].clone()
+}
+
+fn codes(node: &Value) -> Vec<String> {
+    node["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["code"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn compute_cap_rejected_by_an_old_driver_is_retried_without_it() {
+    let (_t, node) = scratch("a100-proprietary-535-k5.15-peermem");
+    let csv = node.join("commands/gpus.csv");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let stripped: String = text
+        .lines()
+        .map(|l| {
+            let cols: Vec<&str> = l.split(", ").collect();
+            cols[..6].join(", ") + ", " + cols[7]
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!stripped.contains("compute_cap"));
+    std::fs::write(&csv, stripped + "\n").unwrap();
+    let n = json_node(&node, &[]);
+    assert_eq!(n["status"], "migrate", "{n:#}");
+    assert_eq!(n["gpus"].as_array().unwrap().len(), 8);
+    // From data/nvidia-gpus.tsv by PCI device id 20B2.
+    assert_eq!(n["gpus"][0]["compute_capability"], "8.0");
+    assert!(!codes(&n).contains(&"nvidia-smi-failed".to_string()));
+}
+
+#[test]
+fn without_nvidia_smi_gpus_come_from_proc_and_pci() {
+    let (_t, node) = scratch("h200-open-580-k6.18-real");
+    std::fs::remove_dir_all(node.join("bin")).unwrap();
+    let n = json_node(&node, &[]);
+    assert_eq!(n["status"], "ready");
+    assert_eq!(n["gpus"][0]["name"], "NVIDIA H200");
+    assert_eq!(n["gpus"][0]["compute_capability"], "9.0");
+    assert_eq!(n["gpus"][0]["bus_id"], "0000:00:06.0");
+    assert_eq!(n["driver"]["userspace_version"], Value::Null);
+}
+
+#[test]
+fn garbage_and_invalid_utf8_make_facts_unknown_not_a_crash() {
+    let (_t, node) = scratch("h100-open-555-k6.6-peermem");
+    std::fs::write(
+        node.join("root/proc/modules"),
+        b"\x00\xff\xfe binary \x1b[2J\n",
+    )
+    .unwrap();
+    std::fs::write(
+        node.join("root/etc/os-release"),
+        b"PRETTY_NAME=\"\xc3\x28\"\n",
+    )
+    .unwrap();
+    let n = json_node(&node, &[]);
+    let unknown: Vec<&str> = n["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["code"] == "fact-unknown")
+        .map(|r| r["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        unknown.iter().any(|m| m.contains("/proc/modules")),
+        "{unknown:?}"
+    );
+    assert!(
+        unknown.iter().any(|m| m.contains("/etc/os-release")),
+        "{unknown:?}"
+    );
+    assert_eq!(n["modules"], Value::Null);
+    assert_eq!(n["os"]["pretty_name"], Value::Null);
+    // Facts from other files are still there.
+    assert_eq!(n["driver"]["flavor"], "open");
+    assert_eq!(n["kernel"]["release"], "6.6.43-custom");
+}
+
+#[test]
+fn escape_sequences_from_a_node_never_reach_the_terminal_raw() {
+    let (_t, node) = scratch("h200-open-580-k6.18-real");
+    std::fs::write(
+        node.join("root/proc/sys/kernel/hostname"),
+        "evil\x1b]0;owned\x07\n",
+    )
+    .unwrap();
+    let csv = node.join("commands/gpus.csv");
+    let text = std::fs::read_to_string(&csv)
+        .unwrap()
+        .replace("0, NVIDIA H200,", "0, NVIDIA H200\x1b[2J\u{202e},");
+    std::fs::write(&csv, text).unwrap();
+    for format in ["table", "csv", "json", "jsonl"] {
+        let out = gpufleet(&node, &default_path(&node), &["--format", format]);
+        assert!(out.status.success());
+        let s = String::from_utf8(out.stdout).unwrap();
+        assert!(!s.contains('\x1b'), "{format}: raw ESC in output:\n{s}");
+        assert!(!s.contains('\x07'), "{format}: raw BEL in output");
+        assert!(
+            !s.contains('\u{202e}'),
+            "{format}: raw bidi override in output"
+        );
+        assert!(s.contains("evil"), "{format}: the node is still shown");
+    }
+    let n = json_node(&node, &[]);
+    assert_eq!(n["name"], "evil\x1b]0;owned\x07");
+}
+
+fn restricted_path(without: &[&str]) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    for tool in [
+        "sh", "cat", "ls", "grep", "id", "gzip", "od", "sleep", "dirname", "awk", "timeout",
+    ] {
+        if without.contains(&tool) {
+            continue;
+        }
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("{tool} is not installed"));
+        std::os::unix::fs::symlink(found, dir.path().join(tool)).unwrap();
+    }
+    let p = dir.path().display().to_string();
+    (dir, p)
+}
+
+#[test]
+fn hung_nvidia_smi_without_timeout_tool_is_cut_by_the_deadline() {
+    let node = fixture("l40s-open-570-k6.8-smi-hang");
+    let (_bin, tools) = restricted_path(&["timeout"]);
+    let path = format!("{}:{tools}", node.join("bin").display());
+    let start = Instant::now();
+    let out = gpufleet(&node, &path, &["--format", "json", "--deadline", "4"]);
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = &doc["nodes"][0];
+    assert!(
+        codes(n).contains(&"nvidia-smi-timeout".to_string()),
+        "{n:#}"
+    );
+    assert_eq!(n["driver"]["version"], "570.86.15");
+    assert_eq!(n["dma_buf"]["kernel_support"], true);
+}
+
+#[test]
+fn without_gzip_the_config_gz_travels_as_hex() {
+    let (_t, node) = scratch("h200-open-580-k6.18-real");
+    // Force the kernel-config path: no kallsyms symbol.
+    std::fs::write(node.join("root/proc/kallsyms"), "").unwrap();
+    let (_bin, tools) = restricted_path(&["gzip"]);
+    let path = format!("{}:{tools}", node.join("bin").display());
+    let out = gpufleet(&node, &path, &["--format", "json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = &doc["nodes"][0];
+    assert_eq!(n["dma_buf"]["kernel_support"], true, "{n:#}");
+    assert_eq!(n["status"], "ready");
+}
+
+#[test]
+fn a_read_that_never_ends_keeps_the_sections_before_the_deadline() {
+    let (_t, node) = scratch("h200-open-580-k6.18-real");
+    let modules = node.join("root/proc/modules");
+    std::fs::remove_file(&modules).unwrap();
+    let ok = Command::new("mkfifo").arg(&modules).status().unwrap();
+    assert!(ok.success());
+    let start = Instant::now();
+    let n = json_node(&node, &["--deadline", "2"]);
+    assert!(start.elapsed() < Duration::from_secs(8));
+    // Read before /proc/modules: kept.
+    assert_eq!(n["kernel"]["release"], "6.18.44-fc-v657-gpu");
+    assert_eq!(n["driver"]["flavor"], "open");
+    // From /proc/modules on: unknown, and said so.
+    assert_eq!(n["modules"], Value::Null);
+    let msgs: Vec<String> = n["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["message"].as_str().unwrap().to_string())
+        .collect();
+    assert!(msgs.iter().any(|m| m.contains("deadline")), "{msgs:?}");
+}
+
+#[test]
+fn output_over_the_cap_marks_the_node_probe_output_invalid() {
+    let (_t, node) = scratch("h200-open-580-k6.18-real");
+    let line = "nvidia_uvm 1830912 - - Live 0xffffffffc080c000 (O)\n";
+    std::fs::write(
+        node.join("root/proc/modules"),
+        line.repeat((2 << 20) / line.len()),
+    )
+    .unwrap();
+    let n = json_node(&node, &[]);
+    assert_eq!(n["status"], "unreachable");
+    assert_eq!(codes(&n), vec!["probe-output-invalid"]);
+    assert_eq!(n["kernel"], Value::Null);
+}
+
+#[test]
+fn check_exit_codes() {
+    let run = |name: &str, extra: &[&str]| {
+        let node = fixture(name);
+        gpufleet(
+            &node,
+            &default_path(&node),
+            &[&["--format", "json"], extra].concat(),
+        )
+        .status
+        .code()
+    };
+    assert_eq!(run("h200-open-580-k6.18-real", &["--check"]), Some(0));
+    assert_eq!(
+        run("a100-proprietary-535-k5.15-peermem", &["--check"]),
+        Some(1)
+    );
+    assert_eq!(run("cpu-node-no-driver-k6.8", &["--check"]), Some(1));
+    assert_eq!(run("a100-proprietary-535-k5.15-peermem", &[]), Some(0));
+    let out = gpufleet(Path::new("/nonexistent"), "/usr/bin:/bin", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a folder"));
+}
+
+#[test]
+fn jsonl_and_csv_shapes() {
+    let node = fixture("a100-proprietary-535-k5.15-peermem");
+    let out = gpufleet(&node, &default_path(&node), &["--format", "jsonl"]);
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["type"], "node");
+    assert_eq!(lines[0]["data"]["status"], "migrate");
+    assert_eq!(lines[1]["type"], "summary");
+    assert_eq!(lines[1]["data"]["migrate"], 1);
+
+    let out = gpufleet(&node, &default_path(&node), &["--format", "csv"]);
+    let mut rdr = csv::Reader::from_reader(out.stdout.as_slice());
+    let header: Vec<String> = rdr.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(header, gpufleet::snapshot::CSV_COLUMNS);
+    let row = rdr.records().next().unwrap().unwrap();
+    assert_eq!(&row[5], "8x NVIDIA A100-SXM4-80GB");
+    assert_eq!(&row[6], "8.0");
+    assert_eq!(&row[7], "true");
+    assert!(row[10].split(';').any(|c| c == "peermem-configured"));
+}
+
+#[test]
+fn mismatch_reports_the_userspace_version_from_nvml() {
+    let n = json_node(&fixture("a100-proprietary-550-mismatch"), &[]);
+    assert_eq!(n["driver"]["version"], "550.90.07");
+    assert_eq!(n["driver"]["userspace_version"], "550.127");
+}
