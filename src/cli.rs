@@ -3,13 +3,19 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::Config;
+use crate::config::{Config, Paths};
+use crate::inventory::{Inventory, Selection};
 use crate::model::report::Snapshot;
-use crate::probe;
+use crate::model::{NodeReport, NodeStatus};
+use crate::probe::known_hosts::KnownHosts;
+use crate::probe::scan::{Scan, now_rfc3339};
+use crate::probe::ssh::{HostKeyPolicy, HostKeys};
+use crate::probe::{self, ProbeSettings};
 use crate::snapshot::{self, Format};
 
 const ABOUT: &str = "Inspect GPU nodes for the move to NVIDIA open kernel modules + DMA-BUF";
@@ -19,12 +25,12 @@ Inspect GPU nodes for the move from the proprietary NVIDIA module + nvidia-peerm
 kernel modules + DMA-BUF GPUDirect RDMA.
 
 gpufleet runs one read-only probe per node (files under /proc, /sys, /etc and /boot, then \
-nvidia-smi under a time limit) and reports, per node: kernel, module flavour, driver, GPUs and \
-their compute capability, DMA-BUF kernel support, nvidia-peermem state, and a status with \
-reasons and evidence.
+nvidia-smi under a time limit), locally or over SSH for every node of an inventory, and reports \
+per node: kernel, module flavour, driver, GPUs and their compute capability, DMA-BUF kernel \
+support, nvidia-peermem state, and a status with reasons and evidence.
 
 Statuses, worst first:
-  unreachable  the scan could not run
+  unreachable  the scan could not run (SSH timeout, refused, auth failed, host key)
   attention    something is broken now (nvidia-smi fails or hangs, GPUs not initialized, ...)
   blocked      the move is impossible until something else changes (pre-Turing GPU, kernel < 5.12, ...)
   migrate      on (part of) the legacy stack and nothing blocks the move
@@ -33,10 +39,11 @@ Statuses, worst first:
 
 const AFTER_HELP: &str = "\
 Examples:
-  gpufleet snapshot                      this machine, as a table (JSON when piped)
-  gpufleet snapshot --format json        the JSON document (schema_version 1)
-  gpufleet snapshot --check              exit 0 only if this node is ready (CI gate)
-  gpufleet snapshot --root /host         a host filesystem mounted at /host";
+  gpufleet snapshot                          this machine, as a table (JSON when piped)
+  gpufleet snapshot -i fleet.toml            every node of an inventory, over SSH
+  gpufleet snapshot -i fleet.toml -g a100 --format csv > a100.csv
+  gpufleet snapshot -i fleet.toml --check    exit 0 only if every node is ready (CI gate)
+  gpufleet paths                             where gpufleet reads and writes its files";
 
 #[derive(Debug, Parser)]
 #[command(name = "gpufleet", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
@@ -44,6 +51,24 @@ pub struct Cli {
     /// Config file [default: ~/.config/gpufleet/config.toml]
     #[arg(long, global = true, env = "GPUFLEET_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+
+    /// Inventory of nodes [default: ~/.config/gpufleet/inventory.toml if it exists]
+    #[arg(
+        short,
+        long,
+        global = true,
+        env = "GPUFLEET_INVENTORY",
+        value_name = "FILE"
+    )]
+    pub inventory: Option<PathBuf>,
+
+    /// gpufleet's known_hosts, read with ~/.ssh/known_hosts [default: ~/.local/share/gpufleet/known_hosts]
+    #[arg(long, global = true, env = "GPUFLEET_KNOWN_HOSTS", value_name = "FILE")]
+    pub known_hosts: Option<PathBuf>,
+
+    /// State folder for rollout journals [default: ~/.local/state/gpufleet]
+    #[arg(long, global = true, env = "GPUFLEET_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -54,12 +79,19 @@ pub enum Command {
     /// Probe nodes once and print a report: table, JSON, JSON Lines or CSV
     #[command(after_help = SNAPSHOT_HELP)]
     Snapshot(SnapshotArgs),
+    /// Print where gpufleet reads and writes its files
+    Paths,
 }
 
 const SNAPSHOT_HELP: &str = "\
+Which nodes:
+  no inventory (and none at ~/.config/gpufleet/inventory.toml), or --local: this machine
+  -i FILE: every node of the inventory, narrowed by --node, --group and --label
+  (several values of one selector are a union; different selectors intersect)
+
 Exit codes:
   0  the snapshot was produced, whatever the statuses
-  2  usage or config errors
+  2  usage, config or inventory errors
 With --check:
   0  every node is ready
   1  some node is not ready (no-driver included)
@@ -67,18 +99,31 @@ With --check:
 
 Examples:
   gpufleet snapshot
-  gpufleet snapshot --format csv > fleet.csv
+  gpufleet snapshot -i fleet.toml --node 'gpu[001-016]' --format jsonl
+  gpufleet snapshot -i fleet.toml --label rack=r2 --host-key-policy accept-new
   gpufleet snapshot --root /host --nvidia-smi-timeout 5";
 
 #[derive(Debug, Args, Default)]
 pub struct SnapshotArgs {
-    /// Probe this machine (the default while there is no inventory)
-    #[arg(long)]
+    /// Probe this machine, even when an inventory is configured
+    #[arg(long, conflicts_with_all = ["node", "group", "label"])]
     pub local: bool,
 
-    /// Read every probed path under DIR (a host filesystem mounted elsewhere)
+    /// Local mode: read every probed path under DIR (a host filesystem mounted elsewhere)
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
+
+    /// Only these nodes (names, ranges like gpu[001-008], globs like 'gpu0*'); repeatable
+    #[arg(short, long, value_name = "NAME")]
+    pub node: Vec<String>,
+
+    /// Only nodes in this inventory group; repeatable
+    #[arg(short, long, value_name = "GROUP")]
+    pub group: Vec<String>,
+
+    /// Only nodes with this label (key=value, or key); repeatable
+    #[arg(short, long, value_name = "LABEL")]
+    pub label: Vec<String>,
 
     /// Output format [default: table on a terminal, json otherwise]
     #[arg(long, short = 'f', value_enum)]
@@ -95,32 +140,47 @@ pub struct SnapshotArgs {
     /// Deadline for the whole probe of one node, in seconds [default: 60, or the config's]
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub deadline: Option<u64>,
-}
 
-fn now_rfc3339() -> String {
-    jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .map(|t| t.to_string())
-        .unwrap_or_else(|_| jiff::Timestamp::now().to_string())
+    /// Nodes probed at once [default: 64, or the config's]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub concurrency: Option<u64>,
+
+    /// Seconds to open each TCP connection [default: 10, or the config's]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub connect_timeout: Option<u64>,
+
+    /// Unknown host keys: refuse (strict) or learn (accept-new); changed keys are always refused
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub host_key_policy: Option<HostKeyPolicy>,
 }
 
 /// Runs the parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
-    let config = match Config::load(cli.config.as_deref()) {
+    // Given by flag or environment (clap merges both): such a file must exist.
+    let explicit_config = cli.config.is_some();
+    let explicit_inventory = cli.inventory.is_some();
+    let paths = Paths::resolve(cli.config, cli.inventory, cli.known_hosts, cli.state_dir);
+    let config = match Config::load(paths.config.as_deref().filter(|_| explicit_config)) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("gpufleet: config error: {e}");
             return ExitCode::from(2);
         }
     };
-    let args = match cli.command {
-        Some(Command::Snapshot(a)) => a,
-        None => SnapshotArgs {
-            root: PathBuf::from("/"),
-            ..SnapshotArgs::default()
-        },
+    let result = match cli.command {
+        Some(Command::Paths) => print_paths(&paths),
+        Some(Command::Snapshot(a)) => snapshot_cmd(&config, &paths, explicit_inventory, &a),
+        None => snapshot_cmd(
+            &config,
+            &paths,
+            explicit_inventory,
+            &SnapshotArgs {
+                root: PathBuf::from("/"),
+                ..SnapshotArgs::default()
+            },
+        ),
     };
-    match snapshot_cmd(&config, &args) {
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("gpufleet: {e:#}");
@@ -129,17 +189,56 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-fn snapshot_cmd(config: &Config, args: &SnapshotArgs) -> anyhow::Result<u8> {
+fn print_paths(paths: &Paths) -> anyhow::Result<u8> {
+    let show = |p: &Option<PathBuf>| {
+        p.as_ref()
+            .map_or("(none: no home folder)".to_string(), |p| {
+                let state = if p.exists() { "" } else { "  (absent)" };
+                format!("{}{state}", p.display())
+            })
+    };
+    println!("config       {}", show(&paths.config));
+    println!("inventory    {}", show(&paths.inventory));
+    println!("known_hosts  {}", show(&paths.known_hosts));
+    println!("ssh known_hosts {}", show(&Paths::user_known_hosts()));
+    println!("state        {}", show(&paths.state_dir));
+    Ok(0)
+}
+
+/// The inventory to scan: `-i`/`$GPUFLEET_INVENTORY` must exist; the default one is used when
+/// it exists; otherwise `None` (local mode).
+fn inventory_for(
+    paths: &Paths,
+    explicit: bool,
+    args: &SnapshotArgs,
+) -> anyhow::Result<Option<Inventory>> {
+    if args.local {
+        return Ok(None);
+    }
+    let Some(path) = &paths.inventory else {
+        return Ok(None);
+    };
+    if !explicit && !path.exists() {
+        if !(args.node.is_empty() && args.group.is_empty() && args.label.is_empty()) {
+            anyhow::bail!("--node, --group and --label need an inventory (-i FILE)");
+        }
+        return Ok(None);
+    }
+    Ok(Some(Inventory::load(path)?))
+}
+
+fn snapshot_cmd(
+    config: &Config,
+    paths: &Paths,
+    explicit_inventory: bool,
+    args: &SnapshotArgs,
+) -> anyhow::Result<u8> {
     let mut settings = config.probe_settings();
-    settings.root = args.root.clone();
     if let Some(s) = args.nvidia_smi_timeout {
         settings.nvidia_smi_timeout_secs = s;
     }
     if let Some(s) = args.deadline {
         settings.deadline = Duration::from_secs(s);
-    }
-    if !settings.root.is_dir() {
-        anyhow::bail!("--root {}: not a folder", settings.root.display());
     }
     let thresholds = config.thresholds();
     let stdout = std::io::stdout();
@@ -148,22 +247,126 @@ fn snapshot_cmd(config: &Config, args: &SnapshotArgs) -> anyhow::Result<u8> {
     } else {
         Format::Json
     });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let scanned_at = now_rfc3339();
-    let run = rt
-        .block_on(probe::run_local(&settings))
-        .map_err(|e| anyhow::anyhow!("cannot start sh for the local probe: {e}"))?;
-    let node = probe::report(None, &run, &thresholds, scanned_at);
     let out: Box<dyn Write> = if format == Format::Table {
         Box::new(anstream::stdout())
     } else {
         Box::new(stdout.lock())
     };
     let mut sink = snapshot::sink(format, out);
-    sink.node(&node)?;
-    let doc = Snapshot::new(now_rfc3339(), vec![node]);
+    let nodes = match inventory_for(paths, explicit_inventory, args)? {
+        None => {
+            settings.root = args.root.clone();
+            if !settings.root.is_dir() {
+                anyhow::bail!("--root {}: not a folder", settings.root.display());
+            }
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let scanned_at = now_rfc3339();
+            let run = rt
+                .block_on(probe::run_local(&settings))
+                .map_err(|e| anyhow::anyhow!("cannot start sh for the local probe: {e}"))?;
+            let node = probe::report(None, &run, &thresholds, scanned_at);
+            sink.node(&node)?;
+            vec![node]
+        }
+        Some(inv) => scan_fleet(config, paths, args, &inv, settings, thresholds, &mut *sink)?,
+    };
+    let doc = Snapshot::new(now_rfc3339(), nodes);
     sink.finish(&doc)?;
     Ok(snapshot::exit_code(&doc.nodes, args.check))
+}
+
+fn scan_fleet(
+    config: &Config,
+    paths: &Paths,
+    args: &SnapshotArgs,
+    inv: &Inventory,
+    settings: ProbeSettings,
+    thresholds: crate::model::Thresholds,
+    sink: &mut dyn snapshot::Sink,
+) -> anyhow::Result<Vec<NodeReport>> {
+    let selection = Selection {
+        nodes: args.node.clone(),
+        groups: args.group.clone(),
+        labels: args.label.clone(),
+    };
+    let selected: Vec<_> = selection
+        .apply(inv)
+        .map_err(anyhow::Error::msg)?
+        .into_iter()
+        .cloned()
+        .collect();
+    let mut ssh = config.ssh_settings();
+    if let Some(c) = args.concurrency {
+        ssh.concurrency = c as usize;
+    }
+    if let Some(c) = args.connect_timeout {
+        ssh.connect_timeout = Duration::from_secs(c);
+    }
+    if let Some(p) = args.host_key_policy {
+        ssh.host_key_policy = p;
+    }
+    let mut files: Vec<PathBuf> = Paths::user_known_hosts().into_iter().collect();
+    files.extend(inv.known_hosts.clone());
+    files.extend(paths.known_hosts.clone());
+    let learn_to = inv
+        .known_hosts
+        .clone()
+        .or_else(|| paths.known_hosts.clone());
+    let db = KnownHosts::load(&files, learn_to)?;
+    for (f, line) in db.skipped.iter().take(3) {
+        eprintln!(
+            "gpufleet: warning: {}:{line}: not a known_hosts line; skipped",
+            f.display()
+        );
+    }
+    let keys = Arc::new(HostKeys {
+        db: Mutex::new(db),
+        policy: ssh.host_key_policy,
+    });
+    let scan = Arc::new(Scan {
+        probe: settings,
+        ssh,
+        keys,
+        thresholds,
+    });
+    let total = selected.len();
+    let order: Vec<String> = selected.iter().map(|n| n.name.clone()).collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let progress = std::io::stderr().is_terminal();
+    let mut reports = rt.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+        let task = tokio::spawn(scan.run(selected, tx));
+        let mut reports = Vec::with_capacity(total);
+        while let Some(r) = rx.recv().await {
+            sink.node(&r)?;
+            reports.push(r);
+            if progress {
+                let failed = reports
+                    .iter()
+                    .filter(|r| r.status == NodeStatus::Unreachable)
+                    .count();
+                eprint!(
+                    "\r\x1b[2Kscanning {}/{total} nodes, {failed} unreachable",
+                    reports.len()
+                );
+            }
+        }
+        let _ = task.await;
+        if progress {
+            eprint!("\r\x1b[2K");
+        }
+        Ok::<_, std::io::Error>(reports)
+    })?;
+    let rank: std::collections::HashMap<&str, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
+        .collect();
+    reports.sort_by_key(|r| rank.get(r.name.as_str()).copied());
+    Ok(reports)
 }

@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use crate::model::assess::{MajorMinor, Thresholds};
 use crate::probe::ProbeSettings;
+use crate::probe::ssh::{HostKeyPolicy, SshSettings};
 
 /// The parsed config file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -21,6 +22,38 @@ pub struct Config {
     pub assessment: AssessmentConfig,
     #[serde(default)]
     pub probe: ProbeConfig,
+    #[serde(default)]
+    pub ssh: SshConfig,
+}
+
+/// `[ssh]`: fleet scans. Times in seconds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SshConfig {
+    /// Nodes probed at once (64).
+    pub concurrency: usize,
+    /// TCP connect limit (10).
+    pub connect_timeout: u64,
+    /// SSH handshake + login limit (15).
+    pub auth_timeout: u64,
+    /// Keepalive interval (15); 3 unanswered keepalives drop the connection.
+    pub keepalive: u64,
+    /// `strict` (refuse unknown host keys) or `accept-new` (learn them; changed keys are
+    /// always refused).
+    pub host_key_policy: HostKeyPolicy,
+}
+
+impl Default for SshConfig {
+    fn default() -> Self {
+        let d = SshSettings::default();
+        SshConfig {
+            concurrency: d.concurrency,
+            connect_timeout: d.connect_timeout.as_secs(),
+            auth_timeout: d.auth_timeout.as_secs(),
+            keepalive: d.keepalive.as_secs(),
+            host_key_policy: d.host_key_policy,
+        }
+    }
 }
 
 /// `[assessment]`: thresholds of domain.md's rules, as "major.minor" strings.
@@ -76,7 +109,56 @@ pub struct ConfigError(pub String);
 
 /// The default config path: `<XDG config dir>/gpufleet/config.toml`.
 pub fn default_config_path() -> Option<PathBuf> {
-    directories::ProjectDirs::from("", "", "gpufleet").map(|d| d.config_dir().join("config.toml"))
+    dirs().map(|d| d.config_dir().join("config.toml"))
+}
+
+fn dirs() -> Option<directories::ProjectDirs> {
+    directories::ProjectDirs::from("", "", "gpufleet")
+}
+
+/// Where gpufleet keeps its files (XDG folders from the `directories` crate), each
+/// overridable by a flag and an environment variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    /// `--config`, `$GPUFLEET_CONFIG`, `~/.config/gpufleet/config.toml`.
+    pub config: Option<PathBuf>,
+    /// `-i/--inventory`, `$GPUFLEET_INVENTORY`, `~/.config/gpufleet/inventory.toml`.
+    pub inventory: Option<PathBuf>,
+    /// gpufleet's own known_hosts: `--known-hosts`, `$GPUFLEET_KNOWN_HOSTS`,
+    /// `~/.local/share/gpufleet/known_hosts`. Read with ~/.ssh/known_hosts; `accept-new` writes
+    /// here unless the inventory names its own file.
+    pub known_hosts: Option<PathBuf>,
+    /// `--state-dir`, `$GPUFLEET_STATE_DIR`, `~/.local/state/gpufleet` (rollout journals).
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Paths {
+    /// Resolves each path: the given value (flag or environment, as clap merged them), else the
+    /// XDG default.
+    pub fn resolve(
+        config: Option<PathBuf>,
+        inventory: Option<PathBuf>,
+        known_hosts: Option<PathBuf>,
+        state_dir: Option<PathBuf>,
+    ) -> Paths {
+        let d = dirs();
+        Paths {
+            config: config.or_else(default_config_path),
+            inventory: inventory
+                .or_else(|| d.as_ref().map(|d| d.config_dir().join("inventory.toml"))),
+            known_hosts: known_hosts
+                .or_else(|| d.as_ref().map(|d| d.data_dir().join("known_hosts"))),
+            state_dir: state_dir.or_else(|| {
+                d.as_ref()
+                    .map(|d| d.state_dir().unwrap_or(d.data_local_dir()).to_path_buf())
+            }),
+        }
+    }
+
+    /// ~/.ssh/known_hosts, as OpenSSH reads it.
+    pub fn user_known_hosts() -> Option<PathBuf> {
+        directories::BaseDirs::new().map(|b| b.home_dir().join(".ssh/known_hosts"))
+    }
 }
 
 /// 1-based line and column of byte `offset` in `text`.
@@ -99,9 +181,16 @@ impl Config {
             ))
         })?;
         cfg.thresholds_checked(text, path)?;
-        if cfg.probe.nvidia_smi_timeout == 0 || cfg.probe.deadline == 0 {
+        let s = &cfg.ssh;
+        if cfg.probe.nvidia_smi_timeout == 0
+            || cfg.probe.deadline == 0
+            || s.connect_timeout == 0
+            || s.auth_timeout == 0
+            || s.keepalive == 0
+            || s.concurrency == 0
+        {
             return Err(ConfigError(format!(
-                "{}: [probe] limits must be at least 1 second",
+                "{}: [probe] and [ssh] limits must be at least 1 (second or node)",
                 path.display()
             )));
         }
@@ -157,6 +246,18 @@ impl Config {
             .unwrap_or_default()
     }
 
+    /// SSH settings from `[ssh]`.
+    pub fn ssh_settings(&self) -> SshSettings {
+        let s = &self.ssh;
+        SshSettings {
+            connect_timeout: Duration::from_secs(s.connect_timeout),
+            auth_timeout: Duration::from_secs(s.auth_timeout),
+            keepalive: Duration::from_secs(s.keepalive),
+            host_key_policy: s.host_key_policy,
+            concurrency: s.concurrency,
+        }
+    }
+
     /// Probe settings from `[probe]`.
     pub fn probe_settings(&self) -> ProbeSettings {
         ProbeSettings {
@@ -204,6 +305,6 @@ mod tests {
         let e = Config::parse("[probe]\ndeadline = 0\n", Path::new("c.toml"))
             .unwrap_err()
             .0;
-        assert!(e.contains("at least 1 second"), "{e}");
+        assert!(e.contains("at least 1"), "{e}");
     }
 }

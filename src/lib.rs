@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod inventory;
 pub mod model;
 pub mod probe;
 pub mod snapshot;

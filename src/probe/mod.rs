@@ -13,6 +13,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::model::{self, Code, NodeReport, Thresholds};
 
+pub mod known_hosts;
+pub mod scan;
+pub mod ssh;
+
 /// The probe script (protocol 1); the same text runs locally and over SSH.
 pub const SCRIPT: &str = include_str!("probe.sh");
 

@@ -1,0 +1,490 @@
+//! The inventory: which nodes to scan and how to reach them (TOML; see
+//! `config/inventory.example.toml`).
+//!
+//! Settings resolve per node as: the node's own value, else its groups' (a later group in the
+//! node's `groups` list wins), else `[defaults]`, else built-in defaults (port 22, the local
+//! user, root prefix `/`). Labels merge in the same order. Names and hosts may hold
+//! ClusterShell-style ranges (`gpu[001-128]`); a host with a range must expand to as many
+//! entries as the name. Errors name the file, line and column, and suggest the closest valid
+//! key for a typo.
+
+pub mod range;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::config::line_col;
+
+/// Settings shared by `[defaults]`, `[groups.NAME]` and `[[nodes]]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// SSH login user.
+    pub user: Option<String>,
+    /// SSH port.
+    pub port: Option<u16>,
+    /// Private key file (OpenSSH format); `~` and paths relative to the inventory work.
+    pub identity_file: Option<String>,
+    /// OpenSSH user certificate for the key (default: `<identity_file>-cert.pub` if present).
+    pub certificate_file: Option<String>,
+    /// Root prefix the probe reads under on the node (default `/`).
+    pub root: Option<String>,
+    /// Free-form labels, `key = "value"`.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A `[[nodes]]` entry: the [`Settings`] keys plus name, host, groups and canary. (Listed out
+/// rather than flattened: serde cannot deny unknown keys through `flatten`.)
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNode {
+    name: Spanned<String>,
+    host: Option<Spanned<String>>,
+    #[serde(default)]
+    groups: Vec<Spanned<String>>,
+    #[serde(default)]
+    canary: bool,
+    user: Option<String>,
+    port: Option<u16>,
+    identity_file: Option<String>,
+    certificate_file: Option<String>,
+    root: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+impl RawNode {
+    fn settings(&self) -> Settings {
+        Settings {
+            user: self.user.clone(),
+            port: self.port,
+            identity_file: self.identity_file.clone(),
+            certificate_file: self.certificate_file.clone(),
+            root: self.root.clone(),
+            labels: self.labels.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInventory {
+    /// An inventory-level known_hosts file, relative to the inventory (read, and written by
+    /// `accept-new`, in addition to ~/.ssh/known_hosts).
+    known_hosts: Option<String>,
+    /// Any source saying read-only makes write actions unreachable.
+    #[serde(default)]
+    read_only: bool,
+    #[serde(default)]
+    defaults: Settings,
+    #[serde(default)]
+    groups: BTreeMap<String, Settings>,
+    #[serde(default)]
+    nodes: Vec<RawNode>,
+}
+
+/// One node, every setting resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub identity_file: Option<PathBuf>,
+    pub certificate_file: Option<PathBuf>,
+    pub root: String,
+    pub labels: BTreeMap<String, String>,
+    pub groups: Vec<String>,
+    pub canary: bool,
+}
+
+/// A loaded inventory.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Inventory {
+    pub path: PathBuf,
+    pub nodes: Vec<Node>,
+    pub known_hosts: Option<PathBuf>,
+    pub read_only: bool,
+}
+
+/// An inventory error, formatted `file:line:column: message`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InventoryError(pub String);
+
+/// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
+pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::damerau_levenshtein(word, c), c))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Adds "did you mean `x`?" to serde's "unknown field `y`, expected one of `a`, `b`" messages.
+pub fn with_suggestion(message: &str) -> String {
+    let msg = message.trim();
+    let Some(rest) = msg.strip_prefix("unknown field `") else {
+        return msg.to_string();
+    };
+    let Some((field, tail)) = rest.split_once('`') else {
+        return msg.to_string();
+    };
+    let expected: Vec<&str> = tail.split('`').skip(1).step_by(2).collect();
+    match closest(field, expected) {
+        Some(s) => format!("{msg}; did you mean `{s}`?"),
+        None => msg.to_string(),
+    }
+}
+
+fn expand_home(p: &str, base: &Path) -> PathBuf {
+    if let Some(rest) = p.strip_prefix("~/")
+        && let Some(home) = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf())
+    {
+        return home.join(rest);
+    }
+    let path = PathBuf::from(p);
+    if path.is_absolute() {
+        path
+    } else {
+        base.join(path)
+    }
+}
+
+/// The local user name, as ssh defaults to.
+pub fn local_user() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "root".to_string())
+}
+
+impl Inventory {
+    /// Reads and resolves the inventory at `path`.
+    pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| InventoryError(format!("{}: {e}", path.display())))?;
+        Inventory::parse(&text, path)
+    }
+
+    /// Parses inventory text; `path` names it in messages and anchors relative paths.
+    pub fn parse(text: &str, path: &Path) -> Result<Inventory, InventoryError> {
+        let at = |span: std::ops::Range<usize>, msg: String| {
+            let (line, col) = line_col(text, span.start);
+            InventoryError(format!("{}:{line}:{col}: {msg}", path.display()))
+        };
+        let raw: RawInventory = toml::from_str(text)
+            .map_err(|e| at(e.span().unwrap_or(0..0), with_suggestion(e.message())))?;
+        let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let mut nodes = Vec::new();
+        let mut seen = BTreeSet::new();
+        for rn in &raw.nodes {
+            let names = range::expand(rn.name.get_ref())
+                .map_err(|e| at(rn.name.span(), format!("name: {e}")))?;
+            let hosts = match &rn.host {
+                None => names.clone(),
+                Some(h) => {
+                    let hs = range::expand(h.get_ref())
+                        .map_err(|e| at(h.span(), format!("host: {e}")))?;
+                    if range::has_range(h.get_ref()) && hs.len() != names.len() {
+                        return Err(at(
+                            h.span(),
+                            format!(
+                                "host expands to {} entries but name {:?} to {}; they pair up one to one",
+                                hs.len(),
+                                rn.name.get_ref(),
+                                names.len()
+                            ),
+                        ));
+                    }
+                    if hs.len() == 1 {
+                        names.iter().map(|n| hs[0].replace("{name}", n)).collect()
+                    } else {
+                        hs
+                    }
+                }
+            };
+            let mut layers: Vec<&Settings> = vec![&raw.defaults];
+            for g in &rn.groups {
+                let settings = raw.groups.get(g.get_ref()).ok_or_else(|| {
+                    let hint = closest(g.get_ref(), raw.groups.keys().map(String::as_str))
+                        .map(|s| format!("; did you mean `{s}`?"))
+                        .unwrap_or_default();
+                    at(g.span(), format!("unknown group `{}`{hint}", g.get_ref()))
+                })?;
+                layers.push(settings);
+            }
+            let own = rn.settings();
+            layers.push(&own);
+            let pick = |f: fn(&Settings) -> Option<&String>| {
+                layers.iter().rev().find_map(|s| f(s)).cloned()
+            };
+            let mut labels = BTreeMap::new();
+            for l in &layers {
+                labels.extend(l.labels.clone());
+            }
+            let port = layers.iter().rev().find_map(|s| s.port).unwrap_or(22);
+            let identity_file = pick(|s| s.identity_file.as_ref()).map(|p| expand_home(&p, &base));
+            let certificate_file =
+                pick(|s| s.certificate_file.as_ref()).map(|p| expand_home(&p, &base));
+            for (name, host) in names.into_iter().zip(hosts) {
+                if !seen.insert(name.clone()) {
+                    return Err(at(rn.name.span(), format!("node `{name}` is listed twice")));
+                }
+                nodes.push(Node {
+                    host,
+                    port,
+                    user: pick(|s| s.user.as_ref()).unwrap_or_else(local_user),
+                    identity_file: identity_file.clone(),
+                    certificate_file: certificate_file.clone(),
+                    root: pick(|s| s.root.as_ref()).unwrap_or_else(|| "/".to_string()),
+                    labels: labels.clone(),
+                    groups: rn.groups.iter().map(|g| g.get_ref().clone()).collect(),
+                    canary: rn.canary,
+                    name,
+                });
+            }
+        }
+        Ok(Inventory {
+            path: path.to_path_buf(),
+            nodes,
+            known_hosts: raw.known_hosts.map(|k| expand_home(&k, &base)),
+            read_only: raw.read_only,
+        })
+    }
+}
+
+/// Which nodes a command works on: `--node`, `--group`, `--label`. Several values of one kind
+/// are a union; different kinds intersect. No selector selects every node.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// Node names or patterns (ranges, `*` and `?` globs).
+    pub nodes: Vec<String>,
+    pub groups: Vec<String>,
+    /// `key=value`, or `key` for any value.
+    pub labels: Vec<String>,
+}
+
+fn glob(pattern: &str, s: &str) -> bool {
+    fn go(p: &[u8], s: &[u8]) -> bool {
+        match (p.first(), s.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => go(&p[1..], s) || (!s.is_empty() && go(p, &s[1..])),
+            (Some(b'?'), Some(_)) => go(&p[1..], &s[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &s[1..]),
+            _ => false,
+        }
+    }
+    go(pattern.as_bytes(), s.as_bytes())
+}
+
+impl Selection {
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.groups.is_empty() && self.labels.is_empty()
+    }
+
+    /// The selected nodes, in inventory order. Errors when a selector matches nothing, naming it.
+    pub fn apply<'a>(&self, inv: &'a Inventory) -> Result<Vec<&'a Node>, String> {
+        let mut patterns = Vec::new();
+        for n in &self.nodes {
+            patterns.extend(range::expand(n).map_err(|e| format!("--node: {e}"))?);
+        }
+        let node_ok = |n: &Node| patterns.is_empty() || patterns.iter().any(|p| glob(p, &n.name));
+        let group_ok =
+            |n: &Node| self.groups.is_empty() || self.groups.iter().any(|g| n.groups.contains(g));
+        let label_ok = |n: &Node| {
+            self.labels.is_empty()
+                || self.labels.iter().any(|l| match l.split_once('=') {
+                    Some((k, v)) => n.labels.get(k).is_some_and(|x| x == v),
+                    None => n.labels.contains_key(l),
+                })
+        };
+        for p in &patterns {
+            if !inv.nodes.iter().any(|n| glob(p, &n.name)) {
+                let hint = closest(p, inv.nodes.iter().map(|n| n.name.as_str()))
+                    .map(|s| format!("; did you mean `{s}`?"))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "no node named `{p}` in {}{hint}",
+                    inv.path.display()
+                ));
+            }
+        }
+        for g in &self.groups {
+            if !inv.nodes.iter().any(|n| n.groups.contains(g)) {
+                return Err(format!("no node is in group `{g}`"));
+            }
+        }
+        Ok(inv
+            .nodes
+            .iter()
+            .filter(|n| node_ok(n) && group_ok(n) && label_ok(n))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv(text: &str) -> Result<Inventory, String> {
+        Inventory::parse(text, Path::new("/etc/fleet/inv.toml")).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn example_inventory_loads() {
+        let i = inv(include_str!("../../config/inventory.example.toml")).unwrap();
+        assert!(i.nodes.len() > 100);
+        assert!(i.nodes.iter().any(|n| n.canary));
+    }
+
+    #[test]
+    fn layers_resolve_node_over_groups_over_defaults() {
+        let i = inv(r#"
+known_hosts = "kh"
+[defaults]
+user = "ops"
+identity_file = "keys/id"
+labels = { site = "ams" }
+[groups.a100]
+port = 2222
+labels = { gpu = "a100" }
+[groups.canaries]
+user = "canary-ops"
+[[nodes]]
+name = "gpu[01-02]"
+host = "10.0.0.[1-2]"
+groups = ["a100", "canaries"]
+labels = { rack = "r1" }
+canary = true
+[[nodes]]
+name = "cpu1"
+user = "me"
+root = "/host"
+"#)
+        .unwrap();
+        assert_eq!(i.known_hosts.as_deref(), Some(Path::new("/etc/fleet/kh")));
+        let g = &i.nodes[1];
+        assert_eq!(
+            (g.name.as_str(), g.host.as_str(), g.port),
+            ("gpu02", "10.0.0.2", 2222)
+        );
+        assert_eq!(g.user, "canary-ops");
+        assert_eq!(
+            g.identity_file.as_deref(),
+            Some(Path::new("/etc/fleet/keys/id"))
+        );
+        assert_eq!(g.labels.len(), 3);
+        assert!(g.canary);
+        let c = &i.nodes[2];
+        assert_eq!(
+            (c.host.as_str(), c.port, c.user.as_str(), c.root.as_str()),
+            ("cpu1", 22, "me", "/host")
+        );
+    }
+
+    #[test]
+    fn typos_name_line_column_and_the_closest_key() {
+        let e = inv("[[nodes]]\nname = \"a\"\nusr = \"x\"\n").unwrap_err();
+        assert!(
+            e.starts_with("/etc/fleet/inv.toml:3:1: unknown field `usr`"),
+            "{e}"
+        );
+        assert!(e.ends_with("did you mean `user`?"), "{e}");
+        let e = inv("[defualts]\nuser = \"x\"\n").unwrap_err();
+        assert!(
+            e.contains(":1:2:") && e.contains("did you mean `defaults`?"),
+            "{e}"
+        );
+        let e = inv("[groups.a100]\n[[nodes]]\nname = \"a\"\ngroups = [\"a10\"]\n").unwrap_err();
+        assert!(
+            e.contains(":4:11: unknown group `a10`; did you mean `a100`?"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn range_and_pairing_errors() {
+        let e = inv("[[nodes]]\nname = \"gpu[1-\"\n").unwrap_err();
+        assert!(e.contains(":2:8: name:") && e.contains("not closed"), "{e}");
+        let e = inv("[[nodes]]\nname = \"g[1-3]\"\nhost = \"h[1-2]\"\n").unwrap_err();
+        assert!(e.contains(":3:8: host expands to 2 entries"), "{e}");
+        let e = inv("[[nodes]]\nname = \"a\"\n[[nodes]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.contains("listed twice"), "{e}");
+        let i = inv("[[nodes]]\nname = \"g[1-2]\"\nhost = \"{name}.dc1\"\n").unwrap();
+        assert_eq!(i.nodes[1].host, "g2.dc1");
+    }
+
+    #[test]
+    fn selection() {
+        let i = inv(r#"
+[groups.a]
+[[nodes]]
+name = "gpu[01-04]"
+groups = ["a"]
+labels = { rack = "r1" }
+[[nodes]]
+name = "gpu[05-06]"
+labels = { rack = "r2" }
+"#)
+        .unwrap();
+        let names = |s: Selection| -> Vec<String> {
+            s.apply(&i)
+                .unwrap()
+                .iter()
+                .map(|n| n.name.clone())
+                .collect()
+        };
+        assert_eq!(names(Selection::default()).len(), 6);
+        assert_eq!(
+            names(Selection {
+                nodes: vec!["gpu0[1-2]".into()],
+                ..Default::default()
+            }),
+            ["gpu01", "gpu02"]
+        );
+        assert_eq!(
+            names(Selection {
+                nodes: vec!["gpu0*".into()],
+                labels: vec!["rack=r2".into()],
+                ..Default::default()
+            }),
+            ["gpu05", "gpu06"]
+        );
+        assert_eq!(
+            names(Selection {
+                groups: vec!["a".into()],
+                ..Default::default()
+            })
+            .len(),
+            4
+        );
+        assert_eq!(
+            names(Selection {
+                labels: vec!["rack".into()],
+                ..Default::default()
+            })
+            .len(),
+            6
+        );
+        let e = Selection {
+            nodes: vec!["gpu7".into()],
+            ..Default::default()
+        }
+        .apply(&i)
+        .unwrap_err();
+        assert!(e.contains("did you mean"), "{e}");
+        assert!(
+            Selection {
+                groups: vec!["zz".into()],
+                ..Default::default()
+            }
+            .apply(&i)
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,67 @@
+//! Fleet scans: every selected node probed over SSH with bounded concurrency; each report is
+//! sent as soon as its node finishes, so output streams and one node's failure never stops the
+//! others.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+use super::ssh::{HostKeys, SshSettings, run_ssh};
+use super::{ProbeSettings, report};
+use crate::inventory::Node;
+use crate::model::{NodeReport, Thresholds};
+
+/// RFC 3339 UTC timestamp with seconds, for `scanned_at` and `generated_at`.
+pub fn now_rfc3339() -> String {
+    let now = jiff::Timestamp::now();
+    now.round(jiff::Unit::Second).unwrap_or(now).to_string()
+}
+
+/// Everything one scan needs, shared by its tasks.
+pub struct Scan {
+    pub probe: ProbeSettings,
+    pub ssh: SshSettings,
+    pub keys: Arc<HostKeys>,
+    pub thresholds: Thresholds,
+}
+
+impl Scan {
+    /// Probes one node; never fails: an unreachable node is a report too.
+    pub async fn node(&self, node: &Node) -> NodeReport {
+        let scanned_at = now_rfc3339();
+        let start = Instant::now();
+        let mut probe = self.probe.clone();
+        probe.root = node.root.clone().into();
+        match run_ssh(node, &probe, &self.ssh, self.keys.clone()).await {
+            Ok(run) => report(Some(node.name.clone()), &run, &self.thresholds, scanned_at),
+            Err(u) => NodeReport::unreachable(
+                node.name.clone(),
+                u.code,
+                u.message,
+                Vec::new(),
+                scanned_at,
+                start.elapsed().as_millis() as u64,
+            ),
+        }
+    }
+
+    /// Scans `nodes`, at most `ssh.concurrency` at a time, sending each report on `tx` as it
+    /// finishes (in completion order). Returns when every node is done or `tx` is closed.
+    pub async fn run(self: Arc<Self>, nodes: Vec<Node>, tx: mpsc::Sender<NodeReport>) {
+        let permits = Arc::new(Semaphore::new(self.ssh.concurrency.max(1)));
+        let mut tasks = JoinSet::new();
+        for node in nodes {
+            let (scan, permits, tx) = (self.clone(), permits.clone(), tx.clone());
+            tasks.spawn(async move {
+                let Ok(_permit) = permits.acquire_owned().await else {
+                    return;
+                };
+                let report = scan.node(&node).await;
+                let _ = tx.send(report).await;
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+}

@@ -1,0 +1,431 @@
+//! The probe over SSH (russh): one connection and one exec per node per scan.
+//!
+//! Following research/fleet-tui-anchors.md §4: russh has no connect timeout (TCP connect, then
+//! handshake + authentication, each run under a tokio timeout here), keepalive is off by
+//! default (turned on), `nodelay` is off by default (turned on), and its examples accept every
+//! host key — here the key is checked against known_hosts ([`super::known_hosts`]) and an
+//! unknown or changed key is refused unless the policy is `accept-new` (then an unknown key is
+//! learned; a changed key never is).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use russh::client;
+use russh::keys::PublicKeyOrCertificate;
+use russh::keys::{PrivateKeyWithHashAlg, load_openssh_certificate, load_secret_key};
+use russh::{ChannelMsg, Disconnect};
+use serde::Deserialize;
+use tokio::net::TcpStream;
+
+use super::known_hosts::{KnownHosts, Verdict, fingerprint};
+use super::{ProbeSettings, RawRun, RunEnd, SCRIPT, new_boundary};
+use crate::inventory::Node;
+use crate::model::Code;
+
+/// What to do with a host key that no known_hosts line names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostKeyPolicy {
+    /// Refuse it (OpenSSH `StrictHostKeyChecking yes`). The default.
+    Strict,
+    /// Learn it and write it to known_hosts (OpenSSH `accept-new`); changed keys are still refused.
+    AcceptNew,
+}
+
+/// SSH settings (`[ssh]` in config.toml).
+#[derive(Debug, Clone)]
+pub struct SshSettings {
+    /// TCP connect limit.
+    pub connect_timeout: Duration,
+    /// SSH handshake + authentication limit.
+    pub auth_timeout: Duration,
+    /// Keepalive interval; the connection is dropped after 3 unanswered keepalives.
+    pub keepalive: Duration,
+    pub host_key_policy: HostKeyPolicy,
+    /// Nodes probed at once.
+    pub concurrency: usize,
+}
+
+impl Default for SshSettings {
+    fn default() -> Self {
+        SshSettings {
+            connect_timeout: Duration::from_secs(10),
+            auth_timeout: Duration::from_secs(15),
+            keepalive: Duration::from_secs(15),
+            host_key_policy: HostKeyPolicy::Strict,
+            concurrency: 64,
+        }
+    }
+}
+
+/// Why a node could not be scanned: an `unreachable` reason code and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreachable {
+    pub code: Code,
+    pub message: String,
+}
+
+impl Unreachable {
+    fn new(code: Code, message: impl Into<String>) -> Self {
+        Unreachable {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Shared host-key state for one scan: the known_hosts files and the policy.
+pub struct HostKeys {
+    pub db: Mutex<KnownHosts>,
+    pub policy: HostKeyPolicy,
+}
+
+struct Handler {
+    host: String,
+    port: u16,
+    keys: Arc<HostKeys>,
+    /// Why the key was refused, for the report.
+    refused: Arc<Mutex<Option<Unreachable>>>,
+}
+
+impl client::Handler for Handler {
+    type Error = russh::Error;
+
+    async fn check_server_key(
+        &mut self,
+        server: &PublicKeyOrCertificate,
+    ) -> Result<bool, Self::Error> {
+        let (key, cert) = match server {
+            PublicKeyOrCertificate::PublicKey { key, .. } => (key.clone(), None),
+            PublicKeyOrCertificate::Certificate(c) => (
+                russh::keys::PublicKey::from(c.public_key().clone()),
+                Some(c),
+            ),
+        };
+        let fp = fingerprint(&key);
+        let alg = key.algorithm().to_string();
+        let mut db = self.keys.db.lock().expect("known_hosts lock");
+        let refuse = |code, message: String| Some(Unreachable::new(code, message));
+        let why = match db.check(&self.host, self.port, &key, cert) {
+            Verdict::Known { .. } => None,
+            Verdict::Changed { lines } => {
+                let at: Vec<String> = lines
+                    .iter()
+                    .map(|(f, l)| format!("{}:{l}", f.display()))
+                    .collect();
+                refuse(
+                    Code::HostKeyMismatch,
+                    format!(
+                        "host key CHANGED: the server presents {alg} {fp}, which does not match {}; refusing (possible man-in-the-middle, or the node was reinstalled: remove the old line after checking)",
+                        at.join(", ")
+                    ),
+                )
+            }
+            Verdict::Revoked { file, line } => refuse(
+                Code::HostKeyMismatch,
+                format!("host key {alg} {fp} is revoked ({}:{line})", file.display()),
+            ),
+            Verdict::Unknown if self.keys.policy == HostKeyPolicy::AcceptNew => {
+                match db.learn(&self.host, self.port, &key) {
+                    Ok(_) => None,
+                    Err(e) => refuse(
+                        Code::HostKeyUnknown,
+                        format!("host key {alg} {fp} is unknown and could not be learned: {e}"),
+                    ),
+                }
+            }
+            Verdict::Unknown => refuse(
+                Code::HostKeyUnknown,
+                format!(
+                    "host key {alg} {fp} is not in known_hosts; refusing (verify it, then add it or rerun with --host-key-policy accept-new)"
+                ),
+            ),
+        };
+        let ok = why.is_none();
+        *self.refused.lock().expect("refused lock") = why;
+        Ok(ok)
+    }
+}
+
+fn default_identities() -> Vec<PathBuf> {
+    let Some(home) = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf()) else {
+        return Vec::new();
+    };
+    ["id_ed25519", "id_ecdsa", "id_rsa"]
+        .iter()
+        .map(|n| home.join(".ssh").join(n))
+        .filter(|p| p.exists())
+        .collect()
+}
+
+fn cert_for(key: &Path, explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(c) = explicit {
+        return Some(c.to_path_buf());
+    }
+    let mut s = key.as_os_str().to_owned();
+    s.push("-cert.pub");
+    let p = PathBuf::from(s);
+    p.exists().then_some(p)
+}
+
+/// Public-key authentication: ssh-agent identities (keys and certificates) first, then the key
+/// files (the node's identity_file, else ~/.ssh/id_ed25519, id_ecdsa, id_rsa), with an OpenSSH
+/// certificate when one is configured or lies beside the key as `<key>-cert.pub`.
+async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<(), Unreachable> {
+    let user = node.user.clone();
+    let mut tried: Vec<String> = Vec::new();
+    let mut problems: Vec<String> = Vec::new();
+    let hash = h.best_supported_rsa_hash().await.ok().flatten().flatten();
+    let fail = |e: russh::Error| {
+        Unreachable::new(Code::SshAuthFailed, format!("authentication failed: {e}"))
+    };
+
+    if std::env::var_os("SSH_AUTH_SOCK").is_some() {
+        match russh::keys::agent::client::AgentClient::connect_env().await {
+            Ok(mut agent) => {
+                let ids = agent.request_identities().await.unwrap_or_default();
+                for id in ids {
+                    let res = match &id {
+                        russh::keys::agent::AgentIdentity::PublicKey { key, .. } => {
+                            h.authenticate_publickey_with(&user, key.clone(), hash, &mut agent)
+                                .await
+                        }
+                        russh::keys::agent::AgentIdentity::Certificate { certificate, .. } => {
+                            h.authenticate_certificate_with(
+                                &user,
+                                certificate.clone(),
+                                hash,
+                                &mut agent,
+                            )
+                            .await
+                        }
+                    };
+                    match res {
+                        Ok(r) if r.success() => return Ok(()),
+                        Ok(_) => tried.push("an ssh-agent key".into()),
+                        Err(e) => problems.push(format!("ssh-agent: {e}")),
+                    }
+                }
+            }
+            Err(e) => problems.push(format!("ssh-agent at $SSH_AUTH_SOCK: {e}")),
+        }
+    }
+
+    let files = match &node.identity_file {
+        Some(f) => vec![f.clone()],
+        None => default_identities(),
+    };
+    for path in files {
+        let key = match load_secret_key(&path, None) {
+            Ok(k) => Arc::new(k),
+            Err(russh::keys::Error::KeyIsEncrypted) => {
+                problems.push(format!(
+                    "{} is passphrase-protected and no ssh-agent offered it: run `ssh-add {}`",
+                    path.display(),
+                    path.display()
+                ));
+                continue;
+            }
+            Err(e) => {
+                problems.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+        };
+        let res = match cert_for(&path, node.certificate_file.as_deref()) {
+            Some(cert_path) => match load_openssh_certificate(&cert_path) {
+                Ok(cert) => h.authenticate_openssh_cert(&user, key, cert).await,
+                Err(e) => {
+                    problems.push(format!("{}: {e}", cert_path.display()));
+                    continue;
+                }
+            },
+            None => {
+                h.authenticate_publickey(&user, PrivateKeyWithHashAlg::new(key, hash))
+                    .await
+            }
+        };
+        match res.map_err(fail)? {
+            r if r.success() => return Ok(()),
+            _ => tried.push(path.display().to_string()),
+        }
+    }
+    let mut msg = format!("{user}@{}: the server accepted none of", node.host);
+    if tried.is_empty() {
+        msg = format!(
+            "{user}@{}: no usable key (no ssh-agent key, no identity file)",
+            node.host
+        );
+    } else {
+        msg.push_str(&format!(" {}", tried.join(", ")));
+    }
+    if !problems.is_empty() {
+        msg.push_str(&format!("; {}", problems.join("; ")));
+    }
+    Err(Unreachable::new(Code::SshAuthFailed, msg))
+}
+
+/// The remote command: the probe on stdin of `sh -s` with its arguments quoted.
+pub fn remote_command(boundary: &str, root: &str, smi_timeout_secs: u64) -> String {
+    let q = |s: &str| {
+        shlex::try_quote(s)
+            .map(|c| c.into_owned())
+            .unwrap_or_else(|_| "/".into())
+    };
+    format!("sh -s -- {} {} {}", q(boundary), q(root), smi_timeout_secs)
+}
+
+fn client_config(ssh: &SshSettings) -> client::Config {
+    client::Config {
+        inactivity_timeout: None,
+        keepalive_interval: Some(ssh.keepalive),
+        keepalive_max: 3,
+        nodelay: true,
+        ..client::Config::default()
+    }
+}
+
+/// Probes `node` over SSH. The node's deadline (`probe.deadline`) bounds the exec; output that
+/// arrived before it is kept. Connection, host key and authentication failures are
+/// [`Unreachable`].
+pub async fn run_ssh(
+    node: &Node,
+    probe: &ProbeSettings,
+    ssh: &SshSettings,
+    keys: Arc<HostKeys>,
+) -> Result<RawRun, Unreachable> {
+    let start = Instant::now();
+    let addr = (node.host.as_str(), node.port);
+    let target = format!("{}:{}", node.host, node.port);
+    let tcp = match tokio::time::timeout(ssh.connect_timeout, TcpStream::connect(addr)).await {
+        Err(_) => {
+            return Err(Unreachable::new(
+                Code::SshTimeout,
+                format!(
+                    "connect to {target}: no answer within {} s",
+                    ssh.connect_timeout.as_secs()
+                ),
+            ));
+        }
+        Ok(Err(e)) => {
+            use std::io::ErrorKind as K;
+            let code = match e.kind() {
+                K::TimedOut | K::HostUnreachable | K::NetworkUnreachable => Code::SshTimeout,
+                _ => Code::SshRefused,
+            };
+            return Err(Unreachable::new(code, format!("connect to {target}: {e}")));
+        }
+        Ok(Ok(s)) => s,
+    };
+    let _ = tcp.set_nodelay(true);
+    let refused = Arc::new(Mutex::new(None));
+    let handler = Handler {
+        host: node.host.clone(),
+        port: node.port,
+        keys,
+        refused: refused.clone(),
+    };
+    let config = Arc::new(client_config(ssh));
+    let handshake = async {
+        let mut h = client::connect_stream(config, tcp, handler)
+            .await
+            .map_err(|e| {
+                refused
+                    .lock()
+                    .expect("refused lock")
+                    .take()
+                    .unwrap_or_else(|| {
+                        Unreachable::new(
+                            Code::SshRefused,
+                            format!("SSH handshake with {target}: {e}"),
+                        )
+                    })
+            })?;
+        authenticate(&mut h, node).await?;
+        Ok::<_, Unreachable>(h)
+    };
+    let handle = match tokio::time::timeout(ssh.auth_timeout, handshake).await {
+        Err(_) => {
+            return Err(Unreachable::new(
+                Code::SshTimeout,
+                format!(
+                    "{target} accepted the TCP connection but the SSH handshake and login did not finish within {} s",
+                    ssh.auth_timeout.as_secs()
+                ),
+            ));
+        }
+        Ok(r) => r?,
+    };
+
+    let boundary = new_boundary();
+    let command = remote_command(&boundary, &node.root, probe.nvidia_smi_timeout_secs);
+    let deadline = tokio::time::Instant::now() + probe.deadline;
+    let mut output = Vec::new();
+    let mut end = RunEnd::Completed;
+    let exec = async {
+        let ch = handle.channel_open_session().await?;
+        ch.exec(true, command.as_bytes()).await?;
+        ch.data(SCRIPT.as_bytes()).await?;
+        ch.eof().await?;
+        Ok::<_, russh::Error>(ch)
+    };
+    match tokio::time::timeout_at(deadline, exec).await {
+        Err(_) => end = RunEnd::Deadline,
+        Ok(Err(e)) => {
+            return Err(Unreachable::new(
+                Code::SshRefused,
+                format!("{target}: could not run the probe: {e}"),
+            ));
+        }
+        Ok(Ok(mut ch)) => loop {
+            match tokio::time::timeout_at(deadline, ch.wait()).await {
+                Err(_) => {
+                    end = RunEnd::Deadline;
+                    break;
+                }
+                Ok(None) => break,
+                Ok(Some(ChannelMsg::Data { data })) => {
+                    let room = probe.output_cap - output.len();
+                    output.extend_from_slice(&data[..data.len().min(room)]);
+                    if data.len() > room {
+                        end = RunEnd::CapExceeded;
+                        break;
+                    }
+                }
+                Ok(Some(ChannelMsg::Eof | ChannelMsg::Close)) => break,
+                Ok(Some(_)) => {}
+            }
+        },
+    }
+    // Closing the session ends the remote shell and anything it still runs.
+    let _ = tokio::time::timeout(
+        Duration::from_secs(2),
+        handle.disconnect(Disconnect::ByApplication, "", "en"),
+    )
+    .await;
+    Ok(RawRun {
+        boundary,
+        output,
+        end,
+        duration: start.elapsed(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_command_quotes_the_root() {
+        assert_eq!(
+            remote_command("gpufleet-ab", "/", 10),
+            "sh -s -- gpufleet-ab / 10"
+        );
+        let cmd = remote_command("gpufleet-ab", "/host dir/$(x)'", 5);
+        assert_eq!(
+            shlex::split(&cmd).unwrap(),
+            ["sh", "-s", "--", "gpufleet-ab", "/host dir/$(x)'", "5"]
+        );
+        assert!(!cmd.contains("dir/$(x)' "), "{cmd}");
+    }
+}

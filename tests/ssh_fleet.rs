@@ -1,0 +1,325 @@
+//! Fleet scans over real OpenSSH servers: one sshd per fixture node on 127.0.0.N, scanned by the
+//! real binary. Each test uses its own addresses, so tests run in parallel.
+
+mod support;
+
+use std::net::TcpListener;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+#[test]
+fn every_fixture_over_ssh_matches_its_expected_values() {
+    let fixtures = fixture_nodes();
+    assert!(fixtures.len() >= 8, "need at least 8 fixture nodes");
+    let fleet = Fleet::start(&fixtures, 10);
+    let (code, doc) = fleet.snapshot(&[]);
+    assert_eq!(code, 0);
+    assert_eq!(doc["nodes"].as_array().unwrap().len(), fixtures.len());
+    let mut failures = Vec::new();
+    for f in &fixtures {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let n = node(&doc, &name);
+        failures.extend(check_expected(f, n));
+    }
+    assert!(failures.is_empty(), "over SSH:\n{}", failures.join("\n"));
+    // Inventory order in the JSON document, whatever the completion order.
+    let names: Vec<&str> = doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    assert_eq!(doc["summary"]["unreachable"], 0);
+}
+
+#[test]
+fn selection_by_name_group_and_label_and_jsonl_streaming() {
+    let fixtures: Vec<_> = fixture_nodes().into_iter().take(3).collect();
+    let fleet = Fleet::start(&fixtures, 30);
+    let mut text = fleet.inventory_text();
+    text = text.replacen(
+        "[[nodes]]\n",
+        "[groups.first]\nlabels = { tier = \"one\" }\n[[nodes]]\ngroups = [\"first\"]\n",
+        1,
+    );
+    fleet.write_inventory(&text);
+    let first = fixtures[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let second = fixtures[1]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    for sel in [
+        vec!["--group", "first"],
+        vec!["--label", "tier=one"],
+        vec!["--node", &first],
+    ] {
+        let (_, doc) = fleet.snapshot(&sel);
+        let names: Vec<&str> = doc["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, [first.as_str()], "{sel:?}");
+    }
+    let inv = fleet.inventory.display().to_string();
+    let out = fleet.gpufleet(&[
+        "snapshot", "-i", &inv, "--format", "jsonl", "--node", &second, "--node", &first,
+    ]);
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert!(lines[..2].iter().all(|l| l["type"] == "node"));
+    assert_eq!(lines[2]["type"], "summary");
+    // A selector that matches nothing is an error, with a suggestion.
+    let out = fleet.gpufleet(&["snapshot", "-i", &inv, "--node", &format!("{first}x")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean"));
+}
+
+#[test]
+fn unreachable_nodes_are_data_and_never_stop_the_others() {
+    let good = fixture("h200-open-580-k6.18-real");
+    let fleet = Fleet::start(&[good.clone(), good.clone()], 50);
+    let wrong_key = &fleet.nodes[1].1;
+    // Node 2's known_hosts line carries another key: its host key looks changed.
+    let other = fleet.tmp.path().join("other_host_key");
+    keygen(&other, "");
+    let kh = std::fs::read_to_string(&fleet.known_hosts)
+        .unwrap()
+        .replace(&public_key(&wrong_key.host_key), &public_key(&other));
+    std::fs::write(&fleet.known_hosts, kh).unwrap();
+    // A port nobody listens on.
+    let closed = free_port("127.0.0.53");
+    // A listener that accepts TCP and never speaks.
+    let silent = TcpListener::bind("127.0.0.54:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for s in silent.incoming().flatten() {
+            let _ = held_tx.send(s);
+        }
+    });
+    // A key the server does not accept.
+    let stranger = fleet.tmp.path().join("id_stranger");
+    keygen(&stranger, "");
+    let (a, b) = (&fleet.nodes[0].1, &fleet.nodes[1].1);
+    let text = format!(
+        "{}\n[[nodes]]\nname = \"ok\"\nhost = \"{}\"\nport = {}\nroot = \"{r}\"\n\
+         [[nodes]]\nname = \"changed-key\"\nhost = \"{}\"\nport = {}\nroot = \"{r}\"\n\
+         [[nodes]]\nname = \"closed\"\nhost = \"127.0.0.53\"\nport = {closed}\n\
+         [[nodes]]\nname = \"silent\"\nhost = \"127.0.0.54\"\nport = {silent_port}\n\
+         [[nodes]]\nname = \"stranger\"\nhost = \"{}\"\nport = {}\nidentity_file = \"{}\"\nroot = \"{r}\"\n",
+        fleet.inventory_text().split("[[nodes]]").next().unwrap(),
+        a.addr,
+        a.port,
+        b.addr,
+        b.port,
+        a.addr,
+        a.port,
+        stranger.display(),
+        r = good.join("root").display(),
+    );
+    fleet.write_inventory(&text);
+    let start = Instant::now();
+    let (code, doc) = fleet.snapshot(&["--check"]);
+    let took = start.elapsed();
+    drop(held_rx);
+    assert_eq!(code, 2, "--check with unreachable nodes exits 2");
+    assert_eq!(node(&doc, "ok")["status"], "ready");
+    let expect = [
+        ("changed-key", "host-key-mismatch", "CHANGED"),
+        ("closed", "ssh-refused", "refused"),
+        ("silent", "ssh-timeout", "did not finish within 5 s"),
+        ("stranger", "ssh-auth-failed", "accepted none of"),
+    ];
+    for (name, code, text) in expect {
+        let n = node(&doc, name);
+        assert_eq!(n["status"], "unreachable", "{name}: {n:#}");
+        assert_eq!(codes(n), [code], "{name}");
+        let msg = n["reasons"][0]["message"].as_str().unwrap();
+        assert!(msg.contains(text), "{name}: {msg}");
+        for fact in ["kernel", "driver", "gpus", "dma_buf", "peermem", "taint"] {
+            assert!(n[fact].is_null(), "{name}: {fact} should be null");
+        }
+    }
+    let changed = node(&doc, "changed-key")["reasons"][0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        changed.contains("SHA256:"),
+        "the fingerprint is shown: {changed}"
+    );
+    // The silent listener costs the auth timeout (5 s), not more; the nodes run in parallel.
+    assert!(took < Duration::from_secs(12), "took {took:?}");
+    assert_eq!(doc["summary"]["unreachable"], 4);
+}
+
+#[test]
+fn unknown_host_keys_are_refused_or_learned_and_changed_keys_never() {
+    let good = fixture("cpu-node-no-driver-k6.8");
+    let mut fleet = Fleet::start(std::slice::from_ref(&good), 70);
+    std::fs::write(&fleet.known_hosts, "").unwrap();
+    let name = good.file_name().unwrap().to_string_lossy().into_owned();
+
+    let (_, doc) = fleet.snapshot(&[]);
+    let n = node(&doc, &name);
+    assert_eq!(codes(n), ["host-key-unknown"]);
+    let msg = n["reasons"][0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("SHA256:") && msg.contains("accept-new"),
+        "{msg}"
+    );
+
+    let (_, doc) = fleet.snapshot(&["--host-key-policy", "accept-new"]);
+    assert_eq!(node(&doc, &name)["status"], "no-driver");
+    let learned = std::fs::read_to_string(&fleet.known_hosts).unwrap();
+    let sshd = &fleet.nodes[0].1;
+    assert_eq!(
+        learned.trim(),
+        sshd.known_hosts_line(),
+        "written to the inventory's known_hosts"
+    );
+
+    // Strict again: now known.
+    let (_, doc) = fleet.snapshot(&[]);
+    assert_eq!(node(&doc, &name)["status"], "no-driver");
+
+    // The node comes back with a new host key: refused even with accept-new, file untouched.
+    let (f, old) = fleet.nodes.pop().unwrap();
+    let (addr, port, dir) = (old.addr.clone(), old.port, old.dir.clone());
+    drop(old);
+    std::fs::remove_file(dir.join("host_ed25519")).unwrap();
+    let new = Sshd::start(
+        &dir,
+        &addr,
+        port,
+        &fleet.authorized_keys,
+        Some(&good.join("bin")),
+        "",
+    );
+    fleet.nodes.push((f, new));
+    let (_, doc) = fleet.snapshot(&["--host-key-policy", "accept-new"]);
+    assert_eq!(codes(node(&doc, &name)), ["host-key-mismatch"]);
+    assert_eq!(
+        std::fs::read_to_string(&fleet.known_hosts).unwrap(),
+        learned
+    );
+}
+
+#[test]
+fn ssh_agent_keys_certificates_and_encrypted_keys() {
+    let good = fixture("h100-open-555-k6.6-peermem");
+    let mut fleet = Fleet::start(std::slice::from_ref(&good), 90);
+    let name = good.file_name().unwrap().to_string_lossy().into_owned();
+    let inv_no_identity: String = fleet
+        .inventory_text()
+        .lines()
+        .filter(|l| !l.starts_with("identity_file"))
+        .collect::<Vec<_>>()
+        .join("\n");
+
+    // 1. The key only in a real ssh-agent.
+    let sock = fleet.tmp.path().join("agent.sock");
+    let mut agent = std::process::Command::new("ssh-agent")
+        .args(["-D", "-a"])
+        .arg(&sock)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("ssh-agent");
+    let start = Instant::now();
+    while !sock.exists() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let add = std::process::Command::new("ssh-add")
+        .arg(&fleet.user_key)
+        .env("SSH_AUTH_SOCK", &sock)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(add.success());
+    fleet.write_inventory(&inv_no_identity);
+    let inv = fleet.inventory.display().to_string();
+    let out = fleet
+        .command(&["snapshot", "-i", &inv, "--format", "json"])
+        .env("SSH_AUTH_SOCK", &sock)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        node(&doc, &name)["status"],
+        "migrate",
+        "via the agent: {doc:#}"
+    );
+    let _ = agent.kill();
+    let _ = agent.wait();
+
+    // 2. A passphrase-protected key and no agent: a clear message.
+    let locked = fleet.tmp.path().join("id_locked");
+    keygen(&locked, "correct horse");
+    std::fs::write(&fleet.authorized_keys, public_key(&locked) + "\n").unwrap();
+    fleet.write_inventory(&fleet.inventory_text().replace(
+        &fleet.user_key.display().to_string(),
+        &locked.display().to_string(),
+    ));
+    let (_, doc) = fleet.snapshot(&[]);
+    let n = node(&doc, &name);
+    assert_eq!(codes(n), ["ssh-auth-failed"]);
+    let msg = n["reasons"][0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("passphrase-protected") && msg.contains("ssh-add"),
+        "{msg}"
+    );
+
+    // 3. An OpenSSH user certificate: the server trusts the CA, not the key.
+    let ca = fleet.tmp.path().join("user_ca");
+    keygen(&ca, "");
+    let certified = fleet.tmp.path().join("id_cert");
+    keygen(&certified, "");
+    let sign = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-s"])
+        .arg(&ca)
+        .args(["-I", "gpufleet-test", "-n", &local_user(), "-V", "-5m:+1h"])
+        .arg(certified.with_extension("pub"))
+        .status()
+        .unwrap();
+    assert!(sign.success());
+    assert!(fleet.tmp.path().join("id_cert-cert.pub").exists());
+    std::fs::write(&fleet.authorized_keys, "").unwrap();
+    let (f, old) = fleet.nodes.pop().unwrap();
+    let (addr, port, dir) = (old.addr.clone(), old.port, old.dir.clone());
+    drop(old);
+    let sshd = Sshd::start(
+        &dir,
+        &addr,
+        port,
+        &fleet.authorized_keys,
+        Some(&good.join("bin")),
+        &format!("TrustedUserCAKeys {}", ca.with_extension("pub").display()),
+    );
+    fleet.nodes.push((f, sshd));
+    fleet.write_inventory(&fleet.inventory_text().replace(
+        &fleet.user_key.display().to_string(),
+        &certified.display().to_string(),
+    ));
+    let (_, doc) = fleet.snapshot(&[]);
+    assert_eq!(
+        node(&doc, &name)["status"],
+        "migrate",
+        "via the certificate: {doc:#}"
+    );
+}

@@ -1,0 +1,383 @@
+//! Test harness with real parts: OpenSSH sshd processes (Debian's openssh-server), one per fake
+//! node on its own loopback address 127.0.0.N, each serving one fixture node (its `bin/` first on
+//! PATH through `SetEnv`, the inventory's root prefix = its `root/`). The harness starts and
+//! stops only its own processes, by PID.
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The fixture nodes folder: `$GPUFLEET_FIXTURES`, `../shared/fixtures/nodes`, else the copy.
+pub fn fixtures_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("GPUFLEET_FIXTURES") {
+        return PathBuf::from(d);
+    }
+    let team = manifest().join("../shared/fixtures/nodes");
+    if team.is_dir() {
+        team
+    } else {
+        manifest().join("tests/fixtures/nodes")
+    }
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    fixtures_dir().join(name)
+}
+
+/// Every fixture node folder, sorted.
+pub fn fixture_nodes() -> Vec<PathBuf> {
+    let dir = fixtures_dir();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("fixtures folder {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("node.toml").is_file())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Compares a node's JSON with its fixture's `[expected]` table; returns the mismatches.
+pub fn check_expected(fixture: &Path, node: &Value) -> Vec<String> {
+    let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
+    let spec: toml::Table = std::fs::read_to_string(fixture.join("node.toml"))
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|e| panic!("{name}/node.toml: {e}"));
+    let expected = spec["expected"].as_table().expect("[expected]");
+    let gpus = node["gpus"].as_array().cloned().unwrap_or_default();
+    let mut failures = Vec::new();
+    for (key, want) in expected {
+        if key == "reasons" {
+            let codes: Vec<&str> = node["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["code"].as_str().unwrap())
+                .collect();
+            for code in want.as_array().unwrap() {
+                let code = code.as_str().unwrap();
+                if !codes.contains(&code) {
+                    failures.push(format!("{name}: reason {code} missing from {codes:?}"));
+                }
+            }
+            continue;
+        }
+        let got = match key.as_str() {
+            "kernel" => node["kernel"]["release"].clone(),
+            "module_flavor" => node["driver"]["flavor"].clone(),
+            "driver_version" => node["driver"]["version"].clone(),
+            "gpu_count" => Value::from(gpus.len()),
+            "gpu_name" => gpus.first().map_or(Value::Null, |g| g["name"].clone()),
+            "compute_capability" => gpus
+                .first()
+                .map_or(Value::Null, |g| g["compute_capability"].clone()),
+            "peermem_loaded" => node["peermem"]["loaded"].clone(),
+            "peermem_configured" => node["peermem"]["configured"].clone(),
+            "dma_buf_kernel" => node["dma_buf"]["kernel_support"].clone(),
+            "proprietary_taint" => node["taint"]["proprietary"].clone(),
+            "status" => node["status"].clone(),
+            other => {
+                panic!("[expected] key {other:?} is unknown to the tests (fixtures/README.md)")
+            }
+        };
+        if got != serde_json::to_value(want).unwrap() {
+            failures.push(format!("{name}: {key} = {got}, expected {want}"));
+        }
+    }
+    failures
+}
+
+pub fn keygen(path: &Path, passphrase: &str) {
+    let st = Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            passphrase,
+            "-C",
+            "gpufleet-test",
+            "-f",
+        ])
+        .arg(path)
+        .stdin(Stdio::null())
+        .status()
+        .expect("ssh-keygen (openssh-client) is installed");
+    assert!(st.success());
+}
+
+pub fn public_key(path: &Path) -> String {
+    let text = std::fs::read_to_string(path.with_extension("pub")).unwrap();
+    text.split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn local_user() -> String {
+    let out = Command::new("id").arg("-un").output().unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A port free on `addr` right now.
+pub fn free_port(addr: &str) -> u16 {
+    TcpListener::bind((addr, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn sshd_binary() -> PathBuf {
+    for p in ["/usr/sbin/sshd", "/usr/bin/sshd"] {
+        if Path::new(p).exists() {
+            return p.into();
+        }
+    }
+    panic!("sshd not found: install openssh-server (.ci/run does)");
+}
+
+/// One real sshd on `addr:port`, stopped (by PID) on drop.
+pub struct Sshd {
+    pub addr: String,
+    pub port: u16,
+    pub dir: PathBuf,
+    pub host_key: PathBuf,
+    child: Child,
+}
+
+impl Sshd {
+    /// Starts sshd; `bin` goes first on the session PATH; `extra` lines go into sshd_config.
+    pub fn start(
+        dir: &Path,
+        addr: &str,
+        port: u16,
+        authorized_keys: &Path,
+        bin: Option<&Path>,
+        extra: &str,
+    ) -> Sshd {
+        std::fs::create_dir_all(dir).unwrap();
+        let host_key = dir.join("host_ed25519");
+        if !host_key.exists() {
+            keygen(&host_key, "");
+        }
+        // Privilege separation needs this folder when sshd runs as root.
+        let _ = std::fs::create_dir_all("/run/sshd");
+        let path = match bin {
+            Some(b) if b.is_dir() => format!("{}:/usr/bin:/bin", b.display()),
+            _ => "/usr/bin:/bin".to_string(),
+        };
+        let cfg = dir.join("sshd_config");
+        std::fs::write(
+            &cfg,
+            format!(
+                "ListenAddress {addr}:{port}\nHostKey {}\nPidFile {}\nAuthorizedKeysFile {}\n\
+                 UsePAM no\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                 PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nSetEnv PATH={path}\n\
+                 LogLevel ERROR\nMaxStartups 200:30:400\n{extra}\n",
+                host_key.display(),
+                dir.join("sshd.pid").display(),
+                authorized_keys.display(),
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(dir.join("sshd.log")).unwrap();
+        let child = Command::new(sshd_binary())
+            .args(["-D", "-e", "-f"])
+            .arg(&cfg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start sshd");
+        let s = Sshd {
+            addr: addr.to_string(),
+            port,
+            dir: dir.to_path_buf(),
+            host_key,
+            child,
+        };
+        s.wait_ready();
+        s
+    }
+
+    fn wait_ready(&self) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if TcpStream::connect((self.addr.as_str(), self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let log = std::fs::read_to_string(self.dir.join("sshd.log")).unwrap_or_default();
+        panic!("sshd on {}:{} did not start:\n{log}", self.addr, self.port);
+    }
+
+    /// The known_hosts line for this server.
+    pub fn known_hosts_line(&self) -> String {
+        format!(
+            "[{}]:{} {}",
+            self.addr,
+            self.port,
+            public_key(&self.host_key)
+        )
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A fleet of sshd processes, one per fixture, with a user key, a known_hosts file and an
+/// inventory naming them all.
+pub struct Fleet {
+    pub tmp: tempfile::TempDir,
+    pub user_key: PathBuf,
+    pub authorized_keys: PathBuf,
+    pub known_hosts: PathBuf,
+    pub inventory: PathBuf,
+    pub config: PathBuf,
+    pub nodes: Vec<(PathBuf, Sshd)>,
+}
+
+impl Fleet {
+    /// Starts one sshd per fixture on 127.0.0.`first_octet`, `first_octet`+1, …
+    pub fn start(fixtures: &[PathBuf], first_octet: u8) -> Fleet {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        let user_key = tmp.path().join("id_user");
+        keygen(&user_key, "");
+        let authorized_keys = tmp.path().join("authorized_keys");
+        std::fs::write(&authorized_keys, public_key(&user_key) + "\n").unwrap();
+        let mut nodes = Vec::new();
+        for (i, f) in fixtures.iter().enumerate() {
+            let addr = format!("127.0.0.{}", first_octet as usize + i);
+            let port = free_port(&addr);
+            let dir = tmp.path().join(format!("sshd-{i}"));
+            let sshd = Sshd::start(
+                &dir,
+                &addr,
+                port,
+                &authorized_keys,
+                Some(&f.join("bin")),
+                "",
+            );
+            nodes.push((f.clone(), sshd));
+        }
+        let known_hosts = tmp.path().join("known_hosts");
+        let lines: Vec<String> = nodes.iter().map(|(_, s)| s.known_hosts_line()).collect();
+        std::fs::write(&known_hosts, lines.join("\n") + "\n").unwrap();
+        let config = tmp.path().join("config.toml");
+        std::fs::write(&config, "[probe]\nnvidia_smi_timeout = 2\ndeadline = 20\n[ssh]\nconnect_timeout = 3\nauth_timeout = 5\n").unwrap();
+        let fleet = Fleet {
+            inventory: tmp.path().join("inventory.toml"),
+            tmp,
+            user_key,
+            authorized_keys,
+            known_hosts,
+            config,
+            nodes,
+        };
+        fleet.write_inventory(&fleet.inventory_text());
+        fleet
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.tmp.path().join("home")
+    }
+
+    /// `[[nodes]]` entries for every sshd (name = fixture folder name).
+    pub fn inventory_text(&self) -> String {
+        let mut s = format!(
+            "known_hosts = \"{}\"\n[defaults]\nuser = \"{}\"\nidentity_file = \"{}\"\n",
+            self.known_hosts.display(),
+            local_user(),
+            self.user_key.display()
+        );
+        for (f, sshd) in &self.nodes {
+            s.push_str(&format!(
+                "[[nodes]]\nname = \"{}\"\nhost = \"{}\"\nport = {}\nroot = \"{}\"\n",
+                f.file_name().unwrap().to_string_lossy(),
+                sshd.addr,
+                sshd.port,
+                f.join("root").display()
+            ));
+        }
+        s
+    }
+
+    pub fn write_inventory(&self, text: &str) {
+        std::fs::write(&self.inventory, text).unwrap();
+    }
+
+    /// Runs the real binary with a clean environment: HOME in the temp dir, no ssh-agent.
+    pub fn gpufleet(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_gpufleet"));
+        c.args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", self.home())
+            .env("GPUFLEET_CONFIG", &self.config)
+            .env(
+                "GPUFLEET_KNOWN_HOSTS",
+                self.tmp.path().join("gpufleet_known_hosts"),
+            )
+            .env("USER", local_user());
+        c
+    }
+
+    /// `snapshot -i <inventory> --format json` plus `args`; returns (exit code, document).
+    pub fn snapshot(&self, args: &[&str]) -> (i32, Value) {
+        let inv = self.inventory.display().to_string();
+        let mut all = vec!["snapshot", "-i", &inv, "--format", "json"];
+        all.extend_from_slice(args);
+        let out = self.gpufleet(&all);
+        let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}); stderr:\n{}\nstdout:\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        (out.status.code().unwrap_or(-1), doc)
+    }
+}
+
+/// The node named `name` in a snapshot document.
+pub fn node<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap_or_else(|| panic!("no node {name} in {doc:#}"))
+}
+
+pub fn codes(node: &Value) -> Vec<String> {
+    node["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["code"].as_str().unwrap().to_string())
+        .collect()
+}
