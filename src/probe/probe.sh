@@ -158,16 +158,21 @@ else
   begin grep /proc/config.gz; end "missing-tool gzip"
 fi
 
-# nvidia-smi: from PATH, else the GPU Operator's driver root (chroot into it when root).
+# nvidia-smi: from PATH; else /usr/local/nvidia/bin (where NVIDIA's container images and many
+# GPU hosts keep it, outside a login PATH; only on the live root); else the GPU Operator's
+# driver root (chroot into it when root).
 smi=
 if have nvidia-smi; then
   smi=path
+elif [ -z "$R" ] && [ -x /usr/local/nvidia/bin/nvidia-smi ]; then
+  smi=local-nvidia
 elif [ -x "$R/run/nvidia/driver/usr/bin/nvidia-smi" ]; then
   if [ "$(id -u 2>/dev/null)" = 0 ] && have chroot; then smi=chroot; else smi=driver-root; fi
 fi
 run_smi() {
   case $smi in
     path) limited nvidia-smi "$@" ;;
+    local-nvidia) limited /usr/local/nvidia/bin/nvidia-smi "$@" ;;
     chroot) limited chroot "$R/run/nvidia/driver" nvidia-smi "$@" ;;
     *) limited "$R/run/nvidia/driver/usr/bin/nvidia-smi" "$@" ;;
   esac
