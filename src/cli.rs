@@ -79,9 +79,23 @@ pub enum Command {
     /// Probe nodes once and print a report: table, JSON, JSON Lines or CSV
     #[command(after_help = SNAPSHOT_HELP)]
     Snapshot(SnapshotArgs),
+    /// Interactive fleet matrix: scan results stream in; sort, filter, drill into evidence
+    #[command(after_help = TUI_HELP)]
+    Tui(TuiArgs),
     /// Print where gpufleet reads and writes its files
     Paths,
 }
+
+const TUI_HELP: &str = "\
+With no subcommand, gpufleet starts this view when run in a terminal.
+Keys: ? help · / filter (status:migrate flavor:proprietary label:canary group:a100) ·
+enter details · s / S sort · click a header to sort · R rescan · r rescan node · x cancel ·
+e / E export JSON / CSV · q quit. Keys can be changed under [keys] in the config file.
+
+Examples:
+  gpufleet tui                               this machine
+  gpufleet tui -i fleet.toml --read-only     the fleet, read-only
+  gpufleet tui -i fleet.toml -g h100 --refresh 300 --theme high-contrast";
 
 const SNAPSHOT_HELP: &str = "\
 Which nodes:
@@ -103,8 +117,9 @@ Examples:
   gpufleet snapshot -i fleet.toml --label rack=r2 --host-key-policy accept-new
   gpufleet snapshot --root /host --nvidia-smi-timeout 5";
 
-#[derive(Debug, Args, Default)]
-pub struct SnapshotArgs {
+/// Which nodes and how to probe them (shared by `snapshot` and `tui`).
+#[derive(Debug, Args, Default, Clone)]
+pub struct ScanArgs {
     /// Probe this machine, even when an inventory is configured
     #[arg(long, conflicts_with_all = ["node", "group", "label"])]
     pub local: bool,
@@ -124,14 +139,6 @@ pub struct SnapshotArgs {
     /// Only nodes with this label (key=value, or key); repeatable
     #[arg(short, long, value_name = "LABEL")]
     pub label: Vec<String>,
-
-    /// Output format [default: table on a terminal, json otherwise]
-    #[arg(long, short = 'f', value_enum)]
-    pub format: Option<Format>,
-
-    /// Exit 0 only when every node is ready, 1 when any is not, 2 when any is unreachable
-    #[arg(long)]
-    pub check: bool,
 
     /// Time limit of each nvidia-smi call, in seconds [default: 10, or the config's]
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
@@ -154,6 +161,38 @@ pub struct SnapshotArgs {
     pub host_key_policy: Option<HostKeyPolicy>,
 }
 
+#[derive(Debug, Args, Default)]
+pub struct SnapshotArgs {
+    #[command(flatten)]
+    pub scan: ScanArgs,
+
+    /// Output format [default: table on a terminal, json otherwise]
+    #[arg(long, short = 'f', value_enum)]
+    pub format: Option<Format>,
+
+    /// Exit 0 only when every node is ready, 1 when any is not, 2 when any is unreachable
+    #[arg(long)]
+    pub check: bool,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct TuiArgs {
+    #[command(flatten)]
+    pub scan: ScanArgs,
+
+    /// Read-only fleet view: actions that change nodes are unbound and refused
+    #[arg(long)]
+    pub read_only: bool,
+
+    /// Theme: default, light, high-contrast, or NAME for ~/.config/gpufleet/themes/NAME.toml
+    #[arg(long, value_name = "NAME")]
+    pub theme: Option<String>,
+
+    /// Rescan every SECS seconds after a scan ends [default: off]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub refresh: Option<u64>,
+}
+
 /// Runs the parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
     // Given by flag or environment (clap merges both): such a file must exist.
@@ -167,15 +206,32 @@ pub fn run(cli: Cli) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let interactive = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     let result = match cli.command {
         Some(Command::Paths) => print_paths(&paths),
         Some(Command::Snapshot(a)) => snapshot_cmd(&config, &paths, explicit_inventory, &a),
+        Some(Command::Tui(a)) => tui_cmd(&config, &paths, explicit_inventory, &a),
+        None if interactive => tui_cmd(
+            &config,
+            &paths,
+            explicit_inventory,
+            &TuiArgs {
+                scan: ScanArgs {
+                    root: PathBuf::from("/"),
+                    ..ScanArgs::default()
+                },
+                ..TuiArgs::default()
+            },
+        ),
         None => snapshot_cmd(
             &config,
             &paths,
             explicit_inventory,
             &SnapshotArgs {
-                root: PathBuf::from("/"),
+                scan: ScanArgs {
+                    root: PathBuf::from("/"),
+                    ..ScanArgs::default()
+                },
                 ..SnapshotArgs::default()
             },
         ),
@@ -210,7 +266,7 @@ fn print_paths(paths: &Paths) -> anyhow::Result<u8> {
 fn inventory_for(
     paths: &Paths,
     explicit: bool,
-    args: &SnapshotArgs,
+    args: &ScanArgs,
 ) -> anyhow::Result<Option<Inventory>> {
     if args.local {
         return Ok(None);
@@ -227,12 +283,8 @@ fn inventory_for(
     Ok(Some(Inventory::load(path)?))
 }
 
-fn snapshot_cmd(
-    config: &Config,
-    paths: &Paths,
-    explicit_inventory: bool,
-    args: &SnapshotArgs,
-) -> anyhow::Result<u8> {
+/// Probe settings from the config with the flags applied.
+fn probe_settings(config: &Config, args: &ScanArgs) -> ProbeSettings {
     let mut settings = config.probe_settings();
     if let Some(s) = args.nvidia_smi_timeout {
         settings.nvidia_smi_timeout_secs = s;
@@ -240,6 +292,16 @@ fn snapshot_cmd(
     if let Some(s) = args.deadline {
         settings.deadline = Duration::from_secs(s);
     }
+    settings
+}
+
+fn snapshot_cmd(
+    config: &Config,
+    paths: &Paths,
+    explicit_inventory: bool,
+    args: &SnapshotArgs,
+) -> anyhow::Result<u8> {
+    let mut settings = probe_settings(config, &args.scan);
     let thresholds = config.thresholds();
     let stdout = std::io::stdout();
     let format = args.format.unwrap_or(if stdout.is_terminal() {
@@ -247,18 +309,16 @@ fn snapshot_cmd(
     } else {
         Format::Json
     });
+    let inventory = inventory_for(paths, explicit_inventory, &args.scan)?;
     let out: Box<dyn Write> = if format == Format::Table {
         Box::new(anstream::stdout())
     } else {
         Box::new(stdout.lock())
     };
     let mut sink = snapshot::sink(format, out);
-    let nodes = match inventory_for(paths, explicit_inventory, args)? {
+    let nodes = match inventory {
         None => {
-            settings.root = args.root.clone();
-            if !settings.root.is_dir() {
-                anyhow::bail!("--root {}: not a folder", settings.root.display());
-            }
+            settings.root = local_root(&args.scan)?;
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -270,22 +330,33 @@ fn snapshot_cmd(
             sink.node(&node)?;
             vec![node]
         }
-        Some(inv) => scan_fleet(config, paths, args, &inv, settings, thresholds, &mut *sink)?,
+        Some(inv) => {
+            let (scan, selected) =
+                build_scan(config, paths, &args.scan, &inv, settings, thresholds)?;
+            scan_fleet(scan, selected, &mut *sink)?
+        }
     };
     let doc = Snapshot::new(now_rfc3339(), nodes);
     sink.finish(&doc)?;
     Ok(snapshot::exit_code(&doc.nodes, args.check))
 }
 
-fn scan_fleet(
+fn local_root(args: &ScanArgs) -> anyhow::Result<PathBuf> {
+    if !args.root.is_dir() {
+        anyhow::bail!("--root {}: not a folder", args.root.display());
+    }
+    Ok(args.root.clone())
+}
+
+/// The selected nodes and a scan over them, with SSH settings, host keys and thresholds.
+fn build_scan(
     config: &Config,
     paths: &Paths,
-    args: &SnapshotArgs,
+    args: &ScanArgs,
     inv: &Inventory,
     settings: ProbeSettings,
     thresholds: crate::model::Thresholds,
-    sink: &mut dyn snapshot::Sink,
-) -> anyhow::Result<Vec<NodeReport>> {
+) -> anyhow::Result<(Arc<Scan>, Vec<crate::inventory::Node>)> {
     let selection = Selection {
         nodes: args.node.clone(),
         groups: args.group.clone(),
@@ -331,6 +402,99 @@ fn scan_fleet(
         keys,
         thresholds,
     });
+    Ok((scan, selected))
+}
+
+fn tui_cmd(
+    config: &Config,
+    paths: &Paths,
+    explicit_inventory: bool,
+    args: &TuiArgs,
+) -> anyhow::Result<u8> {
+    use crate::app::{App, Keymap, Row};
+    use crate::runtime::Target;
+    let mut settings = probe_settings(config, &args.scan);
+    let thresholds = config.thresholds();
+    let inventory = inventory_for(paths, explicit_inventory, &args.scan)?;
+    let read_only =
+        args.read_only || config.tui.read_only || inventory.as_ref().is_some_and(|i| i.read_only);
+    let theme_name = args
+        .theme
+        .clone()
+        .unwrap_or_else(|| config.tui.theme.clone());
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let theme = crate::ui::Theme::load(
+        &theme_name,
+        crate::config::config_dir().as_deref(),
+        no_color,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let (keymap, problems) = Keymap::new(&config.keys, read_only);
+    let (target, rows, source) = match &inventory {
+        None => {
+            settings.root = local_root(&args.scan)?;
+            let name = std::fs::read_to_string(settings.root.join("proc/sys/kernel/hostname"))
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "localhost".into());
+            let rows = vec![Row::new(name.clone())];
+            (
+                Target::Local {
+                    name,
+                    settings,
+                    thresholds,
+                },
+                rows,
+                "local".to_string(),
+            )
+        }
+        Some(inv) => {
+            let (scan, selected) =
+                build_scan(config, paths, &args.scan, inv, settings, thresholds)?;
+            let rows = selected
+                .iter()
+                .map(|n| {
+                    let mut r = Row::new(n.name.clone());
+                    r.labels = n.labels.clone();
+                    r.groups = n.groups.clone();
+                    r.canary = n.canary;
+                    r.refresh();
+                    r
+                })
+                .collect();
+            let source = format!("{} ({} nodes)", inv.path.display(), selected.len());
+            (
+                Target::Fleet {
+                    scan,
+                    nodes: selected,
+                },
+                rows,
+                source,
+            )
+        }
+    };
+    let mut app = App::new(rows, keymap, read_only, source);
+    app.refresh_secs = args.refresh.or(config.tui.refresh);
+    if !problems.is_empty() {
+        for p in &problems {
+            eprintln!("gpufleet: config: {p}");
+        }
+        app.message = Some(format!(
+            "config: {} (and {} more)",
+            problems[0],
+            problems.len() - 1
+        ));
+    }
+    crate::runtime::run(app, theme, target)?;
+    Ok(0)
+}
+
+fn scan_fleet(
+    scan: Arc<Scan>,
+    selected: Vec<crate::inventory::Node>,
+    sink: &mut dyn snapshot::Sink,
+) -> anyhow::Result<Vec<NodeReport>> {
     let total = selected.len();
     let order: Vec<String> = selected.iter().map(|n| n.name.clone()).collect();
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -24,6 +24,33 @@ pub struct Config {
     pub probe: ProbeConfig,
     #[serde(default)]
     pub ssh: SshConfig,
+    #[serde(default)]
+    pub tui: TuiConfig,
+    /// Key overrides: action name → keys (see `gpufleet tui`'s help overlay for the names).
+    #[serde(default)]
+    pub keys: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// `[tui]`: the interactive fleet matrix.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TuiConfig {
+    /// Theme name: built in `default`, `light`, `high-contrast`, or `<config dir>/themes/NAME.toml`.
+    pub theme: String,
+    /// Read-only fleet view (any source saying read-only wins).
+    pub read_only: bool,
+    /// Rescan every N seconds after a scan ends (off when absent).
+    pub refresh: Option<u64>,
+}
+
+impl Default for TuiConfig {
+    fn default() -> Self {
+        TuiConfig {
+            theme: "default".into(),
+            read_only: false,
+            refresh: None,
+        }
+    }
 }
 
 /// `[ssh]`: fleet scans. Times in seconds.
@@ -106,6 +133,11 @@ impl Default for ProbeConfig {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct ConfigError(pub String);
+
+/// The XDG config folder (`~/.config/gpufleet`), where user themes live in `themes/`.
+pub fn config_dir() -> Option<PathBuf> {
+    dirs().map(|d| d.config_dir().to_path_buf())
+}
 
 /// The default config path: `<XDG config dir>/gpufleet/config.toml`.
 pub fn default_config_path() -> Option<PathBuf> {

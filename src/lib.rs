@@ -6,9 +6,12 @@
 //! - [`snapshot`]: headless output formats and exit codes.
 //! - [`config`]: the config file (`config.toml`).
 
+pub mod app;
 pub mod cli;
 pub mod config;
 pub mod inventory;
 pub mod model;
 pub mod probe;
+pub mod runtime;
 pub mod snapshot;
+pub mod ui;

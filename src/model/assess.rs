@@ -9,14 +9,14 @@ use std::fmt;
 use std::str::FromStr;
 
 use procfs_core::sys::kernel::Version;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::driver::Flavor;
 use super::facts::{Evidence, Facts, Gpu, SmiOutcome};
 use super::smi::SmiFailure;
 
 /// A node's status, from worst to best in precedence order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NodeStatus {
     Unreachable,
@@ -70,7 +70,7 @@ impl fmt::Display for NodeStatus {
 }
 
 /// Reason severity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Error,
@@ -138,6 +138,13 @@ impl Serialize for Code {
     }
 }
 
+impl<'de> Deserialize<'de> for Code {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl FromStr for Code {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -150,7 +157,7 @@ impl FromStr for Code {
 }
 
 /// One reason: code, severity, a message for people and the evidence lines.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reason {
     pub code: Code,
     pub severity: Severity,

@@ -6,10 +6,10 @@
 //! parts (`555.58`), dates may be localized or missing, the build host may be empty (`(nixbld@)`),
 //! and Jetson boards print an L4T release (`35.3.1`) instead of a dGPU branch.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The kernel module flavour.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Flavor {
     /// NVIDIA open kernel module (`Open Kernel Module for <arch>`; licence Dual MIT/GPL).

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::driver::{self, Flavor};
 use super::gpudb;
@@ -20,7 +20,7 @@ use super::smi::{self, SmiFailure, SmiGpu};
 use super::sysfs::{self, PciDevice, ProcGpu};
 
 /// The line that proves a fact: the file or command it came from and the raw line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {
     pub source: String,
     pub line: String,

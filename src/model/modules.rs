@@ -6,10 +6,10 @@
 //! the used-by list ends with a comma; the address is zero for unprivileged readers. procfs's own
 //! parser rejects the `-` refcount and drops taint, hence this one.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Module state, the fifth field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ModuleState {
     Live,
     Loading,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::assess::{Assessment, Code, NodeStatus, Reason};
 use super::driver::Flavor;
@@ -13,17 +13,17 @@ use super::smi::SmiFailure;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelJson {
     pub release: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OsJson {
     pub pretty_name: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriverJson {
     /// `open`, `proprietary`, `none` or `unknown`.
     pub flavor: Flavor,
@@ -35,7 +35,7 @@ pub struct DriverJson {
     pub userspace_version: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuJson {
     pub index: u32,
     pub name: Option<String>,
@@ -49,25 +49,25 @@ pub struct GpuJson {
     pub open_capable: Option<bool>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleJson {
     pub name: String,
     pub state: super::modules::ModuleState,
     pub taint: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DmaBufJson {
     pub kernel_support: Option<bool>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeermemJson {
     pub loaded: Option<bool>,
     pub configured: Option<bool>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaintJson {
     /// Bit 0 (P) of /proc/sys/kernel/tainted.
     pub proprietary: Option<bool>,
@@ -75,7 +75,7 @@ pub struct TaintJson {
 }
 
 /// One node's report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeReport {
     pub name: String,
     pub status: NodeStatus,

@@ -9,7 +9,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 use super::ssh::{HostKeys, SshSettings, run_ssh};
-use super::{ProbeSettings, report};
+use super::{ProbeSettings, RawRun, report};
 use crate::inventory::Node;
 use crate::model::{NodeReport, Thresholds};
 
@@ -30,19 +30,31 @@ pub struct Scan {
 impl Scan {
     /// Probes one node; never fails: an unreachable node is a report too.
     pub async fn node(&self, node: &Node) -> NodeReport {
+        self.probe_node(node).await.0
+    }
+
+    /// Probes one node and also returns the raw probe output (`None` when unreachable), for
+    /// views that show the evidence.
+    pub async fn probe_node(&self, node: &Node) -> (NodeReport, Option<RawRun>) {
         let scanned_at = now_rfc3339();
         let start = Instant::now();
         let mut probe = self.probe.clone();
         probe.root = node.root.clone().into();
         match run_ssh(node, &probe, &self.ssh, self.keys.clone()).await {
-            Ok(run) => report(Some(node.name.clone()), &run, &self.thresholds, scanned_at),
-            Err(u) => NodeReport::unreachable(
-                node.name.clone(),
-                u.code,
-                u.message,
-                Vec::new(),
-                scanned_at,
-                start.elapsed().as_millis() as u64,
+            Ok(run) => {
+                let r = report(Some(node.name.clone()), &run, &self.thresholds, scanned_at);
+                (r, Some(run))
+            }
+            Err(u) => (
+                NodeReport::unreachable(
+                    node.name.clone(),
+                    u.code,
+                    u.message,
+                    Vec::new(),
+                    scanned_at,
+                    start.elapsed().as_millis() as u64,
+                ),
+                None,
             ),
         }
     }

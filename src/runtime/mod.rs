@@ -1,0 +1,274 @@
+//! The TUI runtime: owns the terminal, the input thread, scan tasks and their channel. It feeds
+//! messages to [`App::update`], carries out the effects, and draws. The terminal is restored on
+//! every exit path: quit, Ctrl-C (a key in raw mode), SIGTERM, SIGHUP, and panics (ratatui's
+//! panic hook, plus turning mouse capture off first).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ratatui::crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
+use ratatui::crossterm::execute;
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+use crate::app::{App, Effect, ExportFormat, Msg};
+use crate::inventory::Node;
+use crate::model::Thresholds;
+use crate::model::report::Snapshot;
+use crate::probe::scan::{Scan, now_rfc3339};
+use crate::probe::{self, ProbeSettings};
+use crate::ui::{self, Theme};
+
+/// What the TUI scans.
+#[derive(Clone)]
+pub enum Target {
+    /// This machine, named `name`.
+    Local {
+        name: String,
+        settings: ProbeSettings,
+        thresholds: Thresholds,
+    },
+    /// Inventory nodes over SSH.
+    Fleet { scan: Arc<Scan>, nodes: Vec<Node> },
+}
+
+impl Target {
+    fn names(&self) -> Vec<String> {
+        match self {
+            Target::Local { name, .. } => vec![name.clone()],
+            Target::Fleet { nodes, .. } => nodes.iter().map(|n| n.name.clone()).collect(),
+        }
+    }
+}
+
+/// Runs scan `generation` over `names`, sending progress on `tx`. Aborting the returned task
+/// aborts every node probe in it.
+fn spawn_scan(
+    target: Target,
+    generation: u64,
+    names: Vec<String>,
+    tx: mpsc::Sender<Msg>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let _ = tx
+            .send(Msg::ScanStarted {
+                generation,
+                names: names.clone(),
+            })
+            .await;
+        let mut tasks = JoinSet::new();
+        match &target {
+            Target::Local {
+                name,
+                settings,
+                thresholds,
+            } => {
+                let (name, settings, thresholds, tx) =
+                    (name.clone(), settings.clone(), *thresholds, tx.clone());
+                tasks.spawn(async move {
+                    let _ = tx
+                        .send(Msg::NodeRunning {
+                            generation,
+                            name: name.clone(),
+                        })
+                        .await;
+                    let at = now_rfc3339();
+                    let (report, raw) = match probe::run_local(&settings).await {
+                        Ok(run) => (
+                            probe::report(Some(name.clone()), &run, &thresholds, at),
+                            Some(Arc::new(run)),
+                        ),
+                        Err(e) => (
+                            crate::model::NodeReport::unreachable(
+                                name.clone(),
+                                crate::model::Code::ProbeOutputInvalid,
+                                format!("cannot start sh: {e}"),
+                                Vec::new(),
+                                at,
+                                0,
+                            ),
+                            None,
+                        ),
+                    };
+                    let _ = tx
+                        .send(Msg::NodeDone {
+                            generation,
+                            report: Box::new(report),
+                            raw,
+                        })
+                        .await;
+                });
+            }
+            Target::Fleet { scan, nodes } => {
+                let permits = Arc::new(Semaphore::new(scan.ssh.concurrency.max(1)));
+                for node in nodes.iter().filter(|n| names.contains(&n.name)).cloned() {
+                    let (scan, permits, tx) = (scan.clone(), permits.clone(), tx.clone());
+                    tasks.spawn(async move {
+                        let Ok(_p) = permits.acquire_owned().await else {
+                            return;
+                        };
+                        let _ = tx
+                            .send(Msg::NodeRunning {
+                                generation,
+                                name: node.name.clone(),
+                            })
+                            .await;
+                        let (report, raw) = scan.probe_node(&node).await;
+                        let _ = tx
+                            .send(Msg::NodeDone {
+                                generation,
+                                report: Box::new(report),
+                                raw: raw.map(Arc::new),
+                            })
+                            .await;
+                    });
+                }
+            }
+        }
+        while tasks.join_next().await.is_some() {}
+        let _ = tx.send(Msg::ScanFinished { generation }).await;
+    })
+}
+
+fn export(format: ExportFormat, reports: Vec<crate::model::NodeReport>) -> Result<String, String> {
+    let stamp = jiff::Timestamp::now()
+        .strftime("%Y%m%d-%H%M%SZ")
+        .to_string();
+    let ext = match format {
+        ExportFormat::Json => "json",
+        ExportFormat::Csv => "csv",
+    };
+    let path = PathBuf::from(format!("gpufleet-{stamp}.{ext}"));
+    let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let out: Box<dyn Write> = Box::new(std::io::BufWriter::new(file));
+    let fmt = match format {
+        ExportFormat::Json => crate::snapshot::Format::Json,
+        ExportFormat::Csv => crate::snapshot::Format::Csv,
+    };
+    let mut sink = crate::snapshot::sink(fmt, out);
+    for r in &reports {
+        sink.node(r).map_err(|e| e.to_string())?;
+    }
+    sink.finish(&Snapshot::new(now_rfc3339(), reports))
+        .map_err(|e| e.to_string())?;
+    let shown = std::env::current_dir()
+        .map(|d| d.join(&path))
+        .unwrap_or(path);
+    Ok(shown.display().to_string())
+}
+
+/// Runs the TUI until the user quits or a signal ends it.
+pub fn run(mut app: App, theme: Theme, target: Target) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut terminal = ratatui::init();
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = execute!(std::io::stdout(), DisableMouseCapture);
+        hook(info);
+    }));
+    let _ = execute!(std::io::stdout(), EnableMouseCapture);
+    let result = rt.block_on(event_loop(&mut terminal, &mut app, &theme, target));
+    let _ = execute!(std::io::stdout(), DisableMouseCapture);
+    ratatui::restore();
+    result
+}
+
+async fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    app: &mut App,
+    theme: &Theme,
+    target: Target,
+) -> anyhow::Result<()> {
+    let (tx, mut rx) = mpsc::channel::<Msg>(4096);
+    let input_tx = tx.clone();
+    std::thread::spawn(move || {
+        while let Ok(ev) = event::read() {
+            let msg = match ev {
+                Event::Key(k) if k.kind == event::KeyEventKind::Press => Msg::Key(k),
+                Event::Mouse(m) => Msg::Mouse(m),
+                Event::Resize(w, h) => Msg::Resize(w, h),
+                _ => continue,
+            };
+            if input_tx.blocking_send(msg).is_err() {
+                break;
+            }
+        }
+    });
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sighup = signal(SignalKind::hangup())?;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut scan_task: Option<tokio::task::JoinHandle<()>> = None;
+    let mut last_scan_end: Option<Instant> = None;
+    let mut pending = vec![Effect::Scan {
+        generation: app.progress.generation + 1,
+        names: None,
+    }];
+    loop {
+        for effect in std::mem::take(&mut pending) {
+            match effect {
+                Effect::Quit => {
+                    if let Some(t) = scan_task.take() {
+                        t.abort();
+                    }
+                    return Ok(());
+                }
+                Effect::Scan { generation, names } => {
+                    if let Some(t) = scan_task.take() {
+                        t.abort();
+                    }
+                    let names = names.unwrap_or_else(|| target.names());
+                    scan_task = Some(spawn_scan(target.clone(), generation, names, tx.clone()));
+                }
+                Effect::Cancel => {
+                    if let Some(t) = scan_task.take() {
+                        t.abort();
+                    }
+                    last_scan_end = Some(Instant::now());
+                }
+                Effect::Export { format, reports } => {
+                    pending.extend(app.update(Msg::Exported(export(format, reports))));
+                }
+            }
+        }
+        app.ensure_view();
+        let mut drawn = ui::Drawn::default();
+        terminal.draw(|f| drawn = ui::draw(f, app, theme))?;
+        app.page = drawn.page;
+        app.offset = drawn.offset;
+        app.header_hits = drawn.header_hits;
+        app.header_y = drawn.header_y;
+        app.body_y = drawn.body_y;
+        tokio::select! {
+            Some(msg) = rx.recv() => {
+                let mut batch = vec![msg];
+                // Results come in bursts: apply what is queued, then draw once.
+                while batch.len() < 4096 {
+                    match rx.try_recv() {
+                        Ok(m) => batch.push(m),
+                        Err(_) => break,
+                    }
+                }
+                for m in batch {
+                    if let Msg::ScanFinished { generation } = &m
+                        && *generation == app.progress.generation
+                    {
+                        last_scan_end = Some(Instant::now());
+                    }
+                    pending.extend(app.update(m));
+                }
+            }
+            _ = tick.tick() => {
+                let since = last_scan_end.map(|t| t.elapsed().as_secs());
+                pending.extend(app.update(Msg::Tick { since_scan_secs: since }));
+            }
+            _ = sigterm.recv() => pending.push(Effect::Quit),
+            _ = sighup.recv() => pending.push(Effect::Quit),
+        }
+    }
+}

@@ -1,0 +1,597 @@
+//! Drawing only: `draw(frame, &App, &Theme) -> Drawn`. No I/O; the returned layout (where the
+//! header and rows landed) goes back into the app for paging and mouse hits. Only the visible
+//! rows are formatted, so a frame costs the same for 100 or 10,000 nodes.
+
+pub mod theme;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{
+    Block, Borders, Cell, Clear, LineGauge, Paragraph, Row as TRow, Table, TableState,
+};
+
+pub use theme::Theme;
+
+use crate::app::{App, Column, Mode, Probe, Row, cell};
+use crate::model::assess::{Thresholds, dma_buf_support};
+use crate::model::text::terminal_safe;
+use crate::model::{NodeStatus, Severity, collect, sections};
+
+/// Where the last frame put things, for the app.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Drawn {
+    pub header_y: u16,
+    pub body_y: u16,
+    pub header_hits: Vec<(Column, u16, u16)>,
+    /// Table rows visible.
+    pub page: usize,
+    /// First visible position in the view.
+    pub offset: usize,
+}
+
+const SPINNER: [&str; 8] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧"];
+
+/// Draws the whole screen.
+pub fn draw(f: &mut Frame, app: &App, t: &Theme) -> Drawn {
+    let area = f.area();
+    let [top, gauge, main, bottom] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    draw_top(f, app, t, top);
+    draw_gauge(f, app, t, gauge);
+    let (table_area, detail_area) = if app.mode == Mode::Detail {
+        let [a, b] =
+            Layout::vertical([Constraint::Percentage(40), Constraint::Percentage(60)]).areas(main);
+        (a, Some(b))
+    } else {
+        (main, None)
+    };
+    let drawn = draw_table(f, app, t, table_area);
+    if let Some(d) = detail_area {
+        draw_detail(f, app, t, d);
+    }
+    draw_bottom(f, app, t, bottom);
+    if app.mode == Mode::Help {
+        draw_help(f, app, t, area);
+    }
+    drawn
+}
+
+fn draw_top(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
+    let mut spans = vec![
+        Span::styled(" gpufleet ", t.role("title")),
+        Span::styled(terminal_safe(&app.source).into_owned(), t.role("dim")),
+        Span::raw("  "),
+    ];
+    if app.read_only {
+        spans.push(Span::styled(" READ-ONLY ", t.role("badge")));
+        spans.push(Span::raw("  "));
+    }
+    let counts = app.counts();
+    for s in NodeStatus::ALL {
+        let n = counts.get(&s).copied().unwrap_or(0);
+        if n > 0 {
+            spans.push(Span::styled(format!("{n} {s}"), t.status(s)));
+            spans.push(Span::raw("  "));
+        }
+    }
+    let pending = app.rows.iter().filter(|r| r.report.is_none()).count();
+    if pending > 0 {
+        spans.push(Span::styled(format!("{pending} pending"), t.role("dim")));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn draw_gauge(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
+    let p = app.progress;
+    let ratio = if p.total == 0 {
+        1.0
+    } else {
+        p.done as f64 / p.total as f64
+    };
+    let label = if p.running {
+        format!(
+            " {} scanning {}/{} · {} unreachable ",
+            SPINNER[app.spin % SPINNER.len()],
+            p.done,
+            p.total,
+            p.failed
+        )
+    } else if p.total > 0 {
+        format!(
+            " scanned {}/{} · {} unreachable ",
+            p.done, p.total, p.failed
+        )
+    } else {
+        " not scanned yet ".to_string()
+    };
+    let g = LineGauge::default()
+        .filled_style(t.role("gauge"))
+        .unfilled_style(t.role("dim"))
+        .label(label)
+        .ratio(ratio.clamp(0.0, 1.0));
+    f.render_widget(g, area);
+}
+
+/// Column widths for the visible rows; `None` hides a column. Columns join in priority order
+/// while they fit (node, status, module, driver, DMA-BUF, peermem, CC, GPUs, kernel); the
+/// reasons column takes what is left. Hidden facts stay in the detail pane.
+fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
+    const MIN: [u16; 10] = [4, 9, 6, 6, 6, 4, 2, 7, 7, 12];
+    const MAX: [u16; 10] = [28, 11, 20, 11, 11, 28, 4, 7, 11, 400];
+    const PRIORITY: [usize; 9] = [0, 1, 3, 4, 7, 8, 6, 5, 2];
+    let natural: Vec<u16> = Column::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let content = rows
+                .iter()
+                .map(|r| cell(r, *c).chars().count())
+                .max()
+                .unwrap_or(0);
+            let title = c.title().chars().count() + usize::from(app.sort == *c);
+            (content.max(title) as u16).clamp(MIN[i], MAX[i])
+        })
+        .collect();
+    let mut out = vec![None; 10];
+    let mut used: u16 = 2; // highlight symbol
+    for &i in &PRIORITY {
+        let need = natural[i] + if used > 2 { 2 } else { 0 };
+        if used + need <= total {
+            out[i] = Some(natural[i]);
+            used += need;
+        }
+    }
+    if used + 2 + MIN[9] <= total {
+        out[9] = Some(total - used - 2);
+    }
+    out
+}
+
+fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
+    let block = Block::default()
+        .borders(Borders::TOP)
+        .border_style(t.role("border"))
+        .title(Span::styled(
+            format!(
+                " nodes {}/{}{}{} ",
+                app.view.len(),
+                app.rows.len(),
+                if app.filter.is_empty() {
+                    String::new()
+                } else {
+                    format!(" · filter: {}", terminal_safe(&app.filter))
+                },
+                app.group_by
+                    .as_ref()
+                    .map(|g| format!(" · by label {g}"))
+                    .unwrap_or_default()
+            ),
+            t.role("title"),
+        ));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let page = inner.height.saturating_sub(1) as usize;
+    let mut offset = app.offset.min(app.view.len().saturating_sub(1));
+    if app.selected < offset {
+        offset = app.selected;
+    } else if page > 0 && app.selected >= offset + page {
+        offset = app.selected + 1 - page;
+    }
+    let visible: Vec<&Row> = app
+        .view
+        .iter()
+        .skip(offset)
+        .take(page)
+        .map(|&i| &app.rows[i])
+        .collect();
+    let w = widths(app, &visible, inner.width);
+    let shown: Vec<(Column, u16)> = Column::ALL
+        .iter()
+        .zip(&w)
+        .filter_map(|(c, w)| w.map(|w| (*c, w)))
+        .collect();
+    let header_cells: Vec<Cell> = shown
+        .iter()
+        .map(|(c, _)| {
+            let arrow = if app.sort == *c {
+                if app.descending { "▼" } else { "▲" }
+            } else {
+                ""
+            };
+            Cell::from(format!("{}{arrow}", c.title()))
+        })
+        .collect();
+    let rows: Vec<TRow> = visible
+        .iter()
+        .map(|r| {
+            let cells: Vec<Cell> = shown
+                .iter()
+                .map(|(c, _)| {
+                    let c = *c;
+                    let text = cell(r, c);
+                    let style = match (c, r.status(), r.probe) {
+                        (Column::Status, _, Probe::Running) => t.role("probing"),
+                        (Column::Status, Some(s), _) => t.status(s),
+                        (Column::Status, None, _) => t.role("dim"),
+                        (Column::DmaBuf, _, _) if text == "no" => t.role("crit"),
+                        (Column::Peermem, _, _)
+                            if text.starts_with("loaded") || text == "at boot" =>
+                        {
+                            t.role("warn")
+                        }
+                        (Column::Flavor, _, _) if text == "proprietary" => t.role("warn"),
+                        (Column::Reasons, _, _) => t.role("dim"),
+                        _ => Style::default(),
+                    };
+                    let text = if c == Column::Status && r.probe == Probe::Running {
+                        format!(
+                            "{} {}",
+                            SPINNER[app.spin % SPINNER.len()],
+                            if r.report.is_some() { text } else { "probing" }
+                        )
+                    } else if c == Column::Node && r.canary {
+                        format!("◆ {text}")
+                    } else {
+                        text.to_string()
+                    };
+                    Cell::from(Span::styled(text, style))
+                })
+                .collect();
+            TRow::new(cells)
+        })
+        .collect();
+    let constraints: Vec<Constraint> = shown.iter().map(|(_, x)| Constraint::Length(*x)).collect();
+    let table = Table::new(rows, constraints)
+        .header(TRow::new(header_cells).style(t.role("header")))
+        .column_spacing(2)
+        .row_highlight_style(t.role("selected"))
+        .highlight_symbol("▌ ");
+    let mut state = TableState::default();
+    if !app.view.is_empty() {
+        state.select(Some(app.selected - offset));
+    }
+    f.render_stateful_widget(table, inner, &mut state);
+    // Header cell positions, for clicks (the highlight symbol, then cells and spacing).
+    let mut x = inner.x + 2;
+    let mut hits = Vec::new();
+    for (c, width) in &shown {
+        hits.push((*c, x, x + width));
+        x += width + 2;
+    }
+    if app.view.is_empty() {
+        let msg = if app.rows.is_empty() {
+            "no nodes in the inventory"
+        } else {
+            "no node matches the filter (esc clears it)"
+        };
+        let y = inner.y + 1;
+        if y < inner.y + inner.height {
+            f.render_widget(
+                Paragraph::new(Span::styled(msg, t.role("dim"))),
+                Rect {
+                    y,
+                    height: 1,
+                    ..inner
+                },
+            );
+        }
+    }
+    Drawn {
+        header_y: inner.y,
+        body_y: inner.y + 1,
+        header_hits: hits,
+        page,
+        offset,
+    }
+}
+
+fn severity_style(t: &Theme, s: Severity) -> Style {
+    t.role(match s {
+        Severity::Error => "crit",
+        Severity::Warn => "warn",
+        Severity::Info => "info",
+    })
+}
+
+/// The detail pane's lines for `row`: status, reasons with evidence, every fact with its
+/// evidence, then the raw probe sections.
+pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
+    let safe = |s: &str| terminal_safe(s).into_owned();
+    let mut out: Vec<Line> = Vec::new();
+    let Some(r) = &row.report else {
+        out.push(Line::from(Span::styled(
+            format!("{}: not scanned yet", safe(&row.name)),
+            t.role("dim"),
+        )));
+        return out;
+    };
+    out.push(Line::from(vec![
+        Span::styled(safe(&r.name), t.role("title")),
+        Span::raw("  "),
+        Span::styled(r.status.to_string(), t.status(r.status)),
+        Span::styled(format!(": {}", r.status.meaning()), t.role("dim")),
+    ]));
+    out.push(Line::from(Span::styled(
+        format!(
+            "scanned at {} · took {} ms",
+            safe(&r.scanned_at),
+            r.duration_ms
+        ),
+        t.role("dim"),
+    )));
+    if !row.labels.is_empty() || !row.groups.is_empty() {
+        let labels: Vec<String> = row.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out.push(Line::from(Span::styled(
+            safe(&format!(
+                "groups: {}  labels: {}",
+                row.groups.join(", "),
+                labels.join(", ")
+            )),
+            t.role("dim"),
+        )));
+    }
+    out.push(Line::default());
+    out.push(Line::from(Span::styled("reasons", t.role("header"))));
+    if r.reasons.is_empty() {
+        out.push(Line::from(Span::styled("  none", t.role("dim"))));
+    }
+    for x in &r.reasons {
+        out.push(Line::from(vec![
+            Span::styled(
+                format!("  {:<5} ", x.severity.as_str()),
+                severity_style(t, x.severity),
+            ),
+            Span::styled(
+                format!("{:<28} ", x.code.as_str()),
+                severity_style(t, x.severity),
+            ),
+            Span::raw(safe(&x.message)),
+        ]));
+        for e in &x.evidence {
+            out.push(Line::from(Span::styled(
+                format!("        {}: {}", safe(&e.source), safe(e.line.trim_end())),
+                t.role("dim"),
+            )));
+        }
+    }
+    let Some(raw) = &row.raw else {
+        return out;
+    };
+    let parsed = sections::parse(&raw.output, &raw.boundary);
+    let facts = collect(&parsed);
+    let fact = |out: &mut Vec<Line>, name: &str, value: String, ev: Vec<(String, String)>| {
+        out.push(Line::from(vec![
+            Span::styled(format!("  {name:<18}"), t.role("title")),
+            Span::raw(safe(&value)),
+        ]));
+        for (s, l) in ev {
+            out.push(Line::from(Span::styled(
+                format!("        {}: {}", safe(&s), safe(l.trim_end())),
+                t.role("dim"),
+            )));
+        }
+    };
+    out.push(Line::default());
+    out.push(Line::from(Span::styled(
+        "facts and evidence",
+        t.role("header"),
+    )));
+    let ev = |e: &Option<crate::model::facts::Evidence>| {
+        e.iter()
+            .map(|e| (e.source.clone(), e.line.clone()))
+            .collect::<Vec<_>>()
+    };
+    fact(
+        &mut out,
+        "kernel",
+        facts.kernel_release.clone().unwrap_or_else(|| "?".into()),
+        ev(&facts.kernel_evidence),
+    );
+    fact(
+        &mut out,
+        "os",
+        facts.os_pretty_name.clone().unwrap_or_else(|| "?".into()),
+        vec![],
+    );
+    if let Some(d) = &facts.driver {
+        fact(
+            &mut out,
+            "module",
+            format!(
+                "{} {} {}",
+                d.flavor.as_str(),
+                d.version.clone().unwrap_or_default(),
+                d.arch.clone().unwrap_or_default()
+            ),
+            d.evidence
+                .iter()
+                .map(|e| (e.source.clone(), e.line.clone()))
+                .collect(),
+        );
+    }
+    let yn = |b: Option<bool>| {
+        b.map_or(
+            "?".to_string(),
+            |b| if b { "yes".into() } else { "no".into() },
+        )
+    };
+    fact(
+        &mut out,
+        "peermem loaded",
+        yn(facts.peermem_loaded),
+        facts
+            .peermem_loaded_evidence
+            .iter()
+            .map(|e| (e.source.clone(), e.line.clone()))
+            .collect(),
+    );
+    fact(
+        &mut out,
+        "peermem at boot",
+        yn(facts.peermem_configured),
+        facts
+            .peermem_configured_evidence
+            .iter()
+            .map(|e| (e.source.clone(), e.line.clone()))
+            .collect(),
+    );
+    let (dma, _, dma_ev) = dma_buf_support(&facts, &Thresholds::default());
+    fact(
+        &mut out,
+        "DMA-BUF kernel",
+        yn(dma),
+        dma_ev.into_iter().map(|e| (e.source, e.line)).collect(),
+    );
+    fact(
+        &mut out,
+        "taint",
+        facts.taint.map_or("?".into(), |v| v.to_string()),
+        ev(&facts.taint_evidence),
+    );
+    for g in &facts.gpus {
+        fact(
+            &mut out,
+            &format!("gpu {}", g.index),
+            format!(
+                "{} · {} · cc {}{}",
+                g.name.clone().unwrap_or_else(|| "?".into()),
+                g.bus_id.clone().unwrap_or_default(),
+                g.compute_capability.clone().unwrap_or_else(|| "?".into()),
+                if g.initialized {
+                    ""
+                } else {
+                    " · not initialized"
+                }
+            ),
+            vec![(g.evidence.source.clone(), g.evidence.line.clone())],
+        );
+    }
+    out.push(Line::default());
+    out.push(Line::from(Span::styled(
+        format!(
+            "raw probe output · {} sections · {} bytes",
+            parsed.sections.len(),
+            raw.output.len()
+        ),
+        t.role("header"),
+    )));
+    for s in &parsed.sections {
+        out.push(Line::from(vec![
+            Span::styled(format!("▸ {:?} ", s.kind).to_lowercase(), t.role("title")),
+            Span::styled(safe(&s.name), t.role("title")),
+            Span::styled(format!("  [{:?}]", s.status).to_lowercase(), t.role("dim")),
+        ]));
+        for l in String::from_utf8_lossy(&s.body).lines().take(400) {
+            out.push(Line::from(Span::raw(format!("  {}", safe(l)))));
+        }
+    }
+    out
+}
+
+fn draw_detail(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
+    let block = Block::default()
+        .borders(Borders::TOP)
+        .border_style(t.role("border"))
+        .title(Span::styled(
+            " detail (j/k scroll, enter closes) ",
+            t.role("title"),
+        ));
+    let lines = app
+        .selected_row()
+        .map(|r| detail_lines(r, t))
+        .unwrap_or_default();
+    let p = Paragraph::new(lines)
+        .block(block)
+        .scroll((app.detail_scroll, 0));
+    f.render_widget(p, area);
+}
+
+fn draw_bottom(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
+    let line = if app.mode == Mode::FilterInput {
+        Line::from(vec![
+            Span::styled("/", t.role("header")),
+            Span::raw(terminal_safe(&app.input).into_owned()),
+            Span::styled("█", t.role("dim")),
+            Span::styled(
+                "   enter apply · esc cancel · status: flavor: label: group: reason:",
+                t.role("dim"),
+            ),
+        ])
+    } else if let Some(m) = &app.message {
+        Line::from(Span::styled(terminal_safe(m).into_owned(), t.role("warn")))
+    } else {
+        let k = &app.keymap;
+        let mut spans = Vec::new();
+        for a in [
+            crate::app::Action::Help,
+            crate::app::Action::Filter,
+            crate::app::Action::Detail,
+            crate::app::Action::SortNext,
+            crate::app::Action::Rescan,
+            crate::app::Action::Quit,
+        ] {
+            let keys = k.keys_of(a);
+            if let Some(first) = keys.split(", ").next().filter(|s| !s.is_empty()) {
+                spans.push(Span::styled(format!(" {first} "), t.role("header")));
+                spans.push(Span::styled(format!("{} ", a.name()), t.role("dim")));
+            }
+        }
+        Line::from(spans)
+    };
+    f.render_widget(Paragraph::new(line), area);
+}
+
+fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
+    let w = area.width.saturating_sub(8).min(100);
+    let actions: Vec<_> = app.keymap.bound().collect();
+    let h = (actions.len() as u16 + 6).min(area.height.saturating_sub(2));
+    let popup = Rect {
+        x: area.x + (area.width.saturating_sub(w)) / 2,
+        y: area.y + (area.height.saturating_sub(h)) / 2,
+        width: w,
+        height: h,
+    };
+    let mut lines: Vec<Line> = actions
+        .iter()
+        .map(|a| {
+            Line::from(vec![
+                Span::styled(format!(" {:<20}", app.keymap.keys_of(*a)), t.role("header")),
+                Span::raw(a.help()),
+            ])
+        })
+        .collect();
+    lines.push(Line::default());
+    lines.push(Line::from(Span::styled(
+        " mouse: click a row to select it, a header to sort by it; wheel scrolls",
+        t.role("dim"),
+    )));
+    if app.read_only {
+        lines.push(Line::from(Span::styled(
+            " read-only: actions that change nodes are not available",
+            t.role("warn"),
+        )));
+    }
+    f.render_widget(Clear, popup);
+    f.render_widget(
+        Paragraph::new(lines)
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .border_style(t.role("border"))
+                    .title(Span::styled(
+                        " keys (from the active keymap) · ? closes ",
+                        t.role("title"),
+                    )),
+            )
+            .scroll((app.detail_scroll, 0))
+            .style(Style::default().remove_modifier(Modifier::empty())),
+        popup,
+    );
+}

@@ -1,0 +1,224 @@
+//! Whole-screen snapshots of the TUI (ratatui TestBackend + insta), over reports that the real
+//! binary produced from the fixture nodes, and the real H200's raw probe output for the detail
+//! pane. Review changes with `cargo insta review`.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpufleet::app::{App, Keymap, Msg, Row};
+use gpufleet::model::{NodeReport, Thresholds};
+use gpufleet::probe::{RawRun, RunEnd};
+use gpufleet::ui::{self, Theme};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// Every fixture's report, as `gpufleet snapshot --format json` printed it (times normalized).
+fn fixture_reports() -> Vec<NodeReport> {
+    support::fixture_nodes()
+        .iter()
+        .map(|f| {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+                .args([
+                    "snapshot",
+                    "--format",
+                    "json",
+                    "--nvidia-smi-timeout",
+                    "1",
+                    "--config",
+                ])
+                .arg(support::manifest().join("config/config.example.toml"))
+                .arg("--root")
+                .arg(f.join("root"))
+                .env("PATH", format!("{}:/usr/bin:/bin", f.join("bin").display()))
+                .output()
+                .unwrap();
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let mut r: NodeReport = serde_json::from_value(doc["nodes"][0].clone()).unwrap();
+            r.name = f.file_name().unwrap().to_string_lossy().into_owned();
+            r.scanned_at = "2026-11-30T10:00:00Z".into();
+            r.duration_ms = 42;
+            r
+        })
+        .collect()
+}
+
+fn h200_raw() -> (NodeReport, Arc<RawRun>) {
+    let run = RawRun {
+        boundary: "gpufleet-RAW".into(),
+        output: std::fs::read(support::manifest().join("docs/examples/h200-probe-raw.txt"))
+            .unwrap(),
+        end: RunEnd::Completed,
+        duration: Duration::from_millis(119),
+    };
+    let r = gpufleet::probe::report(
+        Some("h200-real".into()),
+        &run,
+        &Thresholds::default(),
+        "2026-11-30T10:37:23Z".into(),
+    );
+    (r, Arc::new(run))
+}
+
+fn app(read_only: bool) -> App {
+    let reports = fixture_reports();
+    let mut rows: Vec<Row> = reports.iter().map(|r| Row::new(r.name.clone())).collect();
+    rows.push(Row::new("h200-real"));
+    rows.push(Row::new("gpu-pending-01"));
+    rows[0].canary = true;
+    rows[0].labels.insert("rack".into(), "r1".into());
+    for r in rows.iter_mut() {
+        r.refresh();
+    }
+    let mut a = App::new(
+        rows,
+        Keymap::new(&Default::default(), read_only).0,
+        read_only,
+        "fleet.toml (10 nodes)".into(),
+    );
+    let names: Vec<String> = a.rows.iter().map(|r| r.name.clone()).collect();
+    a.update(Msg::ScanStarted {
+        generation: 1,
+        names,
+    });
+    for r in reports {
+        a.update(Msg::NodeDone {
+            generation: 1,
+            report: Box::new(r),
+            raw: None,
+        });
+    }
+    let (r, raw) = h200_raw();
+    a.update(Msg::NodeDone {
+        generation: 1,
+        report: Box::new(r),
+        raw: Some(raw),
+    });
+    a.update(Msg::NodeRunning {
+        generation: 1,
+        name: "gpu-pending-01".into(),
+    });
+    a.ensure_view();
+    a
+}
+
+fn render(app: &mut App, w: u16, h: u16) -> String {
+    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+    let theme = Theme::default();
+    let mut drawn = ui::Drawn::default();
+    term.draw(|f| drawn = ui::draw(f, app, &theme)).unwrap();
+    app.page = drawn.page;
+    app.offset = drawn.offset;
+    format!("{}", term.backend())
+}
+
+fn key(app: &mut App, code: KeyCode) {
+    app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+}
+
+fn typed(app: &mut App, s: &str) {
+    for c in s.chars() {
+        key(app, KeyCode::Char(c));
+    }
+}
+
+#[test]
+fn matrix_with_mixed_statuses() {
+    let mut a = app(false);
+    insta::assert_snapshot!("matrix", render(&mut a, 160, 20));
+}
+
+#[test]
+fn detail_pane_of_the_real_h200() {
+    let mut a = app(false);
+    let pos = a
+        .view
+        .iter()
+        .position(|&i| a.rows[i].name == "h200-real")
+        .unwrap();
+    a.selected = pos;
+    key(&mut a, KeyCode::Enter);
+    insta::assert_snapshot!("detail", render(&mut a, 160, 45));
+    // Scrolling reaches the raw probe sections.
+    for _ in 0..40 {
+        key(&mut a, KeyCode::Char('j'));
+    }
+    let screen = render(&mut a, 160, 45);
+    assert!(
+        screen.contains("raw probe output") || screen.contains("▸ file"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn filter_by_status() {
+    let mut a = app(false);
+    key(&mut a, KeyCode::Char('/'));
+    typed(&mut a, "status:migrate");
+    insta::assert_snapshot!("filter-typing", render(&mut a, 160, 16));
+    key(&mut a, KeyCode::Enter);
+    let names: Vec<&str> = a.view.iter().map(|&i| a.rows[i].name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "a100-proprietary-535-k5.15-peermem",
+            "h100-open-555-k6.6-peermem"
+        ]
+    );
+}
+
+#[test]
+fn help_overlay_comes_from_the_keymap() {
+    let mut a = app(false);
+    key(&mut a, KeyCode::Char('?'));
+    insta::assert_snapshot!("help", render(&mut a, 120, 34));
+}
+
+#[test]
+fn read_only_badge() {
+    let mut a = app(true);
+    let screen = render(&mut a, 160, 8);
+    assert!(screen.lines().next().unwrap().contains("READ-ONLY"));
+    insta::assert_snapshot!("read-only", screen);
+}
+
+#[test]
+fn small_terminal_80x24() {
+    let mut a = app(false);
+    insta::assert_snapshot!("matrix-80x24", render(&mut a, 80, 24));
+}
+
+#[test]
+fn sort_by_clicking_a_header() {
+    use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let mut a = app(false);
+    let mut term = Terminal::new(TestBackend::new(160, 20)).unwrap();
+    let theme = Theme::default();
+    let mut drawn = ui::Drawn::default();
+    term.draw(|f| drawn = ui::draw(f, &a, &theme)).unwrap();
+    let (_, x, _) = drawn
+        .header_hits
+        .iter()
+        .find(|(c, ..)| *c == gpufleet::app::Column::Kernel)
+        .unwrap();
+    a.header_hits = drawn.header_hits.clone();
+    a.header_y = drawn.header_y;
+    a.update(Msg::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: *x,
+        row: drawn.header_y,
+        modifiers: KeyModifiers::NONE,
+    }));
+    assert_eq!(a.sort, gpufleet::app::Column::Kernel);
+    let kernels: Vec<String> = a
+        .view
+        .iter()
+        .filter_map(|&i| a.rows[i].report.as_ref())
+        .filter_map(|r| r.kernel.as_ref()?.release.clone())
+        .collect();
+    let mut sorted = kernels.clone();
+    sorted.sort();
+    assert_eq!(kernels, sorted);
+}
