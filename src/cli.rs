@@ -3,7 +3,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -31,8 +31,8 @@ support, nvidia-peermem state, and a status with reasons and evidence.
 
 Statuses, worst first:
   unreachable  the scan could not run (SSH timeout, refused, auth failed, host key)
-  attention    something is broken now (nvidia-smi fails or hangs, GPUs not initialized, ...)
-  blocked      the move is impossible until something else changes (pre-Turing GPU, kernel < 5.12, ...)
+  attention    something is broken now (nvidia-smi fails or hangs, GPU not initialized)
+  blocked      the move is impossible until something changes (pre-Turing GPU, kernel < 5.12)
   migrate      on (part of) the legacy stack and nothing blocks the move
   no-driver    no NVIDIA module loaded and no NVIDIA GPU seen
   ready        open module loaded, no nvidia-peermem, DMA-BUF support not ruled out";
@@ -124,9 +124,9 @@ pub struct ScanArgs {
     #[arg(long, conflicts_with_all = ["node", "group", "label"])]
     pub local: bool,
 
-    /// Local mode: read every probed path under DIR (a host filesystem mounted elsewhere)
-    #[arg(long, value_name = "DIR", default_value = "/")]
-    pub root: PathBuf,
+    /// Local mode: read every probed path under DIR (a host filesystem mounted elsewhere) [default: /]
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
 
     /// Only these nodes (names, ranges like gpu[001-008], globs like 'gpu0*'); repeatable
     #[arg(short, long, value_name = "NAME")]
@@ -141,19 +141,19 @@ pub struct ScanArgs {
     pub label: Vec<String>,
 
     /// Time limit of each nvidia-smi call, in seconds [default: 10, or the config's]
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub nvidia_smi_timeout: Option<u64>,
 
     /// Deadline for the whole probe of one node, in seconds [default: 60, or the config's]
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub deadline: Option<u64>,
 
     /// Nodes probed at once [default: 64, or the config's]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub concurrency: Option<u64>,
 
     /// Seconds to open each TCP connection [default: 10, or the config's]
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub connect_timeout: Option<u64>,
 
     /// Unknown host keys: refuse (strict) or learn (accept-new); changed keys are always refused
@@ -189,7 +189,7 @@ pub struct TuiArgs {
     pub theme: Option<String>,
 
     /// Rescan every SECS seconds after a scan ends [default: off]
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub refresh: Option<u64>,
 }
 
@@ -216,10 +216,7 @@ pub fn run(cli: Cli) -> ExitCode {
             &paths,
             explicit_inventory,
             &TuiArgs {
-                scan: ScanArgs {
-                    root: PathBuf::from("/"),
-                    ..ScanArgs::default()
-                },
+                scan: ScanArgs::default(),
                 ..TuiArgs::default()
             },
         ),
@@ -228,16 +225,26 @@ pub fn run(cli: Cli) -> ExitCode {
             &paths,
             explicit_inventory,
             &SnapshotArgs {
-                scan: ScanArgs {
-                    root: PathBuf::from("/"),
-                    ..ScanArgs::default()
-                },
+                scan: ScanArgs::default(),
                 ..SnapshotArgs::default()
             },
         ),
     };
     match result {
         Ok(code) => ExitCode::from(code),
+        Err(e) if e.is::<Interrupted>() => {
+            eprintln!("gpufleet: interrupted");
+            ExitCode::from(130)
+        }
+        // The reader went away (`| head`): stop quietly, as other Unix tools do.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("gpufleet: {e:#}");
             ExitCode::from(2)
@@ -253,11 +260,26 @@ fn print_paths(paths: &Paths) -> anyhow::Result<u8> {
                 format!("{}{state}", p.display())
             })
     };
-    println!("config       {}", show(&paths.config));
-    println!("inventory    {}", show(&paths.inventory));
-    println!("known_hosts  {}", show(&paths.known_hosts));
-    println!("ssh known_hosts {}", show(&Paths::user_known_hosts()));
-    println!("state        {}", show(&paths.state_dir));
+    let rows = [
+        ("config", show(&paths.config)),
+        ("inventory", show(&paths.inventory)),
+        ("known_hosts", show(&paths.known_hosts)),
+        ("ssh known_hosts", show(&Paths::user_known_hosts())),
+        (
+            "themes",
+            show(&crate::config::config_dir().map(|d| d.join("themes"))),
+        ),
+        ("state", show(&paths.state_dir)),
+    ];
+    for (k, v) in rows {
+        println!("{k:<16} {v}");
+    }
+    if let Some(inv) = paths.inventory.as_ref().filter(|p| p.exists())
+        && let Ok(inv) = Inventory::load(inv)
+        && let Some(kh) = &inv.known_hosts
+    {
+        println!("{:<16} {} (the inventory's)", "known_hosts", kh.display());
+    }
     Ok(0)
 }
 
@@ -274,6 +296,14 @@ fn inventory_for(
     let Some(path) = &paths.inventory else {
         return Ok(None);
     };
+    let using = explicit || path.exists();
+    if using && let Some(root) = &args.root {
+        anyhow::bail!(
+            "--root {} applies to local mode; with an inventory, set `root` for the nodes in {}",
+            root.display(),
+            path.display()
+        );
+    }
     if !explicit && !path.exists() {
         if !(args.node.is_empty() && args.group.is_empty() && args.label.is_empty()) {
             anyhow::bail!("--node, --group and --label need an inventory (-i FILE)");
@@ -283,8 +313,29 @@ fn inventory_for(
     Ok(Some(Inventory::load(path)?))
 }
 
+/// Ctrl-C or SIGTERM during a snapshot: the scan stops, the probe processes are killed, and
+/// gpufleet exits 130.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+/// Completes on SIGINT or SIGTERM.
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+}
+
 /// Probe settings from the config with the flags applied.
-fn probe_settings(config: &Config, args: &ScanArgs) -> ProbeSettings {
+fn probe_settings(config: &Config, args: &ScanArgs) -> anyhow::Result<ProbeSettings> {
     let mut settings = config.probe_settings();
     if let Some(s) = args.nvidia_smi_timeout {
         settings.nvidia_smi_timeout_secs = s;
@@ -292,7 +343,14 @@ fn probe_settings(config: &Config, args: &ScanArgs) -> ProbeSettings {
     if let Some(s) = args.deadline {
         settings.deadline = Duration::from_secs(s);
     }
-    settings
+    if settings.nvidia_smi_timeout_secs >= settings.deadline.as_secs() {
+        anyhow::bail!(
+            "the nvidia-smi time limit ({} s) must be shorter than the node deadline ({} s): see --nvidia-smi-timeout and --deadline",
+            settings.nvidia_smi_timeout_secs,
+            settings.deadline.as_secs()
+        );
+    }
+    Ok(settings)
 }
 
 fn snapshot_cmd(
@@ -301,7 +359,7 @@ fn snapshot_cmd(
     explicit_inventory: bool,
     args: &SnapshotArgs,
 ) -> anyhow::Result<u8> {
-    let mut settings = probe_settings(config, &args.scan);
+    let mut settings = probe_settings(config, &args.scan)?;
     let thresholds = config.thresholds();
     let stdout = std::io::stdout();
     let format = args.format.unwrap_or(if stdout.is_terminal() {
@@ -324,8 +382,9 @@ fn snapshot_cmd(
                 .build()?;
             let scanned_at = now_rfc3339();
             let run = rt
-                .block_on(probe::run_local(&settings))
-                .map_err(|e| anyhow::anyhow!("cannot start sh for the local probe: {e}"))?;
+                .block_on(probe::run_local_cancellable(&settings, interrupted()))
+                .map_err(|e| anyhow::anyhow!("cannot start sh for the local probe: {e}"))?
+                .ok_or(Interrupted)?;
             let node = probe::report(None, &run, &thresholds, scanned_at);
             sink.node(&node)?;
             vec![node]
@@ -342,10 +401,17 @@ fn snapshot_cmd(
 }
 
 fn local_root(args: &ScanArgs) -> anyhow::Result<PathBuf> {
-    if !args.root.is_dir() {
-        anyhow::bail!("--root {}: not a folder", args.root.display());
+    let root = args.root.clone().unwrap_or_else(|| PathBuf::from("/"));
+    if !root.is_dir() {
+        anyhow::bail!("--root {}: not a folder", root.display());
     }
-    Ok(args.root.clone())
+    if !root.join("proc").is_dir() {
+        anyhow::bail!(
+            "--root {}: no proc/ folder in it; it should be a node's root filesystem (such as /host)",
+            root.display()
+        );
+    }
+    Ok(root)
 }
 
 /// The selected nodes and a scan over them, with SSH settings, host keys and thresholds.
@@ -392,10 +458,7 @@ fn build_scan(
             f.display()
         );
     }
-    let keys = Arc::new(HostKeys {
-        db: Mutex::new(db),
-        policy: ssh.host_key_policy,
-    });
+    let keys = Arc::new(HostKeys::new(db, ssh.host_key_policy));
     let scan = Arc::new(Scan {
         probe: settings,
         ssh,
@@ -413,7 +476,7 @@ fn tui_cmd(
 ) -> anyhow::Result<u8> {
     use crate::app::{App, Keymap, Row};
     use crate::runtime::Target;
-    let mut settings = probe_settings(config, &args.scan);
+    let mut settings = probe_settings(config, &args.scan)?;
     let thresholds = config.thresholds();
     let inventory = inventory_for(paths, explicit_inventory, &args.scan)?;
     let read_only =
@@ -496,6 +559,7 @@ fn scan_fleet(
     sink: &mut dyn snapshot::Sink,
 ) -> anyhow::Result<Vec<NodeReport>> {
     let total = selected.len();
+    let keys = scan.keys.clone();
     let order: Vec<String> = selected.iter().map(|n| n.name.clone()).collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -506,7 +570,19 @@ fn scan_fleet(
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let task = tokio::spawn(scan.run(selected, tx));
         let mut reports = Vec::with_capacity(total);
-        while let Some(r) = rx.recv().await {
+        let mut stop = std::pin::pin!(interrupted());
+        loop {
+            let r = tokio::select! {
+                r = rx.recv() => r,
+                _ = &mut stop => {
+                    task.abort();
+                    if progress {
+                        eprint!("\r\x1b[2K");
+                    }
+                    return Err(anyhow::Error::new(Interrupted));
+                }
+            };
+            let Some(r) = r else { break };
             sink.node(&r)?;
             reports.push(r);
             if progress {
@@ -524,7 +600,10 @@ fn scan_fleet(
         if progress {
             eprint!("\r\x1b[2K");
         }
-        Ok::<_, std::io::Error>(reports)
+        for m in keys.learned.lock().expect("learned lock").iter() {
+            eprintln!("gpufleet: {m}");
+        }
+        Ok::<_, anyhow::Error>(reports)
     })?;
     let rank: std::collections::HashMap<&str, usize> = order
         .iter()

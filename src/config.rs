@@ -129,6 +129,11 @@ impl Default for ProbeConfig {
     }
 }
 
+/// Largest accepted time limit, in seconds (a day).
+pub const MAX_SECS: u64 = 86_400;
+/// Largest accepted number of nodes probed at once.
+pub const MAX_CONCURRENCY: u64 = 10_000;
+
 /// A config error, already formatted as `file:line:column: message`.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -214,16 +219,33 @@ impl Config {
         })?;
         cfg.thresholds_checked(text, path)?;
         let s = &cfg.ssh;
-        if cfg.probe.nvidia_smi_timeout == 0
-            || cfg.probe.deadline == 0
-            || s.connect_timeout == 0
-            || s.auth_timeout == 0
-            || s.keepalive == 0
-            || s.concurrency == 0
+        let secs = [
+            ("probe", "nvidia_smi_timeout", cfg.probe.nvidia_smi_timeout),
+            ("probe", "deadline", cfg.probe.deadline),
+            ("ssh", "connect_timeout", s.connect_timeout),
+            ("ssh", "auth_timeout", s.auth_timeout),
+            ("ssh", "keepalive", s.keepalive),
+        ];
+        let counts = [("ssh", "concurrency", s.concurrency as u64, MAX_CONCURRENCY)];
+        for (table, key, v, max) in secs
+            .iter()
+            .map(|(t, k, v)| (*t, *k, *v, MAX_SECS))
+            .chain(counts)
         {
+            if v == 0 || v > max {
+                let (line, col) = text.find(key).map_or((1, 1), |off| line_col(text, off));
+                return Err(ConfigError(format!(
+                    "{}:{line}:{col}: [{table}] {key} = {v}: must be between 1 and {max}",
+                    path.display()
+                )));
+            }
+        }
+        if cfg.probe.nvidia_smi_timeout >= cfg.probe.deadline {
             return Err(ConfigError(format!(
-                "{}: [probe] and [ssh] limits must be at least 1 (second or node)",
-                path.display()
+                "{}: [probe] nvidia_smi_timeout ({} s) must be shorter than deadline ({} s)",
+                path.display(),
+                cfg.probe.nvidia_smi_timeout,
+                cfg.probe.deadline
             )));
         }
         Ok(cfg)
@@ -337,6 +359,20 @@ mod tests {
         let e = Config::parse("[probe]\ndeadline = 0\n", Path::new("c.toml"))
             .unwrap_err()
             .0;
-        assert!(e.contains("at least 1"), "{e}");
+        assert!(
+            e.contains("c.toml:2:1: [probe] deadline = 0: must be between 1 and 86400"),
+            "{e}"
+        );
+        let e = Config::parse(
+            "[ssh]\nkeepalive = 18446744073709551615\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .0;
+        assert!(e.contains("between 1 and 86400"), "{e}");
+        let e = Config::parse("[probe]\nnvidia_smi_timeout = 90\n", Path::new("c.toml"))
+            .unwrap_err()
+            .0;
+        assert!(e.contains("shorter than deadline"), "{e}");
     }
 }

@@ -247,7 +247,7 @@ fn a_read_that_never_ends_keeps_the_sections_before_the_deadline() {
     let ok = Command::new("mkfifo").arg(&modules).status().unwrap();
     assert!(ok.success());
     let start = Instant::now();
-    let n = json_node(&node, &["--deadline", "2"]);
+    let n = json_node(&node, &["--deadline", "3"]);
     assert!(start.elapsed() < Duration::from_secs(8));
     // Read before /proc/modules: kept.
     assert_eq!(n["kernel"]["release"], "6.18.44-fc-v657-gpu");
@@ -333,4 +333,126 @@ fn mismatch_reports_the_userspace_version_from_nvml() {
     let n = json_node(&fixture("a100-proprietary-550-mismatch"), &[]);
     assert_eq!(n["driver"]["version"], "550.90.07");
     assert_eq!(n["driver"]["userspace_version"], "550.127");
+}
+
+/// Processes whose command line is exactly `args` (NUL-separated in /proc/<pid>/cmdline).
+fn processes_running(args: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = args.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            (cmd == want).then_some(pid)
+        })
+        .collect()
+}
+
+/// A copy of the smi-hang fixture whose nvidia-smi sleeps `secs` (a value no other test uses,
+/// so its `sleep` process can be found).
+fn hang_scratch(secs: &str) -> (tempfile::TempDir, PathBuf) {
+    let (t, node) = scratch("l40s-open-570-k6.8-smi-hang");
+    std::fs::write(node.join("commands/nvidia-smi-hang"), secs).unwrap();
+    (t, node)
+}
+
+#[test]
+fn the_deadline_kills_the_whole_probe_tree() {
+    let (_t, node) = hang_scratch("123.451");
+    let (_bin, tools) = restricted_path(&["timeout"]);
+    let path = format!("{}:{tools}", node.join("bin").display());
+    let out = gpufleet(&node, &path, &["--format", "json", "--deadline", "3"]);
+    assert!(out.status.success());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        processes_running(&["sleep", "123.451"]),
+        Vec::<u32>::new(),
+        "a hung child outlived gpufleet"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_the_probe_and_exits_130() {
+    let (_t, node) = hang_scratch("123.452");
+    let child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args([
+            "snapshot",
+            "--format",
+            "json",
+            "--nvidia-smi-timeout",
+            "50",
+            "--root",
+        ])
+        .arg(node.join("root"))
+        .env("PATH", default_path(&node))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while processes_running(&["sleep", "123.452"]).is_empty()
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    nix_kill(child.id(), "INT");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(processes_running(&["sleep", "123.452"]), Vec::<u32>::new());
+}
+
+fn nix_kill(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    let node = fixture("h200-open-580-k6.18-real");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["snapshot", "--format", "jsonl", "--root"])
+        .arg(node.join("root"))
+        .env("PATH", default_path(&node))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+#[test]
+fn a_root_without_proc_and_empty_selections_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("root")).unwrap();
+    let out = gpufleet(dir.path(), "/usr/bin:/bin", &["--check"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no proc/ folder"));
+    let inv = dir.path().join("empty.toml");
+    std::fs::write(&inv, "# no nodes yet\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["snapshot", "--check", "-i"])
+        .arg(&inv)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--check over no nodes must not pass"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lists no nodes"));
+    let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["snapshot", "--nvidia-smi-timeout", "90"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shorter than the node deadline"));
 }

@@ -183,10 +183,21 @@ impl Inventory {
         let mut nodes = Vec::new();
         let mut seen = BTreeSet::new();
         for rn in &raw.nodes {
+            if rn.name.get_ref().trim().is_empty() {
+                return Err(at(rn.name.span(), "name is empty".into()));
+            }
             let names = range::expand(rn.name.get_ref())
                 .map_err(|e| at(rn.name.span(), format!("name: {e}")))?;
             let hosts = match &rn.host {
                 None => names.clone(),
+                Some(h) if h.get_ref().contains(':') => {
+                    // An IPv6 address ([::1] or ::1): taken literally, never a range.
+                    let addr = h.get_ref().trim_start_matches('[').trim_end_matches(']');
+                    vec![addr.to_string(); names.len()]
+                }
+                Some(h) if h.get_ref().trim().is_empty() => {
+                    return Err(at(h.span(), "host is empty".into()));
+                }
                 Some(h) => {
                     let hs = range::expand(h.get_ref())
                         .map_err(|e| at(h.span(), format!("host: {e}")))?;
@@ -228,6 +239,12 @@ impl Inventory {
                 labels.extend(l.labels.clone());
             }
             let port = layers.iter().rev().find_map(|s| s.port).unwrap_or(22);
+            if port == 0 {
+                return Err(at(
+                    rn.name.span(),
+                    format!("node `{}`: port 0 is not a port", rn.name.get_ref()),
+                ));
+            }
             let identity_file = pick(|s| s.identity_file.as_ref()).map(|p| expand_home(&p, &base));
             let certificate_file =
                 pick(|s| s.certificate_file.as_ref()).map(|p| expand_home(&p, &base));
@@ -258,15 +275,39 @@ impl Inventory {
     }
 }
 
-/// Which nodes a command works on: `--node`, `--group`, `--label`. Several values of one kind
-/// are a union; different kinds intersect. No selector selects every node.
+/// Which nodes a command works on: `--node`, `--group`, `--label`. Node patterns and groups
+/// are unions (`-n a -n b`, `-n 'a,b'`, `-g x -g y`); label requirements all apply, as in
+/// kubectl (`-l rack=r2,gpu=h100` or `-l rack=r2 -l gpu=h100`); the three kinds intersect.
+/// No selector selects every node.
 #[derive(Debug, Clone, Default)]
 pub struct Selection {
     /// Node names or patterns (ranges, `*` and `?` globs).
     pub nodes: Vec<String>,
     pub groups: Vec<String>,
-    /// `key=value`, or `key` for any value.
+    /// `key=value`, or `key` for any value; each value may hold several, comma-separated.
     pub labels: Vec<String>,
+}
+
+/// Splits `a,b[1,3],c` on the commas outside brackets.
+fn split_list(s: &str) -> Vec<String> {
+    let (mut out, mut cur, mut depth) = (Vec::new(), String::new(), 0usize);
+    for c in s.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur);
+    out.into_iter()
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 fn glob(pattern: &str, s: &str) -> bool {
@@ -290,18 +331,28 @@ impl Selection {
     /// The selected nodes, in inventory order. Errors when a selector matches nothing, naming it.
     pub fn apply<'a>(&self, inv: &'a Inventory) -> Result<Vec<&'a Node>, String> {
         let mut patterns = Vec::new();
-        for n in &self.nodes {
-            patterns.extend(range::expand(n).map_err(|e| format!("--node: {e}"))?);
+        for n in self.nodes.iter().flat_map(|n| split_list(n)) {
+            patterns.extend(range::expand(&n).map_err(|e| format!("--node: {e}"))?);
+        }
+        let mut requirements: Vec<(String, Option<String>)> = Vec::new();
+        for l in self.labels.iter().flat_map(|l| split_list(l)) {
+            let (k, v) = match l.split_once('=') {
+                Some((k, v)) => (k.trim().to_string(), Some(v.trim().to_string())),
+                None => (l.clone(), None),
+            };
+            if k.is_empty() {
+                return Err(format!("--label `{l}`: expected key=value or key"));
+            }
+            requirements.push((k, v));
         }
         let node_ok = |n: &Node| patterns.is_empty() || patterns.iter().any(|p| glob(p, &n.name));
         let group_ok =
             |n: &Node| self.groups.is_empty() || self.groups.iter().any(|g| n.groups.contains(g));
         let label_ok = |n: &Node| {
-            self.labels.is_empty()
-                || self.labels.iter().any(|l| match l.split_once('=') {
-                    Some((k, v)) => n.labels.get(k).is_some_and(|x| x == v),
-                    None => n.labels.contains_key(l),
-                })
+            requirements.iter().all(|(k, v)| match v {
+                Some(v) => n.labels.get(k).is_some_and(|x| x == v),
+                None => n.labels.contains_key(k),
+            })
         };
         for p in &patterns {
             if !inv.nodes.iter().any(|n| glob(p, &n.name)) {
@@ -319,11 +370,19 @@ impl Selection {
                 return Err(format!("no node is in group `{g}`"));
             }
         }
-        Ok(inv
+        let chosen: Vec<&Node> = inv
             .nodes
             .iter()
             .filter(|n| node_ok(n) && group_ok(n) && label_ok(n))
-            .collect())
+            .collect();
+        if chosen.is_empty() {
+            return Err(if inv.nodes.is_empty() {
+                format!("{} lists no nodes", inv.path.display())
+            } else {
+                format!("no node of {} matches the selection", inv.path.display())
+            });
+        }
+        Ok(chosen)
     }
 }
 
@@ -486,5 +545,65 @@ labels = { rack = "r2" }
             .apply(&i)
             .is_err()
         );
+    }
+
+    #[test]
+    fn comma_lists_and_label_requirements() {
+        let i = inv("[[nodes]]\nname = \"gpu0[1-6]\"\nlabels = { rack = \"r1\" }\n").unwrap();
+        let sel = |nodes: &[&str], labels: &[&str]| Selection {
+            nodes: nodes.iter().map(|s| s.to_string()).collect(),
+            labels: labels.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        let names = |s: Selection| -> Vec<String> {
+            s.apply(&i)
+                .unwrap()
+                .iter()
+                .map(|n| n.name.clone())
+                .collect()
+        };
+        assert_eq!(
+            names(sel(&["gpu01,gpu0[5-6]"], &[])),
+            ["gpu01", "gpu05", "gpu06"]
+        );
+        // Label requirements all apply (kubectl), whether comma-separated or repeated.
+        assert!(sel(&[], &["rack=r1,rack=r2"]).apply(&i).is_err());
+        assert!(sel(&[], &["rack=r1", "rack=r2"]).apply(&i).is_err());
+        assert_eq!(names(sel(&[], &["rack=r1,rack"])).len(), 6);
+        assert!(
+            sel(&[], &["=x"])
+                .apply(&i)
+                .unwrap_err()
+                .contains("key=value")
+        );
+        assert!(
+            sel(&[], &["rack=r9"])
+                .apply(&i)
+                .unwrap_err()
+                .contains("matches the selection")
+        );
+        let empty = inv("").unwrap();
+        assert!(
+            Selection::default()
+                .apply(&empty)
+                .unwrap_err()
+                .contains("lists no nodes")
+        );
+    }
+
+    #[test]
+    fn empty_names_port_zero_and_ipv6_hosts() {
+        assert!(
+            inv("[[nodes]]\nname = \"\"\n")
+                .unwrap_err()
+                .contains("name is empty")
+        );
+        assert!(
+            inv("[[nodes]]\nname = \"a\"\nport = 0\n")
+                .unwrap_err()
+                .contains("port 0")
+        );
+        let i = inv("[[nodes]]\nname = \"v6\"\nhost = \"[::1]\"\n").unwrap();
+        assert_eq!(i.nodes[0].host, "::1");
     }
 }

@@ -455,20 +455,24 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
     let (dma_buf, basis, dma_ev) = dma_buf_support(f, t);
     let open_caps: Vec<Option<bool>> = f.gpus.iter().map(|g| open_capable(g, t)).collect();
     if nvidia_node {
-        let lowest = f
+        let old: Vec<(MajorMinor, &Gpu)> = f
             .gpus
             .iter()
             .filter_map(|g| cc(g).map(|c| (c, g)))
-            .min_by_key(|(c, _)| *c);
-        if let Some((c, g)) = lowest.filter(|(c, _)| *c < t.open_min_compute_capability) {
+            .filter(|(c, _)| *c < t.open_min_compute_capability)
+            .collect();
+        if let Some((c, g)) = old.iter().min_by_key(|(c, _)| *c) {
             r.push(Reason::new(
                 Code::GpuPreTuring,
                 format!(
-                    "{} has compute capability {c}; the open kernel modules need {} or higher",
+                    "{} of {} GPUs have compute capability below {} (lowest: {} with {c}); the open kernel modules need {} or higher",
+                    old.len(),
+                    f.gpus.len(),
+                    t.open_min_compute_capability,
                     gpu_label(g),
                     t.open_min_compute_capability
                 ),
-                vec![g.evidence.clone()],
+                old.iter().map(|(_, g)| g.evidence.clone()).collect(),
             ));
         }
         match basis {

@@ -33,6 +33,8 @@ pub struct KnownHosts {
     pub skipped: Vec<(PathBuf, usize)>,
     /// Where `accept-new` writes learned keys.
     pub learn_to: Option<PathBuf>,
+    /// Every file consulted (existing or not), for messages.
+    pub files: Vec<PathBuf>,
 }
 
 /// The verdict on a server's host key.
@@ -103,6 +105,7 @@ impl KnownHosts {
     pub fn load(files: &[PathBuf], learn_to: Option<PathBuf>) -> std::io::Result<KnownHosts> {
         let mut kh = KnownHosts {
             learn_to,
+            files: files.to_vec(),
             ..KnownHosts::default()
         };
         for f in files {
@@ -203,14 +206,17 @@ impl KnownHosts {
             .learn_to
             .clone()
             .ok_or_else(|| std::io::Error::other("no known_hosts file to write learned keys to"))?;
+        let with_path =
+            |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
+            std::fs::create_dir_all(parent).map_err(with_path)?;
         }
         let mut f = OpenOptions::new()
             .create(true)
             .append(true)
             .read(true)
-            .open(&path)?;
+            .open(&path)
+            .map_err(with_path)?;
         f.lock()?;
         let text = key
             .to_openssh()

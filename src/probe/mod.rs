@@ -77,6 +77,18 @@ pub fn new_boundary() -> String {
 
 /// Runs the probe on this machine with `sh`. Errors only when `sh` cannot be started.
 pub async fn run_local(settings: &ProbeSettings) -> std::io::Result<RawRun> {
+    let run = run_local_cancellable(settings, std::future::pending()).await?;
+    Ok(run.expect("a pending future never cancels"))
+}
+
+/// [`run_local`] that stops when `cancel` completes (Ctrl-C): the probe's process tree is
+/// killed and `Ok(None)` returned.
+pub async fn run_local_cancellable(
+    settings: &ProbeSettings,
+    cancel: impl std::future::Future<Output = ()>,
+) -> std::io::Result<Option<RawRun>> {
+    let mut cancel = std::pin::pin!(cancel);
+    let mut cancelled = false;
     let boundary = new_boundary();
     let start = Instant::now();
     let deadline = tokio::time::Instant::now() + settings.deadline;
@@ -102,7 +114,14 @@ pub async fn run_local(settings: &ProbeSettings) -> std::io::Result<RawRun> {
     if let Some(mut stdout) = child.stdout.take() {
         let mut chunk = vec![0u8; 64 * 1024];
         loop {
-            match tokio::time::timeout_at(deadline, stdout.read(&mut chunk)).await {
+            let read = tokio::select! {
+                r = tokio::time::timeout_at(deadline, stdout.read(&mut chunk)) => r,
+                _ = &mut cancel => {
+                    cancelled = true;
+                    break;
+                }
+            };
+            match read {
                 Err(_) => {
                     end = RunEnd::Deadline;
                     break;
@@ -120,19 +139,61 @@ pub async fn run_local(settings: &ProbeSettings) -> std::io::Result<RawRun> {
         }
     }
     if let Some(pid) = pgid {
-        // The whole group: the shell and anything it started (a hung nvidia-smi, a watchdog).
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        kill_tree(pid);
     }
     let _ = child.wait().await;
-    Ok(RawRun {
+    if cancelled {
+        return Ok(None);
+    }
+    Ok(Some(RawRun {
         boundary,
         output,
         end,
         duration: start.elapsed(),
-    })
+    }))
+}
+
+/// Kills process `pid`, its process group, and every descendant of it: `timeout` puts
+/// nvidia-smi in a process group of its own, which a group kill alone would miss. Descendants
+/// are found through /proc/<pid>/stat (parent ids).
+pub fn kill_tree(pid: u32) {
+    use nix::sys::signal::{Signal, kill, killpg};
+    use nix::unistd::Pid;
+    let mut parent_of: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                continue;
+            };
+            // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|s| s.parse::<u32>().ok());
+            if let Some(pp) = ppid {
+                parent_of.push((p, pp));
+            }
+        }
+    }
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            parent_of
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    for p in tree {
+        let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
+    }
 }
 
 /// Turns one probe run into a node report.
@@ -160,18 +221,35 @@ pub fn report(
     let out = model::sections::parse(&run.output, &run.boundary);
     if out.meta("protocol").as_deref() != Some("1") {
         let why = if run.output.is_empty() {
-            "the probe printed nothing".to_string()
+            "the probe printed nothing (is `sh` the node's shell, or does a forced command run instead?)"
+                .to_string()
         } else {
+            let first = String::from_utf8_lossy(&run.output);
+            let first = first.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let first: String = first.chars().take(120).collect();
             format!(
-                "the probe output has no protocol 1 header ({} bytes, {} sections)",
+                "the probe output has no protocol 1 header ({} bytes, {} sections); the node printed: {:?}",
                 run.output.len(),
-                out.sections.len()
+                out.sections.len(),
+                first
             )
         };
         return NodeReport::unreachable(
             fallback(),
             Code::ProbeOutputInvalid,
             why,
+            Vec::new(),
+            scanned_at,
+            duration_ms,
+        );
+    }
+    if let Some(root) = out.meta("root-missing") {
+        return NodeReport::unreachable(
+            fallback(),
+            Code::ProbeOutputInvalid,
+            format!(
+                "the root prefix {root} has no proc/ folder on the node: is the node's `root` right?"
+            ),
             Vec::new(),
             scanned_at,
             duration_ms,

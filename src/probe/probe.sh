@@ -79,6 +79,7 @@ CFG='^(# )?CONFIG_(DMA_SHARED_BUFFER|INFINIBAND|INFINIBAND_USER_MEM|PCI_P2PDMA|M
 begin meta probe
 echo "protocol 1"
 echo "uid $(id -u 2>/dev/null)"
+[ -d "$R/proc" ] || printf 'root-missing %s\n' "${R:-/}"
 for t in cat ls grep gzip timeout od chroot id; do
   if have "$t"; then echo "tool $t yes"; else echo "tool $t no"; fi
 done

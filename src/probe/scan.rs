@@ -59,6 +59,27 @@ impl Scan {
         }
     }
 
+    /// [`Scan::probe_node`] in its own task, so that a bug (a panic) in one node's scan becomes
+    /// that node's `probe-output-invalid` report instead of a missing node.
+    pub async fn probe_guarded(self: Arc<Self>, node: Node) -> (NodeReport, Option<RawRun>) {
+        let name = node.name.clone();
+        let scan = self.clone();
+        match tokio::spawn(async move { scan.probe_node(&node).await }).await {
+            Ok(r) => r,
+            Err(e) => (
+                NodeReport::unreachable(
+                    name,
+                    crate::model::Code::ProbeOutputInvalid,
+                    format!("internal error while scanning this node: {e}"),
+                    Vec::new(),
+                    now_rfc3339(),
+                    0,
+                ),
+                None,
+            ),
+        }
+    }
+
     /// Scans `nodes`, at most `ssh.concurrency` at a time, sending each report on `tx` as it
     /// finishes (in completion order). Returns when every node is done or `tx` is closed.
     pub async fn run(self: Arc<Self>, nodes: Vec<Node>, tx: mpsc::Sender<NodeReport>) {
@@ -70,7 +91,7 @@ impl Scan {
                 let Ok(_permit) = permits.acquire_owned().await else {
                     return;
                 };
-                let report = scan.node(&node).await;
+                let (report, _) = scan.probe_guarded(node).await;
                 let _ = tx.send(report).await;
             });
         }

@@ -79,6 +79,18 @@ impl Unreachable {
 pub struct HostKeys {
     pub db: Mutex<KnownHosts>,
     pub policy: HostKeyPolicy,
+    /// Keys learned under `accept-new` during this scan, as messages for the user.
+    pub learned: Mutex<Vec<String>>,
+}
+
+impl HostKeys {
+    pub fn new(db: KnownHosts, policy: HostKeyPolicy) -> HostKeys {
+        HostKeys {
+            db: Mutex::new(db),
+            policy,
+            learned: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 struct Handler {
@@ -128,19 +140,35 @@ impl client::Handler for Handler {
             ),
             Verdict::Unknown if self.keys.policy == HostKeyPolicy::AcceptNew => {
                 match db.learn(&self.host, self.port, &key) {
-                    Ok(_) => None,
+                    Ok(file) => {
+                        self.keys
+                            .learned
+                            .lock()
+                            .expect("learned lock")
+                            .push(format!(
+                                "learned the host key of {} ({alg} {fp}) into {}",
+                                super::known_hosts::lookup_name(&self.host, self.port),
+                                file.display()
+                            ));
+                        None
+                    }
                     Err(e) => refuse(
                         Code::HostKeyUnknown,
                         format!("host key {alg} {fp} is unknown and could not be learned: {e}"),
                     ),
                 }
             }
-            Verdict::Unknown => refuse(
-                Code::HostKeyUnknown,
-                format!(
-                    "host key {alg} {fp} is not in known_hosts; refusing (verify it, then add it or rerun with --host-key-policy accept-new)"
-                ),
-            ),
+            Verdict::Unknown => {
+                let files: Vec<String> = db.files.iter().map(|f| f.display().to_string()).collect();
+                refuse(
+                    Code::HostKeyUnknown,
+                    format!(
+                        "host key {alg} {fp} of {} is in none of {}; refusing (verify it, then add it or rerun with --host-key-policy accept-new)",
+                        super::known_hosts::lookup_name(&self.host, self.port),
+                        files.join(", ")
+                    ),
+                )
+            }
         };
         let ok = why.is_none();
         *self.refused.lock().expect("refused lock") = why;
@@ -181,10 +209,33 @@ async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<()
         Unreachable::new(Code::SshAuthFailed, format!("authentication failed: {e}"))
     };
 
+    // With an identity_file, offer only the agent key that matches it (like IdentitiesOnly),
+    // so a full agent does not use up the server's MaxAuthTries.
+    let wanted = node.identity_file.as_ref().and_then(|f| {
+        let mut pubf = f.as_os_str().to_owned();
+        pubf.push(".pub");
+        russh::keys::load_public_key(PathBuf::from(pubf))
+            .ok()
+            .or_else(|| {
+                load_secret_key(f, None)
+                    .ok()
+                    .map(|k| k.public_key().clone())
+            })
+    });
     if std::env::var_os("SSH_AUTH_SOCK").is_some() {
         match russh::keys::agent::client::AgentClient::connect_env().await {
             Ok(mut agent) => {
                 let ids = agent.request_identities().await.unwrap_or_default();
+                let ids = ids.into_iter().filter(|id| match (&wanted, id) {
+                    (Some(w), russh::keys::agent::AgentIdentity::PublicKey { key, .. }) => {
+                        key.key_data() == w.key_data()
+                    }
+                    (
+                        Some(w),
+                        russh::keys::agent::AgentIdentity::Certificate { certificate, .. },
+                    ) => certificate.public_key() == w.key_data(),
+                    (None, _) => true,
+                });
                 for id in ids {
                     let res = match &id {
                         russh::keys::agent::AgentIdentity::PublicKey { key, .. } => {
@@ -204,7 +255,16 @@ async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<()
                     match res {
                         Ok(r) if r.success() => return Ok(()),
                         Ok(_) => tried.push("an ssh-agent key".into()),
-                        Err(e) => problems.push(format!("ssh-agent: {e}")),
+                        Err(e) => {
+                            return Err(Unreachable::new(
+                                Code::SshAuthFailed,
+                                format!(
+                                    "{user}@{}: the server closed the connection during authentication after {} key(s) ({e}); OpenSSH stops after MaxAuthTries (6) keys: set identity_file for this node",
+                                    node.host,
+                                    tried.len() + 1
+                                ),
+                            ));
+                        }
                     }
                 }
             }
@@ -313,7 +373,12 @@ pub async fn run_ssh(
                 K::TimedOut | K::HostUnreachable | K::NetworkUnreachable => Code::SshTimeout,
                 _ => Code::SshRefused,
             };
-            return Err(Unreachable::new(code, format!("connect to {target}: {e}")));
+            let msg = if e.to_string().contains("lookup address") {
+                format!("cannot resolve {}: {e}", node.host)
+            } else {
+                format!("connect to {target}: {e}")
+            };
+            return Err(Unreachable::new(code, msg));
         }
         Ok(Ok(s)) => s,
     };

@@ -115,7 +115,7 @@ fn spawn_scan(
                                 name: node.name.clone(),
                             })
                             .await;
-                        let (report, raw) = scan.probe_node(&node).await;
+                        let (report, raw) = scan.probe_guarded(node).await;
                         let _ = tx
                             .send(Msg::NodeDone {
                                 generation,

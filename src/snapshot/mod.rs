@@ -216,7 +216,17 @@ pub fn table_cells(n: &NodeReport) -> [String; 9] {
         },
         peermem_cell(n),
     ]
-    .map(|s| terminal_safe(&s).into_owned())
+    .map(|s| clip(&terminal_safe(&s), 64))
+}
+
+/// `s` cut to `max` characters, the last one an ellipsis when cut.
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max - 1).collect();
+    out.push('…');
+    out
 }
 
 const HEADERS: [&str; 9] = [
