@@ -234,6 +234,8 @@ pub struct App {
     pub body_y: u16,
     /// `view` must be rebuilt before it is next used (results arrive in bursts).
     pub dirty: bool,
+    /// Row position by node name (rows are never reordered, only appended at start).
+    index: std::collections::HashMap<String, usize>,
     /// The context line: "fleet.toml (128 nodes)" or "local".
     pub source: String,
 }
@@ -349,6 +351,7 @@ impl App {
             header_y: 0,
             body_y: 0,
             dirty: false,
+            index: std::collections::HashMap::new(),
             source,
         };
         app.rebuild_view();
@@ -435,7 +438,16 @@ impl App {
     }
 
     fn row_mut(&mut self, name: &str) -> Option<&mut Row> {
-        self.rows.iter_mut().find(|r| r.name == name)
+        if self.index.len() != self.rows.len() {
+            self.index = self
+                .rows
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.name.clone(), i))
+                .collect();
+        }
+        let i = *self.index.get(name)?;
+        self.rows.get_mut(i)
     }
 
     fn start_scan(&mut self, names: Option<Vec<String>>) -> Vec<Effect> {

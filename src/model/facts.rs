@@ -617,7 +617,12 @@ fn merge_gpus(f: &mut Facts) {
         }
     }
     // PCI GPUs that neither nvidia-smi nor the driver list: not taken by the driver.
-    let mut next = gpus.iter().map(|g| g.index + 1).max().unwrap_or(0);
+    // Saturating: nvidia-smi's index is the node's word, and may be u32::MAX.
+    let mut next = gpus
+        .iter()
+        .map(|g| g.index.saturating_add(1))
+        .max()
+        .unwrap_or(0);
     let proc = f.proc_gpus.clone().unwrap_or_default();
     for d in &pci {
         if gpus
@@ -637,7 +642,7 @@ fn merge_gpus(f: &mut Facts) {
             initialized: proc.iter().any(|p| p.bus_id == d.bus_id),
             evidence: pci_evidence(d),
         });
-        next += 1;
+        next = next.saturating_add(1);
     }
     f.gpus = gpus;
 }
@@ -651,4 +656,38 @@ pub fn pci_evidence(d: &PciDevice) -> Evidence {
             d.device_id, d.class
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::sections;
+
+    #[test]
+    fn fuzz_regression_smi_index_u32_max() {
+        // An nvidia-smi index of u32::MAX overflowed the next free GPU index in merge_gpus
+        // (a panic with overflow checks, a wrapped index 0 without). The exact input that
+        // crashed the `pipeline` fuzz target:
+        let raw = b"gpufleet-RAW cmd nvidia-smi\nindex\n4294967295\n\ngpufleet-RAW end ok\n";
+        let f = collect(&sections::parse(raw, "gpufleet-RAW"));
+        assert_eq!(f.gpus.len(), 1);
+        assert_eq!(f.gpus[0].index, u32::MAX);
+
+        // The same index with a PCI GPU that nvidia-smi does not list: it gets an index too.
+        let mut raw = raw.to_vec();
+        let dev = "/sys/bus/pci/devices/0000:18:00.0";
+        raw.extend_from_slice(
+            format!(
+                "gpufleet-RAW dir /sys/bus/pci/devices\n0000:18:00.0\n\ngpufleet-RAW end ok\n\
+                 gpufleet-RAW file {dev}/vendor\n0x10de\n\ngpufleet-RAW end ok\n\
+                 gpufleet-RAW file {dev}/device\n0x2335\n\ngpufleet-RAW end ok\n\
+                 gpufleet-RAW file {dev}/class\n0x030200\n\ngpufleet-RAW end ok\n"
+            )
+            .as_bytes(),
+        );
+        let f = collect(&sections::parse(&raw, "gpufleet-RAW"));
+        assert_eq!(f.gpus.len(), 2);
+        assert_eq!(f.gpus[1].bus_id.as_deref(), Some("0000:18:00.0"));
+        assert_eq!(f.gpus[1].index, u32::MAX);
+    }
 }

@@ -124,15 +124,17 @@ fn draw_gauge(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
 /// reasons column takes what is left. Hidden facts stay in the detail pane.
 fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
     const MIN: [u16; 10] = [4, 9, 6, 6, 6, 4, 2, 7, 7, 12];
-    const MAX: [u16; 10] = [28, 11, 20, 11, 11, 28, 4, 7, 11, 400];
+    const MAX: [u16; 10] = [40, 11, 20, 11, 11, 28, 4, 7, 11, 400];
     const PRIORITY: [usize; 9] = [0, 1, 3, 4, 7, 8, 6, 5, 2];
     let natural: Vec<u16> = Column::ALL
         .iter()
         .enumerate()
         .map(|(i, c)| {
+            // The canary marker "◆ " goes before the node name.
+            let marker = |r: &&Row| if *c == Column::Node && r.canary { 2 } else { 0 };
             let content = rows
                 .iter()
-                .map(|r| cell(r, *c).chars().count())
+                .map(|r| cell(r, *c).chars().count() + marker(r))
                 .max()
                 .unwrap_or(0);
             let title = c.title().chars().count() + usize::from(app.sort == *c);

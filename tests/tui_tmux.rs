@@ -1,0 +1,215 @@
+//! End to end: the real binary's TUI in a real terminal (tmux), scanning the real-sshd test
+//! fleet; keys are sent with `tmux send-keys` and the screen read with `capture-pane`.
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+struct Tmux {
+    socket: String,
+    session: String,
+}
+
+impl Tmux {
+    fn start(command: &str) -> Tmux {
+        let t = Tmux {
+            socket: format!("gpufleet-test-{}", std::process::id()),
+            session: "tui".into(),
+        };
+        let ok = Command::new("tmux")
+            .args([
+                "-L",
+                &t.socket,
+                "new-session",
+                "-d",
+                "-s",
+                &t.session,
+                "-x",
+                "160",
+                "-y",
+                "45",
+                command,
+            ])
+            .status()
+            .expect("tmux is installed (.ci/run installs it)");
+        assert!(ok.success());
+        t
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["-L", &self.socket, "send-keys", "-t", &self.session];
+        args.extend_from_slice(keys);
+        assert!(Command::new("tmux").args(&args).status().unwrap().success());
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args([
+                "-L",
+                &self.socket,
+                "capture-pane",
+                "-p",
+                "-t",
+                &self.session,
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the screen contains `text`; returns the screen.
+    fn wait_for(&self, text: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if s.contains(text) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "waited for {text:?}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+#[test]
+fn tui_in_a_real_terminal_against_the_real_sshd_fleet() {
+    let fixtures = [
+        fixture("a100-proprietary-535-k5.15-peermem"),
+        fixture("h200-open-580-k6.18-real"),
+        fixture("cpu-node-no-driver-k6.8"),
+    ];
+    let fleet = Fleet::start(&fixtures, 130);
+    let command = format!(
+        "env -i PATH=/usr/bin:/bin TERM=xterm-256color HOME={home} USER={user} GPUFLEET_CONFIG={config} \
+         GPUFLEET_KNOWN_HOSTS={kh} {bin} tui -i {inv}; echo EXITED-$?; sleep 30",
+        home = fleet.home().display(),
+        user = local_user(),
+        config = fleet.config.display(),
+        kh = fleet.tmp.path().join("gpufleet_known_hosts").display(),
+        bin = env!("CARGO_BIN_EXE_gpufleet"),
+        inv = fleet.inventory.display(),
+    );
+    let tmux = Tmux::start(&command);
+    let screen = tmux.wait_for("scanned 3/3");
+    for want in [
+        "1 ready",
+        "1 migrate",
+        "1 no-driver",
+        "a100-proprietary-535-k5.15-peermem",
+        "loaded+boot",
+        "1x NVIDIA H200",
+    ] {
+        assert!(screen.contains(want), "{want:?} missing:\n{screen}");
+    }
+
+    tmux.keys(&["/"]);
+    tmux.keys(&["-l", "status:migrate"]);
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("filter: status:migrate");
+    assert!(screen.contains("nodes 1/3"), "{screen}");
+    assert!(screen.contains("a100-proprietary-535-k5.15-peermem"));
+    assert!(!screen.contains("h200-open-580-k6.18-real"), "{screen}");
+
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("facts and evidence");
+    assert!(
+        screen.contains("/etc/modules-load.d/nvidia-peermem.conf"),
+        "evidence shown:\n{screen}"
+    );
+
+    tmux.keys(&["Escape"]);
+    tmux.keys(&["Escape"]);
+    let screen = tmux.wait_for("nodes 3/3");
+    assert!(!screen.contains("facts and evidence"));
+
+    tmux.keys(&["?"]);
+    tmux.wait_for("keys (from the active keymap)");
+    tmux.keys(&["?"]);
+
+    tmux.keys(&["R"]);
+    tmux.wait_for("scanned 3/3");
+
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("EXITED-0");
+    assert!(
+        !screen.contains("nodes 3/3"),
+        "the alternate screen is gone after quitting:\n{screen}"
+    );
+}
+
+/// Regenerates the README's screenshots (assets/*.png, and the screen text beside each) from
+/// the real TUI scanning the 8-node real-sshd fleet. Needs ../shared/tools/term-shot.py and
+/// its packages (pyte, pillow, fonts-dejavu-core):
+/// `cargo test --test tui_tmux -- --ignored screenshots`.
+#[test]
+#[ignore]
+fn screenshots() {
+    let shot = manifest().join("../shared/tools/term-shot.py");
+    assert!(shot.exists(), "{} is needed", shot.display());
+    let fleet = Fleet::start(&fixture_nodes(), 140);
+    let mut text = fleet.inventory_text();
+    // A canary and labels, as an operator's inventory would have.
+    text = text.replacen(
+        "[[nodes]]\n",
+        "[groups.a100]\nlabels = { gpu = \"a100\", rack = \"r1\" }\n[[nodes]]\ngroups = [\"a100\"]\ncanary = true\n",
+        1,
+    );
+    fleet.write_inventory(&text);
+    let env = format!(
+        "env -i PATH=/usr/bin:/bin TERM=xterm-256color HOME={} USER={} GPUFLEET_CONFIG={} GPUFLEET_KNOWN_HOSTS={}",
+        fleet.home().display(),
+        local_user(),
+        fleet.config.display(),
+        fleet.tmp.path().join("kh").display()
+    );
+    let bin = env!("CARGO_BIN_EXE_gpufleet");
+    let inv = fleet.inventory.display().to_string();
+    let shots: [(&str, &[&str], &[&str]); 4] = [
+        ("tui-matrix.png", &[], &[]),
+        ("tui-detail.png", &["j", "j", "j", "j", "Enter"], &[]),
+        (
+            "tui-filter-help.png",
+            &["/", "status:blocked", "Enter", "?"],
+            &[],
+        ),
+        (
+            "tui-read-only.png",
+            &[],
+            &["--read-only", "--theme", "high-contrast"],
+        ),
+    ];
+    for (name, keys, flags) in shots {
+        let mut args = vec![
+            shot.display().to_string(),
+            "--size".into(),
+            "160x40".into(),
+            "--wait".into(),
+            "5".into(),
+        ];
+        for k in keys {
+            args.push("--keys".into());
+            args.push((*k).into());
+        }
+        args.push(manifest().join("assets").join(name).display().to_string());
+        args.push("--".into());
+        args.push("sh".into());
+        args.push("-c".into());
+        args.push(format!("{env} {bin} tui -i {inv} {}", flags.join(" ")));
+        let st = Command::new("python3").args(&args).status().unwrap();
+        assert!(st.success(), "{name}");
+    }
+}
