@@ -15,8 +15,10 @@ struct Tmux {
 
 impl Tmux {
     fn start(command: &str) -> Tmux {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let t = Tmux {
-            socket: format!("gpufleet-test-{}", std::process::id()),
+            socket: format!("gpufleet-test-{}-{n}", std::process::id()),
             session: "tui".into(),
         };
         let ok = Command::new("tmux")
@@ -212,4 +214,63 @@ fn screenshots() {
         let st = Command::new("python3").args(&args).status().unwrap();
         assert!(st.success(), "{name}");
     }
+}
+
+/// SIGTERM and a terminal resize in local mode: the screen follows the new size, and SIGTERM
+/// ends the TUI with the terminal restored (no alternate screen, no raw mode left behind).
+#[test]
+fn sigterm_and_resize_restore_the_terminal() {
+    let node = fixture("h100-open-555-k6.6-peermem");
+    let tmp = tempfile::tempdir().unwrap();
+    let pidfile = tmp.path().join("pid");
+    let command = format!(
+        "sh -c 'echo $$ > {pid}; exec env -i PATH={bin_dir}:/usr/bin:/bin TERM=xterm-256color HOME={home} {exe} tui --local --root {root}'; echo EXITED-$?; stty -a | grep -o ' icanon' ; sleep 30",
+        pid = pidfile.display(),
+        bin_dir = node.join("bin").display(),
+        home = tmp.path().display(),
+        exe = env!("CARGO_BIN_EXE_gpufleet"),
+        root = node.join("root").display(),
+    );
+    let tmux = Tmux::start(&command);
+    tmux.wait_for("scanned 1/1");
+    let screen = tmux.wait_for("migrate");
+    assert!(screen.contains("h100-open-555-k6.6-peermem"), "{screen}");
+    let resized = Command::new("tmux")
+        .args([
+            "-L",
+            &tmux.socket,
+            "resize-window",
+            "-t",
+            &tmux.session,
+            "-x",
+            "90",
+            "-y",
+            "20",
+        ])
+        .status()
+        .unwrap();
+    assert!(resized.success());
+    std::thread::sleep(Duration::from_millis(500));
+    let screen = tmux.screen();
+    assert!(screen.lines().all(|l| l.chars().count() <= 90), "{screen}");
+    assert!(
+        screen.contains("migrate"),
+        "redrawn at the new size:\n{screen}"
+    );
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    let ok = Command::new("kill")
+        .args(["-TERM", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let screen = tmux.wait_for("EXITED-");
+    assert!(screen.contains("EXITED-0"), "{screen}");
+    assert!(
+        screen.contains(" icanon"),
+        "the terminal is back in canonical mode:\n{screen}"
+    );
+    assert!(
+        !screen.contains("scanned 1/1"),
+        "the alternate screen is gone:\n{screen}"
+    );
 }
