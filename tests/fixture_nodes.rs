@@ -5,47 +5,28 @@
 //! Fixtures come from `$GPUFLEET_FIXTURES`, else `../shared/fixtures/nodes` (the team's copy:
 //! adding a folder there adds a case), else the project's copy in `tests/fixtures/nodes`.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::{check_expected, manifest};
 
 const SMI_TIMEOUT_SECS: u64 = 2;
-
-fn manifest() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn shared() -> PathBuf {
     manifest().join("../shared")
 }
 
-fn fixtures_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("GPUFLEET_FIXTURES") {
-        return PathBuf::from(d);
-    }
-    let team = shared().join("fixtures/nodes");
-    if team.is_dir() {
-        team
-    } else {
-        manifest().join("tests/fixtures/nodes")
-    }
-}
-
 fn fixture_nodes() -> Vec<PathBuf> {
-    let dir = fixtures_dir();
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("fixtures folder {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("node.toml").is_file())
-        .collect();
-    v.sort();
+    let v = support::fixture_nodes();
     assert!(
         v.len() >= 8,
         "expected at least 8 fixtures in {}",
-        dir.display()
+        support::fixtures_dir().display()
     );
     v
 }
@@ -79,42 +60,12 @@ fn probe(fixture: &Path) -> (Value, Duration) {
     (doc["nodes"][0].clone(), took)
 }
 
-/// The value `key` of [expected] is checked against, from the node's JSON.
-fn actual(node: &Value, key: &str) -> Value {
-    let gpus = node["gpus"].as_array().cloned().unwrap_or_default();
-    match key {
-        "kernel" => node["kernel"]["release"].clone(),
-        "module_flavor" => node["driver"]["flavor"].clone(),
-        "driver_version" => node["driver"]["version"].clone(),
-        "gpu_count" => Value::from(gpus.len()),
-        "gpu_name" => gpus.first().map_or(Value::Null, |g| g["name"].clone()),
-        "compute_capability" => gpus
-            .first()
-            .map_or(Value::Null, |g| g["compute_capability"].clone()),
-        "peermem_loaded" => node["peermem"]["loaded"].clone(),
-        "peermem_configured" => node["peermem"]["configured"].clone(),
-        "dma_buf_kernel" => node["dma_buf"]["kernel_support"].clone(),
-        "proprietary_taint" => node["taint"]["proprietary"].clone(),
-        "status" => node["status"].clone(),
-        other => panic!("[expected] key {other:?} is not known to this test (fixtures/README.md)"),
-    }
-}
-
-fn toml_to_json(v: &toml::Value) -> Value {
-    serde_json::to_value(v).unwrap()
-}
-
 #[test]
 fn every_fixture_matches_its_expected_values() {
     let mut failures = Vec::new();
     let mut seen = BTreeMap::new();
     for fixture in fixture_nodes() {
         let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
-        let spec: toml::Table = std::fs::read_to_string(fixture.join("node.toml"))
-            .unwrap()
-            .parse()
-            .unwrap_or_else(|e| panic!("{name}/node.toml: {e}"));
-        let expected = spec["expected"].as_table().expect("[expected]");
         let (node, took) = probe(&fixture);
         // The nvidia-smi time limit bounds the run even when nvidia-smi hangs (smi-hang fixture).
         if took > Duration::from_secs(SMI_TIMEOUT_SECS + 6) {
@@ -122,27 +73,7 @@ fn every_fixture_matches_its_expected_values() {
                 "{name}: took {took:?} with a {SMI_TIMEOUT_SECS} s nvidia-smi limit"
             ));
         }
-        for (key, want) in expected {
-            if key == "reasons" {
-                let codes: Vec<&str> = node["reasons"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|r| r["code"].as_str().unwrap())
-                    .collect();
-                for code in want.as_array().unwrap() {
-                    let code = code.as_str().unwrap();
-                    if !codes.contains(&code) {
-                        failures.push(format!("{name}: reason {code} missing from {codes:?}"));
-                    }
-                }
-                continue;
-            }
-            let got = actual(&node, key);
-            if got != toml_to_json(want) {
-                failures.push(format!("{name}: {key} = {got}, expected {want}"));
-            }
-        }
+        failures.extend(check_expected(&fixture, &node));
         // Every reason carries the documented fields.
         for r in node["reasons"].as_array().unwrap() {
             for field in ["code", "severity", "message", "evidence"] {

@@ -6,16 +6,9 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::{codes, fixture};
 
-fn fixture(name: &str) -> PathBuf {
-    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/nodes");
-    let base = if shared.is_dir() {
-        shared
-    } else {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nodes")
-    };
-    base.join(name)
-}
+mod support;
 
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
@@ -76,15 +69,6 @@ fn json_node(node: &Path, extra: &[&str]) -> Value {
     );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     doc["nodes"][0].clone()
-}
-
-fn codes(node: &Value) -> Vec<String> {
-    node["reasons"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["code"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[test]

@@ -200,19 +200,7 @@ fn unknown_host_keys_are_refused_or_learned_and_changed_keys_never() {
     assert_eq!(node(&doc, &name)["status"], "no-driver");
 
     // The node comes back with a new host key: refused even with accept-new, file untouched.
-    let (f, old) = fleet.nodes.pop().unwrap();
-    let (addr, port, dir) = (old.addr.clone(), old.port, old.dir.clone());
-    drop(old);
-    std::fs::remove_file(dir.join("host_ed25519")).unwrap();
-    let new = Sshd::start(
-        &dir,
-        &addr,
-        port,
-        &fleet.authorized_keys,
-        Some(&good.join("bin")),
-        "",
-    );
-    fleet.nodes.push((f, new));
+    fleet.restart(0, true, "");
     let (_, doc) = fleet.snapshot(&["--host-key-policy", "accept-new"]);
     assert_eq!(codes(node(&doc, &name)), ["host-key-mismatch"]);
     assert_eq!(
@@ -300,18 +288,8 @@ fn ssh_agent_keys_certificates_and_encrypted_keys() {
     assert!(sign.success());
     assert!(fleet.tmp.path().join("id_cert-cert.pub").exists());
     std::fs::write(&fleet.authorized_keys, "").unwrap();
-    let (f, old) = fleet.nodes.pop().unwrap();
-    let (addr, port, dir) = (old.addr.clone(), old.port, old.dir.clone());
-    drop(old);
-    let sshd = Sshd::start(
-        &dir,
-        &addr,
-        port,
-        &fleet.authorized_keys,
-        Some(&good.join("bin")),
-        &format!("TrustedUserCAKeys {}", ca.with_extension("pub").display()),
-    );
-    fleet.nodes.push((f, sshd));
+    let trust_ca = format!("TrustedUserCAKeys {}", ca.with_extension("pub").display());
+    fleet.restart(0, false, &trust_ca);
     fleet.write_inventory(&fleet.inventory_text().replace(
         &fleet.user_key.display().to_string(),
         &certified.display().to_string(),

@@ -298,6 +298,26 @@ impl Fleet {
         fleet
     }
 
+    /// Stops node `i`'s sshd and starts it again on the same address and port, with a new
+    /// host key if `new_host_key`, and `extra` lines in its sshd_config.
+    pub fn restart(&mut self, i: usize, new_host_key: bool, extra: &str) {
+        let (f, old) = self.nodes.remove(i);
+        let (addr, port, dir) = (old.addr.clone(), old.port, old.dir.clone());
+        drop(old);
+        if new_host_key {
+            std::fs::remove_file(dir.join("host_ed25519")).unwrap();
+        }
+        let new = Sshd::start(
+            &dir,
+            &addr,
+            port,
+            &self.authorized_keys,
+            Some(&f.join("bin")),
+            extra,
+        );
+        self.nodes.insert(i, (f, new));
+    }
+
     pub fn home(&self) -> PathBuf {
         self.tmp.path().join("home")
     }
