@@ -222,3 +222,31 @@ fn sort_by_clicking_a_header() {
     sorted.sort();
     assert_eq!(kernels, sorted);
 }
+
+#[test]
+fn grouped_by_label() {
+    let mut a = app(false);
+    a.rows[1].labels.insert("rack".into(), "r2".into());
+    a.rows[1].refresh();
+    a.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('L'),
+        KeyModifiers::NONE,
+    )));
+    assert_eq!(a.group_by.as_deref(), Some("rack"));
+    let screen = render(&mut a, 160, 16);
+    assert!(
+        screen.contains("r1 │ ◆ a100-proprietary-535-k5.15-peermem"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("r2 │ a100-proprietary-535-rhel8-k4.18"),
+        "{screen}"
+    );
+    // Groups are contiguous: r1, then r2, then nodes without the label.
+    let order: Vec<String> = a
+        .view
+        .iter()
+        .map(|&i| a.rows[i].labels.get("rack").cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(&order[..2], ["r1", "r2"]);
+}

@@ -131,14 +131,25 @@ fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
         .enumerate()
         .map(|(i, c)| {
             // The canary marker "◆ " goes before the node name.
-            let marker = |r: &&Row| if *c == Column::Node && r.canary { 2 } else { 0 };
+            let marker = |r: &&Row| {
+                if *c != Column::Node {
+                    return 0;
+                }
+                let group = app
+                    .group_by
+                    .as_ref()
+                    .map_or(0, |_| group_of(app, r).chars().count() + 3);
+                group + if r.canary { 2 } else { 0 }
+            };
             let content = rows
                 .iter()
                 .map(|r| cell(r, *c).chars().count() + marker(r))
                 .max()
                 .unwrap_or(0);
             let title = c.title().chars().count() + usize::from(app.sort == *c);
-            (content.max(title) as u16).clamp(MIN[i], MAX[i])
+            // The markers come on top of the name's own maximum.
+            let markers = rows.iter().map(marker).max().unwrap_or(0) as u16;
+            (content.max(title) as u16).clamp(MIN[i], MAX[i] + markers)
         })
         .collect();
     let mut out = vec![None; 10];
@@ -154,6 +165,12 @@ fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
         out[9] = Some(total - used - 2);
     }
     out
+}
+
+/// The value of the grouping label for `r` (`-` when the node lacks the label).
+fn group_of(app: &App, r: &Row) -> String {
+    let value = app.group_by.as_ref().and_then(|k| r.labels.get(k));
+    terminal_safe(value.map_or("-", String::as_str)).into_owned()
 }
 
 fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
@@ -238,8 +255,13 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                             SPINNER[app.spin % SPINNER.len()],
                             if r.report.is_some() { text } else { "probing" }
                         )
-                    } else if c == Column::Node && r.canary {
-                        format!("◆ {text}")
+                    } else if c == Column::Node && (r.canary || app.group_by.is_some()) {
+                        let group = match app.group_by {
+                            Some(_) => format!("{} │ ", group_of(app, r)),
+                            None => String::new(),
+                        };
+                        let canary = if r.canary { "◆ " } else { "" };
+                        format!("{group}{canary}{text}")
                     } else {
                         text.to_string()
                     };
