@@ -345,16 +345,30 @@ fn client_config(ssh: &SshSettings) -> client::Config {
     }
 }
 
-/// Probes `node` over SSH. The node's deadline (`probe.deadline`) bounds the exec; output that
-/// arrived before it is kept. Connection, host key and authentication failures are
-/// [`Unreachable`].
-pub async fn run_ssh(
+/// An authenticated SSH connection to one node.
+pub struct Session {
+    handle: client::Handle<Handler>,
+    /// `host:port`, for messages.
+    pub target: String,
+}
+
+/// What one command printed and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// stdout, then stderr, as they arrived (capped).
+    pub output: Vec<u8>,
+    /// The exit status; `None` when the command was cut off or killed by a signal.
+    pub exit_status: Option<u32>,
+    pub end: RunEnd,
+}
+
+/// Opens a TCP connection (within `connect_timeout`), checks the host key, and logs in (the
+/// handshake and login within `auth_timeout`).
+pub async fn connect(
     node: &Node,
-    probe: &ProbeSettings,
     ssh: &SshSettings,
     keys: Arc<HostKeys>,
-) -> Result<RawRun, Unreachable> {
-    let start = Instant::now();
+) -> Result<Session, Unreachable> {
     let addr = (node.host.as_str(), node.port);
     let target = format!("{}:{}", node.host, node.port);
     let tcp = match tokio::time::timeout(ssh.connect_timeout, TcpStream::connect(addr)).await {
@@ -409,69 +423,119 @@ pub async fn run_ssh(
         authenticate(&mut h, node).await?;
         Ok::<_, Unreachable>(h)
     };
-    let handle = match tokio::time::timeout(ssh.auth_timeout, handshake).await {
-        Err(_) => {
-            return Err(Unreachable::new(
-                Code::SshTimeout,
-                format!(
-                    "{target} accepted the TCP connection but the SSH handshake and login did not finish within {} s",
-                    ssh.auth_timeout.as_secs()
-                ),
-            ));
-        }
-        Ok(r) => r?,
-    };
+    match tokio::time::timeout(ssh.auth_timeout, handshake).await {
+        Err(_) => Err(Unreachable::new(
+            Code::SshTimeout,
+            format!(
+                "{target} accepted the TCP connection but the SSH handshake and login did not finish within {} s",
+                ssh.auth_timeout.as_secs()
+            ),
+        )),
+        Ok(r) => r.map(|handle| Session { handle, target }),
+    }
+}
 
+impl Session {
+    /// Runs `command` (a shell command line for the login shell), feeding `stdin`, until it
+    /// ends, `deadline` passes, or `cap` bytes have arrived. Output before the deadline is
+    /// kept; stderr is kept too when `with_stderr`. Errors only when the session cannot start
+    /// the command.
+    pub async fn exec(
+        &self,
+        command: &str,
+        stdin: &[u8],
+        deadline: tokio::time::Instant,
+        cap: usize,
+        with_stderr: bool,
+    ) -> Result<ExecOutput, Unreachable> {
+        let mut output = Vec::new();
+        let mut end = RunEnd::Completed;
+        let mut exit_status = None;
+        let start = async {
+            let ch = self.handle.channel_open_session().await?;
+            ch.exec(true, command.as_bytes()).await?;
+            if !stdin.is_empty() {
+                ch.data(stdin).await?;
+            }
+            ch.eof().await?;
+            Ok::<_, russh::Error>(ch)
+        };
+        match tokio::time::timeout_at(deadline, start).await {
+            Err(_) => end = RunEnd::Deadline,
+            Ok(Err(e)) => {
+                return Err(Unreachable::new(
+                    Code::SshRefused,
+                    format!("{}: could not run a command: {e}", self.target),
+                ));
+            }
+            Ok(Ok(mut ch)) => loop {
+                match tokio::time::timeout_at(deadline, ch.wait()).await {
+                    Err(_) => {
+                        end = RunEnd::Deadline;
+                        break;
+                    }
+                    Ok(None) => break,
+                    Ok(Some(ChannelMsg::ExtendedData { .. })) if !with_stderr => {}
+                    Ok(Some(ChannelMsg::Data { data } | ChannelMsg::ExtendedData { data, .. })) => {
+                        let room = cap - output.len();
+                        output.extend_from_slice(&data[..data.len().min(room)]);
+                        if data.len() > room {
+                            end = RunEnd::CapExceeded;
+                            break;
+                        }
+                    }
+                    Ok(Some(ChannelMsg::ExitStatus { exit_status: s })) => exit_status = Some(s),
+                    Ok(Some(ChannelMsg::Close)) => break,
+                    Ok(Some(_)) => {}
+                }
+            },
+        }
+        Ok(ExecOutput {
+            output,
+            exit_status,
+            end,
+        })
+    }
+
+    /// Closes the connection (within 2 s); the remote shell and what it still runs end.
+    pub async fn close(self) {
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            self.handle.disconnect(Disconnect::ByApplication, "", "en"),
+        )
+        .await;
+    }
+}
+
+/// Probes `node` over SSH. The node's deadline (`probe.deadline`) bounds the exec; output that
+/// arrived before it is kept. Connection, host key and authentication failures are
+/// [`Unreachable`].
+pub async fn run_ssh(
+    node: &Node,
+    probe: &ProbeSettings,
+    ssh: &SshSettings,
+    keys: Arc<HostKeys>,
+) -> Result<RawRun, Unreachable> {
+    let start = Instant::now();
+    let session = connect(node, ssh, keys).await?;
     let boundary = new_boundary();
     let command = remote_command(&boundary, &node.root, probe.nvidia_smi_timeout_secs);
     let deadline = tokio::time::Instant::now() + probe.deadline;
-    let mut output = Vec::new();
-    let mut end = RunEnd::Completed;
-    let exec = async {
-        let ch = handle.channel_open_session().await?;
-        ch.exec(true, command.as_bytes()).await?;
-        ch.data(SCRIPT.as_bytes()).await?;
-        ch.eof().await?;
-        Ok::<_, russh::Error>(ch)
-    };
-    match tokio::time::timeout_at(deadline, exec).await {
-        Err(_) => end = RunEnd::Deadline,
-        Ok(Err(e)) => {
-            return Err(Unreachable::new(
-                Code::SshRefused,
-                format!("{target}: could not run the probe: {e}"),
-            ));
-        }
-        Ok(Ok(mut ch)) => loop {
-            match tokio::time::timeout_at(deadline, ch.wait()).await {
-                Err(_) => {
-                    end = RunEnd::Deadline;
-                    break;
-                }
-                Ok(None) => break,
-                Ok(Some(ChannelMsg::Data { data })) => {
-                    let room = probe.output_cap - output.len();
-                    output.extend_from_slice(&data[..data.len().min(room)]);
-                    if data.len() > room {
-                        end = RunEnd::CapExceeded;
-                        break;
-                    }
-                }
-                Ok(Some(ChannelMsg::Eof | ChannelMsg::Close)) => break,
-                Ok(Some(_)) => {}
-            }
-        },
-    }
-    // Closing the session ends the remote shell and anything it still runs.
-    let _ = tokio::time::timeout(
-        Duration::from_secs(2),
-        handle.disconnect(Disconnect::ByApplication, "", "en"),
-    )
-    .await;
+    // The probe's stderr is left out: it could land inside a section's bytes.
+    let out = session
+        .exec(
+            &command,
+            SCRIPT.as_bytes(),
+            deadline,
+            probe.output_cap,
+            false,
+        )
+        .await?;
+    session.close().await;
     Ok(RawRun {
         boundary,
-        output,
-        end,
+        output: out.output,
+        end: out.end,
         duration: start.elapsed(),
     })
 }
