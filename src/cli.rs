@@ -82,8 +82,76 @@ pub enum Command {
     /// Interactive fleet matrix: scan results stream in; sort, filter, drill into evidence
     #[command(after_help = TUI_HELP)]
     Tui(TuiArgs),
+    /// Upgrade nodes to the open modules: canaries first, then waves (drain, recipe, reboot,
+    /// re-probe, gates, uncordon), journaled and resumable
+    #[command(after_help = UPGRADE_HELP)]
+    Upgrade(UpgradeArgs),
+    /// Show the rollout journal (who, when, node, step, command, outcome)
+    Journal(JournalArgs),
     /// Print where gpufleet reads and writes its files
     Paths,
+}
+
+const UPGRADE_HELP: &str = "\
+Per node: lock (a marker on the node) → drain → the recipe's steps → wait for SSH after a reboot
+→ re-probe → gates (open module, no nvidia-peermem, nvidia-smi healthy, DMA-BUF kernel support,
+no error reasons) → uncordon → unlock. Only nodes whose status is `migrate` are upgraded. A failed
+step or gate stops that node and leaves it drained. Every step is written to the journal (fsynced)
+before it runs; --resume continues an interrupted rollout without repeating completed steps.
+
+Exit codes: 0 done (or nothing to do, or --dry-run), 1 a node failed (the rollout stopped),
+2 usage, config, inventory or read-only errors.
+
+Examples:
+  gpufleet upgrade -i fleet.toml --canary --dry-run     the plan with the exact commands
+  gpufleet upgrade -i fleet.toml --canary               then type the number of nodes to go
+  gpufleet upgrade -i fleet.toml --wave --yes           the next wave, no prompt (scripts)
+  gpufleet upgrade -i fleet.toml --resume               after a crash or Ctrl-C";
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["canary", "wave", "resume"])))]
+pub struct UpgradeArgs {
+    #[command(flatten)]
+    pub scan: ScanArgs,
+
+    /// Upgrade the canary nodes (`canary = true`), at most max_unavailable of them
+    #[arg(long)]
+    pub canary: bool,
+
+    /// Upgrade the next wave of the other nodes (every canary must be done)
+    #[arg(long)]
+    pub wave: bool,
+
+    /// Continue the last interrupted rollout from the journal
+    #[arg(long)]
+    pub resume: bool,
+
+    /// Print the plan with the exact commands and change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Do not ask for confirmation (for scripts)
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+
+    /// Nodes upgraded at once [default: 1, or the config's [upgrade] max_unavailable]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub max_unavailable: Option<u64>,
+
+    /// Refuse to run (read-only fleet view)
+    #[arg(long)]
+    pub read_only: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct JournalArgs {
+    /// Only this rollout
+    #[arg(long, value_name = "ID")]
+    pub rollout: Option<String>,
+
+    /// Print the raw JSON Lines
+    #[arg(long)]
+    pub jsonl: bool,
 }
 
 const TUI_HELP: &str = "\
@@ -211,6 +279,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Paths) => print_paths(&paths),
         Some(Command::Snapshot(a)) => snapshot_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Tui(a)) => tui_cmd(&config, &paths, explicit_inventory, &a),
+        Some(Command::Upgrade(a)) => upgrade_cmd(&config, &paths, explicit_inventory, &a),
+        Some(Command::Journal(a)) => journal_cmd(&paths, &a),
         None if interactive => tui_cmd(
             &config,
             &paths,
@@ -612,4 +682,231 @@ fn scan_fleet(
         .collect();
     reports.sort_by_key(|r| rank.get(r.name.as_str()).copied());
     Ok(reports)
+}
+
+fn state_dir(paths: &Paths) -> anyhow::Result<PathBuf> {
+    paths
+        .state_dir
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("no state folder (no home folder?): set --state-dir"))
+}
+
+fn print_plan(plan: &crate::actions::rollout::Plan, dry_run: bool) {
+    use crate::actions::rollout::Where;
+    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    println!(
+        "rollout {} ({:?}): {} node(s){}",
+        plan.rollout,
+        plan.mode,
+        plan.nodes.len(),
+        if dry_run {
+            " — dry run, nothing will change"
+        } else {
+            ""
+        }
+    );
+    for n in &plan.nodes {
+        println!("  {}", safe(&n.node));
+        for s in &n.steps {
+            let at = match s.at {
+                Where::Here => "here",
+                Where::Node => "node",
+                Where::Gpufleet => "gpufleet",
+            };
+            let sudo = if s.sudo { " (sudo -n)" } else { "" };
+            println!("    {:<22} [{at}{sudo}]", s.id);
+            for c in &s.commands {
+                println!("        {}", safe(c));
+            }
+        }
+    }
+    for (n, why) in &plan.skipped {
+        println!("  skipped {}: {}", safe(n), safe(why));
+    }
+}
+
+fn confirm(count: usize) -> anyhow::Result<bool> {
+    use std::io::BufRead;
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!("not a terminal: pass --yes to confirm, or --dry-run to see the plan");
+    }
+    eprint!("This changes {count} node(s). Type {count} to go on: ");
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(line.trim() == count.to_string())
+}
+
+fn upgrade_cmd(
+    config: &Config,
+    paths: &Paths,
+    explicit_inventory: bool,
+    args: &UpgradeArgs,
+) -> anyhow::Result<u8> {
+    use crate::actions::{journal, permit::WritePermit, rollout};
+    let settings = probe_settings(config, &args.scan)?;
+    let thresholds = config.thresholds();
+    let inv = inventory_for(paths, explicit_inventory, &args.scan)?
+        .ok_or_else(|| anyhow::anyhow!("upgrade needs an inventory (-i FILE)"))?;
+    let read_only = [
+        ("--read-only", args.read_only),
+        ("config [tui] read_only", config.tui.read_only),
+        ("inventory read_only", inv.read_only),
+    ];
+    // Refused before anything else when read-only, dry run included: nothing may start.
+    let permit = WritePermit::new(&read_only)?;
+    let state = state_dir(paths)?;
+    let journal_path = state.join("journal.jsonl");
+    let entries = journal::read(&journal_path)?;
+    let (scan, selected) = build_scan(config, paths, &args.scan, &inv, settings, thresholds)?;
+    let mut ucfg = config.upgrade.clone();
+    if let Some(m) = args.max_unavailable {
+        ucfg.max_unavailable = m as usize;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let (plan, done) = if args.resume {
+        rollout::unfinished(&entries).ok_or_else(|| {
+            anyhow::anyhow!(
+                "nothing to resume: the journal {} has no unfinished rollout",
+                journal_path.display()
+            )
+        })?
+    } else {
+        let mode = if args.canary {
+            rollout::Mode::Canary
+        } else {
+            rollout::Mode::Wave
+        };
+        eprintln!("probing {} node(s) before planning…", selected.len());
+        let reports = rt.block_on(async {
+            let mut out = Vec::new();
+            for n in &selected {
+                out.push((n.clone(), scan.node(n).await));
+            }
+            out
+        });
+        let plan = rollout::plan(
+            mode,
+            &reports,
+            &entries,
+            &ucfg,
+            &config.recipes,
+            &rollout::new_id(mode),
+        )
+        .map_err(anyhow::Error::msg)?;
+        (plan, Default::default())
+    };
+    print_plan(&plan, args.dry_run);
+    if args.dry_run {
+        return Ok(0);
+    }
+    if plan.nodes.is_empty() {
+        println!("nothing to do");
+        return Ok(0);
+    }
+    if !args.yes && !confirm(plan.nodes.len())? {
+        eprintln!("gpufleet: not confirmed; nothing changed");
+        return Ok(2);
+    }
+    let _lock = rollout::lock_local(&state).map_err(anyhow::Error::msg)?;
+    let executor = std::sync::Arc::new(rollout::Executor {
+        permit,
+        journal: std::sync::Mutex::new(journal::Journal::open(&state)?),
+        scan,
+        cfg: ucfg,
+        done,
+        log: Box::new(|l| eprintln!("gpufleet: {}", crate::model::text::terminal_safe(l))),
+    });
+    if !args.resume {
+        executor.start(&plan).map_err(anyhow::Error::msg)?;
+    }
+    let nodes: Vec<crate::inventory::Node> = plan
+        .nodes
+        .iter()
+        .map(|p| {
+            inv.nodes
+                .iter()
+                .find(|n| n.name == p.node)
+                .cloned()
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "{} is in the rollout but no longer in {}",
+                        p.node,
+                        inv.path.display()
+                    )
+                })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let outcomes = rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for (node, np) in nodes.into_iter().zip(plan.nodes.clone()) {
+            let ex = executor.clone();
+            let id = plan.rollout.clone();
+            set.spawn(async move { ex.run_node(&id, &node, &np).await });
+        }
+        let mut out = Vec::new();
+        while let Some(r) = set.join_next().await {
+            if let Ok(o) = r {
+                out.push(o);
+            }
+        }
+        out
+    });
+    executor
+        .finish(&plan, &outcomes)
+        .map_err(anyhow::Error::msg)?;
+    let failed: Vec<_> = outcomes.iter().filter(|o| o.failure.is_some()).collect();
+    for o in &failed {
+        let (step, why) = o.failure.as_ref().expect("failed");
+        eprintln!(
+            "gpufleet: {} stopped at {step} and stays drained: {why}",
+            o.node
+        );
+    }
+    println!(
+        "rollout {}: {} upgraded, {} failed",
+        plan.rollout,
+        outcomes.len() - failed.len(),
+        failed.len()
+    );
+    Ok(if failed.is_empty() { 0 } else { 1 })
+}
+
+fn journal_cmd(paths: &Paths, args: &JournalArgs) -> anyhow::Result<u8> {
+    let path = state_dir(paths)?.join("journal.jsonl");
+    let entries = crate::actions::journal::read(&path)?;
+    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    let mut shown = 0;
+    for e in entries
+        .iter()
+        .filter(|e| args.rollout.as_ref().is_none_or(|r| *r == e.rollout))
+    {
+        shown += 1;
+        if args.jsonl {
+            println!(
+                "{}",
+                crate::model::text::json_safe(serde_json::to_string(e)?)
+            );
+            continue;
+        }
+        let phase = format!("{:?}", e.phase).to_lowercase();
+        let node = if e.node.is_empty() { "-" } else { &e.node };
+        let outcome: String = e.outcome.chars().take(160).collect();
+        println!(
+            "{}  {}  {}  {:<24} {:<20} {:<6} {}",
+            e.ts,
+            safe(&e.who),
+            e.rollout,
+            safe(node),
+            safe(&e.step),
+            phase,
+            safe(&outcome)
+        );
+    }
+    if shown == 0 {
+        eprintln!("gpufleet: no journal entries in {}", path.display());
+    }
+    Ok(0)
 }

@@ -29,6 +29,100 @@ pub struct Config {
     /// Key overrides: action name → keys (see `gpufleet tui`'s help overlay for the names).
     #[serde(default)]
     pub keys: std::collections::BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub upgrade: UpgradeConfig,
+    /// Upgrade recipes by name; inventory groups pick one with `recipe = "NAME"`.
+    #[serde(default)]
+    pub recipes: std::collections::BTreeMap<String, Recipe>,
+}
+
+/// A gate a node must pass after its upgrade before it is uncordoned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Gate {
+    /// The open kernel module is loaded.
+    OpenModule,
+    /// nvidia-peermem is neither loaded nor configured to load at boot.
+    NoPeermem,
+    /// nvidia-smi answers (no mismatch, failure, timeout or uninitialized GPU).
+    NvidiaSmiHealthy,
+    /// The kernel supports DMA-BUF (`dma_buf.kernel_support` is true).
+    DmabufKernel,
+    /// No reason of severity error.
+    NoErrors,
+}
+
+impl Gate {
+    pub const ALL: [Gate; 5] = [
+        Gate::OpenModule,
+        Gate::NoPeermem,
+        Gate::NvidiaSmiHealthy,
+        Gate::DmabufKernel,
+        Gate::NoErrors,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Gate::OpenModule => "open-module",
+            Gate::NoPeermem => "no-peermem",
+            Gate::NvidiaSmiHealthy => "nvidia-smi-healthy",
+            Gate::DmabufKernel => "dmabuf-kernel",
+            Gate::NoErrors => "no-errors",
+        }
+    }
+}
+
+/// `[upgrade]`: rollouts. Times in seconds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpgradeConfig {
+    /// Nodes of one wave, upgraded at once (1).
+    pub max_unavailable: usize,
+    /// Failed nodes tolerated before the rollout stops (0: the first failure stops it).
+    pub max_failures: usize,
+    /// How long a drain may take (900).
+    pub drain_timeout: u64,
+    /// How long one recipe step may run (1800).
+    pub step_timeout: u64,
+    /// How long a node may take to answer SSH again after its reboot (900).
+    pub reboot_timeout: u64,
+    /// Gates checked after the re-probe, before the uncordon (all of them).
+    pub gates: Vec<Gate>,
+}
+
+impl Default for UpgradeConfig {
+    fn default() -> Self {
+        UpgradeConfig {
+            max_unavailable: 1,
+            max_failures: 0,
+            drain_timeout: 900,
+            step_timeout: 1800,
+            reboot_timeout: 900,
+            gates: Gate::ALL.to_vec(),
+        }
+    }
+}
+
+/// An upgrade recipe: steps run over SSH in order.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    /// Run each step with `sudo -n` (no password prompt: it fails instead of hanging).
+    #[serde(default)]
+    pub sudo: bool,
+    pub steps: Vec<RecipeStep>,
+}
+
+/// One recipe step. `run` is a shell command line on the node; `{node}`, `{root}` and
+/// `{branch}` (the loaded driver's major version, such as 535) are replaced, shell-quoted.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RecipeStep {
+    pub name: String,
+    pub run: String,
+    /// The step reboots the node: its connection may drop; gpufleet then waits for SSH.
+    #[serde(default)]
+    pub reboot: bool,
 }
 
 /// `[tui]`: the interactive fleet matrix.
@@ -374,5 +468,22 @@ mod tests {
             .unwrap_err()
             .0;
         assert!(e.contains("shorter than deadline"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod recipe_tests {
+    use super::*;
+
+    #[test]
+    fn shipped_recipes_parse() {
+        let text = include_str!("../config/recipes.example.toml");
+        let c = Config::parse(text, Path::new("recipes.example.toml")).unwrap();
+        for name in ["ubuntu-open", "rhel-open"] {
+            let r = &c.recipes[name];
+            assert!(r.sudo);
+            assert!(r.steps.last().unwrap().reboot, "{name} ends with a reboot");
+            assert!(r.steps.iter().any(|s| s.run.contains("{branch}")));
+        }
     }
 }

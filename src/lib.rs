@@ -6,6 +6,7 @@
 //! - [`snapshot`]: headless output formats and exit codes.
 //! - [`config`]: the config file (`config.toml`).
 
+pub mod actions;
 pub mod app;
 pub mod cli;
 pub mod config;

@@ -35,6 +35,40 @@ pub struct Settings {
     /// Free-form labels, `key = "value"`.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// The upgrade recipe (a `[recipes.NAME]` of the config).
+    pub recipe: Option<String>,
+    /// How to drain the node before its upgrade.
+    pub drain: Option<DrainSpec>,
+}
+
+/// The scheduler that drains a node, and how (the `drain` key of a group, `[defaults]` or node).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DrainSpec {
+    /// `kubernetes` (kubectl cordon/drain/uncordon), `slurm` (scontrol update State=DRAIN /
+    /// RESUME, read back with sinfo), `command` (your own commands), or `none`.
+    pub backend: DrainBackend,
+    /// The node's name in the scheduler when it differs; `{name}` is the inventory name.
+    pub node_name: Option<String>,
+    /// kubernetes: kubeconfig file and context (default: kubectl's own).
+    pub kubeconfig: Option<String>,
+    pub context: Option<String>,
+    /// command: shell commands run here; `{node}` is the scheduler's node name. `status` exits 0
+    /// once the node is drained (without it, `drain` finishing is enough).
+    pub drain: Option<String>,
+    pub status: Option<String>,
+    pub uncordon: Option<String>,
+}
+
+/// Drain backends.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DrainBackend {
+    Kubernetes,
+    Slurm,
+    Command,
+    #[default]
+    None,
 }
 
 /// A `[[nodes]]` entry: the [`Settings`] keys plus name, host, groups and canary. (Listed out
@@ -55,6 +89,8 @@ struct RawNode {
     root: Option<String>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    recipe: Option<String>,
+    drain: Option<DrainSpec>,
 }
 
 impl RawNode {
@@ -66,6 +102,8 @@ impl RawNode {
             certificate_file: self.certificate_file.clone(),
             root: self.root.clone(),
             labels: self.labels.clone(),
+            recipe: self.recipe.clone(),
+            drain: self.drain.clone(),
         }
     }
 }
@@ -100,6 +138,8 @@ pub struct Node {
     pub labels: BTreeMap<String, String>,
     pub groups: Vec<String>,
     pub canary: bool,
+    pub recipe: Option<String>,
+    pub drain: DrainSpec,
 }
 
 /// A loaded inventory.
@@ -262,6 +302,12 @@ impl Inventory {
                     labels: labels.clone(),
                     groups: rn.groups.iter().map(|g| g.get_ref().clone()).collect(),
                     canary: rn.canary,
+                    recipe: pick(|s| s.recipe.as_ref()),
+                    drain: layers
+                        .iter()
+                        .rev()
+                        .find_map(|s| s.drain.clone())
+                        .unwrap_or_default(),
                     name,
                 });
             }

@@ -234,12 +234,20 @@ impl Sshd {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    pub fn config(&self) -> PathBuf {
+        self.dir.join("sshd_config")
+    }
 }
 
 impl Drop for Sshd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A "rebooted" node's sshd was started again as a daemon: stop it by its pid file.
+        if let Ok(pid) = std::fs::read_to_string(self.dir.join("sshd.pid")) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
     }
 }
 

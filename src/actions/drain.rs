@@ -1,0 +1,281 @@
+//! Drain backends: the scheduler commands that take a node out of service before its upgrade
+//! and give it back after. They run on this machine (the operator's kubectl, Slurm client or
+//! own commands), never on the node.
+//!
+//! - kubernetes: `kubectl cordon NODE`, `kubectl drain NODE --ignore-daemonsets
+//!   --delete-emptydir-data --timeout=Ns` (which waits for the pods to go), `kubectl uncordon`;
+//!   `--kubeconfig`/`--context` when set.
+//! - slurm: `scontrol update NodeName=X State=DRAIN Reason="..."`, then `sinfo -h -N -n X -o %T`
+//!   until it says `drained`; `scontrol update NodeName=X State=RESUME`.
+//! - command: the inventory's own `drain`, `status` and `uncordon` shell commands with `{node}`.
+
+use std::time::Duration;
+
+use tokio::process::Command;
+
+use super::permit::WritePermit;
+use crate::inventory::{DrainBackend, DrainSpec, Node};
+
+/// A command line to run here: argv, or a shell command for `sh -c`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Local {
+    Argv(Vec<String>),
+    Shell(String),
+}
+
+impl std::fmt::Display for Local {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Local::Argv(a) => {
+                let quoted: Vec<String> = a
+                    .iter()
+                    .map(|s| shlex::try_quote(s).map_or_else(|_| s.clone(), |c| c.into_owned()))
+                    .collect();
+                f.write_str(&quoted.join(" "))
+            }
+            Local::Shell(s) => f.write_str(s),
+        }
+    }
+}
+
+/// The scheduler's name for `node`.
+pub fn scheduler_name(spec: &DrainSpec, node: &Node) -> String {
+    spec.node_name
+        .as_ref()
+        .map_or_else(|| node.name.clone(), |p| p.replace("{name}", &node.name))
+}
+
+fn kubectl(spec: &DrainSpec, args: &[&str]) -> Local {
+    let mut v = vec!["kubectl".to_string()];
+    if let Some(k) = &spec.kubeconfig {
+        v.push(format!("--kubeconfig={k}"));
+    }
+    if let Some(c) = &spec.context {
+        v.push(format!("--context={c}"));
+    }
+    v.extend(args.iter().map(|s| s.to_string()));
+    Local::Argv(v)
+}
+
+fn shell_with_node(cmd: &str, name: &str) -> Local {
+    let q = shlex::try_quote(name).map_or_else(|_| name.to_string(), |c| c.into_owned());
+    Local::Shell(cmd.replace("{node}", &q))
+}
+
+/// The commands that drain `node` (run in order; each must succeed). Empty for `none`.
+pub fn drain_commands(
+    spec: &DrainSpec,
+    node: &Node,
+    timeout: Duration,
+    reason: &str,
+) -> Vec<Local> {
+    let name = scheduler_name(spec, node);
+    match spec.backend {
+        DrainBackend::Kubernetes => vec![
+            kubectl(spec, &["cordon", &name]),
+            kubectl(
+                spec,
+                &[
+                    "drain",
+                    &name,
+                    "--ignore-daemonsets",
+                    "--delete-emptydir-data",
+                    &format!("--timeout={}s", timeout.as_secs()),
+                ],
+            ),
+        ],
+        DrainBackend::Slurm => vec![Local::Argv(vec![
+            "scontrol".into(),
+            "update".into(),
+            format!("NodeName={name}"),
+            "State=DRAIN".into(),
+            format!("Reason={reason}"),
+        ])],
+        DrainBackend::Command => spec
+            .drain
+            .iter()
+            .map(|c| shell_with_node(c, &name))
+            .collect(),
+        DrainBackend::None => Vec::new(),
+    }
+}
+
+/// The command whose output (slurm) or exit status (command) says the node is drained.
+pub fn status_command(spec: &DrainSpec, node: &Node) -> Option<Local> {
+    let name = scheduler_name(spec, node);
+    match spec.backend {
+        DrainBackend::Slurm => Some(Local::Argv(vec![
+            "sinfo".into(),
+            "-h".into(),
+            "-N".into(),
+            "-n".into(),
+            name,
+            "-o".into(),
+            "%T".into(),
+        ])),
+        DrainBackend::Command => spec.status.as_ref().map(|c| shell_with_node(c, &name)),
+        _ => None,
+    }
+}
+
+/// The commands that return `node` to service.
+pub fn uncordon_commands(spec: &DrainSpec, node: &Node) -> Vec<Local> {
+    let name = scheduler_name(spec, node);
+    match spec.backend {
+        DrainBackend::Kubernetes => vec![kubectl(spec, &["uncordon", &name])],
+        DrainBackend::Slurm => vec![Local::Argv(vec![
+            "scontrol".into(),
+            "update".into(),
+            format!("NodeName={name}"),
+            "State=RESUME".into(),
+        ])],
+        DrainBackend::Command => spec
+            .uncordon
+            .iter()
+            .map(|c| shell_with_node(c, &name))
+            .collect(),
+        DrainBackend::None => Vec::new(),
+    }
+}
+
+/// Exit status and combined output of one local command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalOutput {
+    pub success: bool,
+    pub code: Option<i32>,
+    pub output: String,
+}
+
+/// Runs `cmd` here, killed after `timeout`. Needs the write permit.
+pub async fn run(
+    _permit: &WritePermit,
+    cmd: &Local,
+    timeout: Duration,
+) -> Result<LocalOutput, String> {
+    let mut c = match cmd {
+        Local::Argv(a) => {
+            let mut c = Command::new(&a[0]);
+            c.args(&a[1..]);
+            c
+        }
+        Local::Shell(s) => {
+            let mut c = Command::new("sh");
+            c.arg("-c").arg(s);
+            c
+        }
+    };
+    c.kill_on_drop(true).stdin(std::process::Stdio::null());
+    let out = tokio::time::timeout(timeout, c.output())
+        .await
+        .map_err(|_| format!("`{cmd}` did not finish within {} s", timeout.as_secs()))?
+        .map_err(|e| format!("`{cmd}`: {e}"))?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    Ok(LocalOutput {
+        success: out.status.success(),
+        code: out.status.code(),
+        output: text.trim().to_string(),
+    })
+}
+
+/// Whether a slurm state from `sinfo -o %T` means drained (`drained`, `drained*`; not
+/// `draining`, which still runs jobs).
+pub fn slurm_drained(state: &str) -> bool {
+    state
+        .lines()
+        .map(|l| {
+            l.trim()
+                .trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-'])
+        })
+        .any(|s| s == "drained")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node() -> Node {
+        Node {
+            name: "gpu01".into(),
+            host: "10.0.0.1".into(),
+            port: 22,
+            user: "root".into(),
+            identity_file: None,
+            certificate_file: None,
+            root: "/".into(),
+            labels: Default::default(),
+            groups: vec![],
+            canary: false,
+            recipe: None,
+            drain: DrainSpec::default(),
+        }
+    }
+
+    #[test]
+    fn kubernetes_commands_with_context_and_node_name() {
+        let spec = DrainSpec {
+            backend: DrainBackend::Kubernetes,
+            node_name: Some("{name}.cluster.local".into()),
+            context: Some("prod".into()),
+            ..Default::default()
+        };
+        let d = drain_commands(&spec, &node(), Duration::from_secs(600), "x");
+        assert_eq!(
+            d[0].to_string(),
+            "kubectl --context=prod cordon gpu01.cluster.local"
+        );
+        assert_eq!(
+            d[1].to_string(),
+            "kubectl --context=prod drain gpu01.cluster.local --ignore-daemonsets --delete-emptydir-data --timeout=600s"
+        );
+        assert_eq!(
+            uncordon_commands(&spec, &node())[0].to_string(),
+            "kubectl --context=prod uncordon gpu01.cluster.local"
+        );
+    }
+
+    #[test]
+    fn slurm_commands_and_states() {
+        let spec = DrainSpec {
+            backend: DrainBackend::Slurm,
+            ..Default::default()
+        };
+        let d = drain_commands(
+            &spec,
+            &node(),
+            Duration::from_secs(60),
+            "gpufleet rollout r1",
+        );
+        assert_eq!(
+            d[0].to_string(),
+            "scontrol update NodeName=gpu01 State=DRAIN 'Reason=gpufleet rollout r1'"
+        );
+        assert_eq!(
+            status_command(&spec, &node()).unwrap().to_string(),
+            "sinfo -h -N -n gpu01 -o %T"
+        );
+        assert!(slurm_drained("drained\n"));
+        assert!(slurm_drained("drained*"));
+        assert!(!slurm_drained("draining"));
+        assert!(!slurm_drained("idle"));
+    }
+
+    #[test]
+    fn command_backend_quotes_the_node() {
+        let spec = DrainSpec {
+            backend: DrainBackend::Command,
+            drain: Some("drain-it {node}".into()),
+            uncordon: Some("undrain {node}".into()),
+            node_name: Some("a b".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            drain_commands(&spec, &node(), Duration::ZERO, "")[0].to_string(),
+            "drain-it 'a b'"
+        );
+        assert_eq!(
+            uncordon_commands(&spec, &node())[0].to_string(),
+            "undrain 'a b'"
+        );
+    }
+}

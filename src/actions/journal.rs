@@ -1,0 +1,147 @@
+//! The rollout journal: append-only JSON Lines in the state folder (`journal.jsonl`), one entry
+//! per step phase, each written and fsynced **before** the side effect it announces. It tells
+//! who did what, when, on which node, with which command and outcome; `--resume` reads it to
+//! continue an interrupted rollout without repeating completed steps.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// A step's phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// About to run (written before the side effect).
+    Start,
+    Done,
+    Failed,
+}
+
+/// One journal line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// RFC 3339 UTC.
+    pub ts: String,
+    /// `user@host` of the operator.
+    pub who: String,
+    /// The rollout's id (`r-20261130T101500Z-canary`).
+    pub rollout: String,
+    /// The node, or `""` for rollout-level entries.
+    pub node: String,
+    /// `rollout`, `lock`, `drain`, `step:<name>`, `reboot`, `wait-ssh`, `reprobe`, `gates`,
+    /// `uncordon`, `unlock`.
+    pub step: String,
+    pub phase: Phase,
+    /// The exact command, where there is one.
+    #[serde(default)]
+    pub command: String,
+    /// What happened (exit status and output excerpt, gate results, the nodes of the plan).
+    #[serde(default)]
+    pub outcome: String,
+}
+
+/// The journal file, opened for appending.
+pub struct Journal {
+    file: File,
+    pub path: PathBuf,
+}
+
+/// `user@host` for journal entries.
+pub fn who() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    format!("{}@{host}", crate::inventory::local_user())
+}
+
+impl Journal {
+    /// Opens (creating it and its folder) the journal in `state_dir`.
+    pub fn open(state_dir: &Path) -> std::io::Result<Journal> {
+        std::fs::create_dir_all(state_dir)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", state_dir.display())))?;
+        let path = state_dir.join("journal.jsonl");
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        Ok(Journal { file, path })
+    }
+
+    /// Appends `entry` and fsyncs it: when this returns, the entry survives a crash.
+    pub fn append(&mut self, entry: &Entry) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(entry)?;
+        line.push('\n');
+        self.file.write_all(line.as_bytes())?;
+        self.file.sync_data()
+    }
+}
+
+/// Every entry of the journal at `path` (missing file: none). A torn last line (a crash while
+/// writing) is skipped; other bad lines are errors naming their line.
+pub fn read(path: &Path) -> std::io::Result<Vec<Entry>> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let lines: Vec<String> = BufReader::new(f).lines().collect::<Result<_, _>>()?;
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(l) {
+            Ok(e) => out.push(e),
+            Err(_) if i + 1 == lines.len() => {}
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{}:{}: {e}", path.display(), i + 1),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(step: &str, phase: Phase) -> Entry {
+        Entry {
+            ts: "2026-11-30T10:00:00Z".into(),
+            who: "ops@laptop".into(),
+            rollout: "r1".into(),
+            node: "gpu01".into(),
+            step: step.into(),
+            phase,
+            command: String::new(),
+            outcome: String::new(),
+        }
+    }
+
+    #[test]
+    fn appends_survive_and_a_torn_last_line_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(&dir.path().join("state")).unwrap();
+        j.append(&entry("drain", Phase::Start)).unwrap();
+        j.append(&entry("drain", Phase::Done)).unwrap();
+        drop(j);
+        let path = dir.path().join("state/journal.jsonl");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"ts\":\"2026")
+            .unwrap();
+        let e = read(&path).unwrap();
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[1].phase, Phase::Done);
+        std::fs::write(&path, "garbage\n{}\n").unwrap();
+        assert!(read(&path).unwrap_err().to_string().contains(":1:"));
+    }
+}

@@ -1,0 +1,7 @@
+//! The only code that changes nodes: drain backends, canary/wave rollouts, the journal, and
+//! the write permit every such function requires.
+
+pub mod drain;
+pub mod journal;
+pub mod permit;
+pub mod rollout;

@@ -1,0 +1,851 @@
+//! Rollouts: canaries first, then waves no larger than max-unavailable. Per node: lock →
+//! drain → recipe steps → (reboot → wait for SSH) → re-probe → gates → uncordon → unlock. Every
+//! step is journaled before it runs; a failed step or gate stops that node and leaves it
+//! drained; `--resume` continues a rollout from its journal without repeating completed steps.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::drain::{self, Local};
+use super::journal::{Entry, Journal, Phase, who};
+use super::permit::WritePermit;
+use crate::config::{Gate, Recipe, UpgradeConfig};
+use crate::inventory::{DrainBackend, Node};
+use crate::model::report::NodeReport;
+use crate::model::{Code, NodeStatus, Severity};
+use crate::probe::scan::{Scan, now_rfc3339};
+use crate::probe::ssh;
+
+/// Which part of the fleet a rollout takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Canary nodes (`canary = true`), at most max-unavailable of them.
+    Canary,
+    /// The next wave of other nodes, once every canary is done.
+    Wave,
+}
+
+/// Where a step runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Where {
+    /// On this machine (scheduler commands).
+    Here,
+    /// On the node, over SSH.
+    Node,
+    /// gpufleet itself (wait, probe, gates).
+    Gpufleet,
+}
+
+/// One planned step with its exact commands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepPlan {
+    /// `lock`, `drain`, `step:<name>`, `wait-ssh`, `reprobe`, `gates`, `uncordon`, `unlock`.
+    pub id: String,
+    pub at: Where,
+    pub commands: Vec<String>,
+    /// The step reboots the node.
+    #[serde(default)]
+    pub reboot: bool,
+    /// Run on the node with `sudo -n`.
+    #[serde(default)]
+    pub sudo: bool,
+}
+
+/// One node's plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodePlan {
+    pub node: String,
+    pub steps: Vec<StepPlan>,
+}
+
+/// A rollout: one wave of nodes with their steps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub rollout: String,
+    pub mode: Mode,
+    pub nodes: Vec<NodePlan>,
+    /// Nodes left out, with why (already ready, blocked, not reachable, done before).
+    #[serde(default)]
+    pub skipped: Vec<(String, String)>,
+}
+
+const MARKER: &str = "var/lib/gpufleet/rollout.lock";
+
+fn quote(s: &str) -> String {
+    shlex::try_quote(s).map_or_else(|_| s.to_string(), |c| c.into_owned())
+}
+
+fn root_path(root: &str, rel: &str) -> String {
+    format!("{}/{rel}", root.trim_end_matches('/'))
+}
+
+/// The node-side lock: `mkdir` is atomic, so two operators cannot both take it; the owner
+/// file says which rollout holds it (a resume of the same rollout takes it again).
+pub fn lock_command(root: &str, rollout: &str) -> String {
+    let m = quote(&root_path(root, MARKER));
+    let r = quote(rollout);
+    format!(
+        "mkdir -p \"$(dirname {m})\" && if mkdir {m} 2>/dev/null; then echo {r} > {m}/owner; \
+         else o=$(cat {m}/owner 2>/dev/null); [ \"$o\" = {r} ] || {{ echo \"locked by rollout $o\" >&2; exit 3; }}; fi"
+    )
+}
+
+pub fn unlock_command(root: &str) -> String {
+    format!("rm -rf {}", quote(&root_path(root, MARKER)))
+}
+
+/// The loaded driver's major version (`535` of 535.183.01), for `{branch}`.
+pub fn branch(report: &NodeReport) -> Option<String> {
+    let v = report.driver.as_ref()?.version.as_ref()?;
+    v.split('.').next().map(str::to_string)
+}
+
+fn expand(run: &str, node: &Node, report: &NodeReport) -> Result<String, String> {
+    if run.contains("{branch}") && branch(report).is_none() {
+        return Err(format!(
+            "{}: the recipe uses {{branch}} but the driver version is unknown",
+            node.name
+        ));
+    }
+    Ok(run
+        .replace("{node}", &quote(&node.name))
+        .replace("{root}", &quote(&node.root))
+        .replace("{branch}", &branch(report).unwrap_or_default()))
+}
+
+/// The steps of one node (pure).
+pub fn node_plan(
+    node: &Node,
+    report: &NodeReport,
+    recipe: &Recipe,
+    cfg: &UpgradeConfig,
+    rollout: &str,
+) -> Result<NodePlan, String> {
+    let reason = format!("gpufleet rollout {rollout}");
+    let timeout = Duration::from_secs(cfg.drain_timeout);
+    let here = |cmds: Vec<Local>| cmds.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+    let mut steps = vec![StepPlan {
+        id: "lock".into(),
+        at: Where::Node,
+        commands: vec![lock_command(&node.root, rollout)],
+        reboot: false,
+        sudo: recipe.sudo,
+    }];
+    if node.drain.backend != DrainBackend::None {
+        let mut cmds = here(drain::drain_commands(&node.drain, node, timeout, &reason));
+        cmds.extend(
+            drain::status_command(&node.drain, node).map(|c| format!("until drained: {c}")),
+        );
+        steps.push(StepPlan {
+            id: "drain".into(),
+            at: Where::Here,
+            commands: cmds,
+            reboot: false,
+            sudo: false,
+        });
+    }
+    let mut reboots = false;
+    for s in &recipe.steps {
+        steps.push(StepPlan {
+            id: format!("step:{}", s.name),
+            at: Where::Node,
+            commands: vec![expand(&s.run, node, report)?],
+            reboot: s.reboot,
+            sudo: recipe.sudo,
+        });
+        if s.reboot {
+            reboots = true;
+            steps.push(StepPlan {
+                id: "wait-ssh".into(),
+                at: Where::Gpufleet,
+                commands: vec![format!("wait up to {} s for SSH", cfg.reboot_timeout)],
+                reboot: false,
+                sudo: false,
+            });
+        }
+    }
+    let _ = reboots;
+    let gates: Vec<&str> = cfg.gates.iter().map(|g| g.name()).collect();
+    steps.push(StepPlan {
+        id: "reprobe".into(),
+        at: Where::Gpufleet,
+        commands: vec!["the read-only probe".into()],
+        reboot: false,
+        sudo: false,
+    });
+    steps.push(StepPlan {
+        id: "gates".into(),
+        at: Where::Gpufleet,
+        commands: vec![gates.join(", ")],
+        reboot: false,
+        sudo: false,
+    });
+    if node.drain.backend != DrainBackend::None {
+        steps.push(StepPlan {
+            id: "uncordon".into(),
+            at: Where::Here,
+            commands: here(drain::uncordon_commands(&node.drain, node)),
+            reboot: false,
+            sudo: false,
+        });
+    }
+    steps.push(StepPlan {
+        id: "unlock".into(),
+        at: Where::Node,
+        commands: vec![unlock_command(&node.root)],
+        reboot: false,
+        sudo: recipe.sudo,
+    });
+    Ok(NodePlan {
+        node: node.name.clone(),
+        steps,
+    })
+}
+
+/// Nodes whose upgrade finished (their `unlock` is done) in any rollout of the journal.
+pub fn finished_nodes(journal: &[Entry]) -> HashSet<String> {
+    journal
+        .iter()
+        .filter(|e| e.step == "unlock" && e.phase == Phase::Done)
+        .map(|e| e.node.clone())
+        .collect()
+}
+
+/// Plans the next rollout of `mode` (pure). `nodes` pairs each selected node with a fresh
+/// report. Only `migrate` nodes are upgraded; others are skipped with the reason.
+pub fn plan(
+    mode: Mode,
+    nodes: &[(Node, NodeReport)],
+    journal: &[Entry],
+    cfg: &UpgradeConfig,
+    recipes: &BTreeMap<String, Recipe>,
+    rollout: &str,
+) -> Result<Plan, String> {
+    let finished = finished_nodes(journal);
+    if mode == Mode::Wave {
+        let pending: Vec<&str> = nodes
+            .iter()
+            .filter(|(n, r)| {
+                n.canary && !finished.contains(&n.name) && r.status == NodeStatus::Migrate
+            })
+            .map(|(n, _)| n.name.as_str())
+            .collect();
+        if !pending.is_empty() {
+            return Err(format!(
+                "canaries first: {} not upgraded yet; run `gpufleet upgrade --canary`",
+                pending.join(", ")
+            ));
+        }
+    }
+    let mut skipped = Vec::new();
+    let mut chosen = Vec::new();
+    for (n, r) in nodes
+        .iter()
+        .filter(|(n, _)| n.canary == (mode == Mode::Canary))
+    {
+        if finished.contains(&n.name) {
+            skipped.push((n.name.clone(), "upgraded by an earlier rollout".into()));
+        } else if r.status != NodeStatus::Migrate {
+            skipped.push((
+                n.name.clone(),
+                format!("status {}: {}", r.status, r.status.meaning()),
+            ));
+        } else if chosen.len() >= cfg.max_unavailable.max(1) {
+            skipped.push((n.name.clone(), "in a later wave (max_unavailable)".into()));
+        } else {
+            let name = n
+                .recipe
+                .as_ref()
+                .ok_or_else(|| format!("{}: no `recipe` for this node in the inventory", n.name))?;
+            let recipe = recipes.get(name).ok_or_else(|| {
+                format!(
+                    "{}: recipe `{name}` is not in the config's [recipes]",
+                    n.name
+                )
+            })?;
+            chosen.push(node_plan(n, r, recipe, cfg, rollout)?);
+        }
+    }
+    Ok(Plan {
+        rollout: rollout.to_string(),
+        mode,
+        nodes: chosen,
+        skipped,
+    })
+}
+
+/// Gate results for a re-probed node: the gates that failed, with why.
+pub fn check_gates(report: &NodeReport, gates: &[Gate]) -> Vec<String> {
+    let mut failed = Vec::new();
+    let smi_codes = [
+        Code::DriverLibraryMismatch,
+        Code::NvidiaSmiFailed,
+        Code::NvidiaSmiTimeout,
+        Code::GpuNotInitialized,
+    ];
+    for g in gates {
+        let why = match g {
+            Gate::OpenModule => {
+                let f = report
+                    .driver
+                    .as_ref()
+                    .map(|d| d.flavor.as_str())
+                    .unwrap_or("unknown");
+                (f != "open").then(|| format!("module flavour is {f}"))
+            }
+            Gate::NoPeermem => {
+                let p = report.peermem.as_ref();
+                let loaded = p.and_then(|p| p.loaded);
+                let configured = p.and_then(|p| p.configured);
+                (loaded != Some(false) || configured != Some(false))
+                    .then(|| format!("nvidia-peermem loaded {loaded:?}, configured {configured:?}"))
+            }
+            Gate::NvidiaSmiHealthy => {
+                let bad: Vec<&str> = report
+                    .reasons
+                    .iter()
+                    .filter(|r| smi_codes.contains(&r.code))
+                    .map(|r| r.code.as_str())
+                    .collect();
+                let answered = report
+                    .driver
+                    .as_ref()
+                    .and_then(|d| d.userspace_version.as_ref())
+                    .is_some();
+                if !bad.is_empty() {
+                    Some(bad.join(", "))
+                } else if !answered {
+                    Some("nvidia-smi did not answer".into())
+                } else {
+                    None
+                }
+            }
+            Gate::DmabufKernel => {
+                let d = report.dma_buf.as_ref().and_then(|d| d.kernel_support);
+                (d != Some(true)).then(|| format!("DMA-BUF kernel support is {d:?}"))
+            }
+            Gate::NoErrors => {
+                let errs: Vec<&str> = report
+                    .reasons
+                    .iter()
+                    .filter(|r| r.severity == Severity::Error)
+                    .map(|r| r.code.as_str())
+                    .collect();
+                (!errs.is_empty()).then(|| errs.join(", "))
+            }
+        };
+        if let Some(w) = why {
+            failed.push(format!("{}: {w}", g.name()));
+        }
+    }
+    failed
+}
+
+/// Runs plans: owns the journal and the write permit.
+pub struct Executor {
+    pub permit: WritePermit,
+    pub journal: Mutex<Journal>,
+    pub scan: Arc<Scan>,
+    pub cfg: UpgradeConfig,
+    /// (node, step) pairs already done in this rollout (from the journal, on resume).
+    pub done: HashSet<(String, String)>,
+    /// Progress lines for the operator.
+    pub log: Box<dyn Fn(&str) + Send + Sync>,
+}
+
+/// How one node's rollout ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeOutcome {
+    pub node: String,
+    /// `None` on success; else the step that failed and why (the node stays drained).
+    pub failure: Option<(String, String)>,
+}
+
+fn excerpt(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b);
+    let s = s.trim();
+    let tail: String = s
+        .chars()
+        .rev()
+        .take(400)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    crate::model::text::terminal_safe(&tail).into_owned()
+}
+
+impl Executor {
+    fn write(
+        &self,
+        rollout: &str,
+        node: &str,
+        step: &str,
+        phase: Phase,
+        command: &str,
+        outcome: &str,
+    ) -> Result<(), String> {
+        let e = Entry {
+            ts: now_rfc3339(),
+            who: who(),
+            rollout: rollout.into(),
+            node: node.into(),
+            step: step.into(),
+            phase,
+            command: command.into(),
+            outcome: outcome.into(),
+        };
+        self.journal
+            .lock()
+            .expect("journal lock")
+            .append(&e)
+            .map_err(|e| format!("journal: {e}"))
+    }
+
+    /// Records the start of `plan` (with the whole plan, for `--resume`).
+    pub fn start(&self, plan: &Plan) -> Result<(), String> {
+        let json = serde_json::to_string(plan).map_err(|e| e.to_string())?;
+        self.write(&plan.rollout, "", "rollout", Phase::Start, "", &json)
+    }
+
+    /// Records the end of the rollout.
+    pub fn finish(&self, plan: &Plan, outcomes: &[NodeOutcome]) -> Result<(), String> {
+        let failed: Vec<String> = outcomes
+            .iter()
+            .filter_map(|o| {
+                o.failure
+                    .as_ref()
+                    .map(|(s, w)| format!("{} at {s}: {w}", o.node))
+            })
+            .collect();
+        let phase = if failed.is_empty() {
+            Phase::Done
+        } else {
+            Phase::Failed
+        };
+        let outcome = if failed.is_empty() {
+            format!("{} node(s) upgraded", outcomes.len())
+        } else {
+            failed.join("; ")
+        };
+        self.write(&plan.rollout, "", "rollout", phase, "", &outcome)
+    }
+
+    async fn remote(
+        &self,
+        node: &Node,
+        command: &str,
+        sudo: bool,
+        timeout: Duration,
+    ) -> Result<ssh::ExecOutput, String> {
+        let session = ssh::connect(node, &self.scan.ssh, self.scan.keys.clone())
+            .await
+            .map_err(|u| u.message)?;
+        let cmd = if sudo {
+            format!("sudo -n sh -c {}", quote(command))
+        } else {
+            command.to_string()
+        };
+        let out = session
+            .exec(
+                &cmd,
+                b"",
+                tokio::time::Instant::now() + timeout,
+                1 << 20,
+                true,
+            )
+            .await
+            .map_err(|u| u.message);
+        session.close().await;
+        out
+    }
+
+    async fn wait_ssh(&self, node: &Node) -> Result<String, String> {
+        let start = Instant::now();
+        let limit = Duration::from_secs(self.cfg.reboot_timeout);
+        // Give the reboot a moment to take the node down.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        loop {
+            if let Ok(out) = self
+                .remote(node, "true", false, Duration::from_secs(10))
+                .await
+                && out.exit_status == Some(0)
+            {
+                return Ok(format!("SSH back after {} s", start.elapsed().as_secs()));
+            }
+            if start.elapsed() >= limit {
+                return Err(format!(
+                    "SSH did not come back within {} s",
+                    limit.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+
+    async fn run_step(
+        &self,
+        rollout: &str,
+        node: &Node,
+        step: &StepPlan,
+        report: &mut Option<NodeReport>,
+    ) -> Result<String, String> {
+        match step.at {
+            Where::Here => {
+                let timeout = Duration::from_secs(self.cfg.drain_timeout);
+                let mut said = Vec::new();
+                let cmds = if step.id == "drain" {
+                    drain::drain_commands(
+                        &node.drain,
+                        node,
+                        timeout,
+                        &format!("gpufleet rollout {rollout}"),
+                    )
+                } else {
+                    drain::uncordon_commands(&node.drain, node)
+                };
+                for c in &cmds {
+                    let out = drain::run(&self.permit, c, timeout).await?;
+                    if !out.success {
+                        return Err(format!("`{c}` exited {:?}: {}", out.code, out.output));
+                    }
+                    said.push(out.output);
+                }
+                if step.id == "drain"
+                    && let Some(status) = drain::status_command(&node.drain, node)
+                {
+                    let start = Instant::now();
+                    loop {
+                        let out =
+                            drain::run(&self.permit, &status, Duration::from_secs(60)).await?;
+                        let drained = match node.drain.backend {
+                            DrainBackend::Slurm => drain::slurm_drained(&out.output),
+                            _ => out.success,
+                        };
+                        if drained {
+                            break;
+                        }
+                        if start.elapsed() >= timeout {
+                            return Err(format!(
+                                "not drained within {} s (`{status}`: {})",
+                                timeout.as_secs(),
+                                out.output
+                            ));
+                        }
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                    }
+                }
+                Ok(said.join(" / "))
+            }
+            Where::Node => {
+                let timeout = Duration::from_secs(self.cfg.step_timeout);
+                let out = self
+                    .remote(node, &step.commands[0], step.sudo, timeout)
+                    .await;
+                match (out, step.reboot) {
+                    // A reboot may cut the connection before any exit status: expected.
+                    (Err(e), true) => Ok(format!("reboot issued (connection: {e})")),
+                    (Ok(o), true) if o.exit_status.is_none_or(|s| s == 0) => {
+                        Ok(format!("reboot issued {}", excerpt(&o.output)))
+                    }
+                    (Ok(o), _) if o.exit_status == Some(0) => Ok(excerpt(&o.output)),
+                    (Ok(o), _) => Err(format!("exit {:?}: {}", o.exit_status, excerpt(&o.output))),
+                    (Err(e), false) => Err(e),
+                }
+            }
+            Where::Gpufleet => match step.id.as_str() {
+                "wait-ssh" => self.wait_ssh(node).await,
+                "reprobe" => {
+                    let (r, _) = self.scan.probe_node(node).await;
+                    let s = format!("status {}", r.status);
+                    let bad = r.status == NodeStatus::Unreachable;
+                    *report = Some(r);
+                    if bad { Err(s) } else { Ok(s) }
+                }
+                "gates" => {
+                    let r = match report.take() {
+                        Some(r) => r,
+                        None => self.scan.probe_node(node).await.0,
+                    };
+                    let failed = check_gates(&r, &self.cfg.gates);
+                    if failed.is_empty() {
+                        Ok(format!("passed: {}", step.commands.join(", ")))
+                    } else {
+                        Err(failed.join("; "))
+                    }
+                }
+                other => Err(format!("unknown step {other}")),
+            },
+        }
+    }
+
+    /// Runs one node's plan, skipping steps done before; stops at the first failure.
+    pub async fn run_node(&self, rollout: &str, node: &Node, plan: &NodePlan) -> NodeOutcome {
+        let mut report = None;
+        for step in &plan.steps {
+            if self.done.contains(&(node.name.clone(), step.id.clone())) {
+                (self.log)(&format!("{}: {} done before, skipped", node.name, step.id));
+                continue;
+            }
+            let cmd = step.commands.join(" && ");
+            if let Err(e) = self.write(rollout, &node.name, &step.id, Phase::Start, &cmd, "") {
+                return NodeOutcome {
+                    node: node.name.clone(),
+                    failure: Some((step.id.clone(), e)),
+                };
+            }
+            (self.log)(&format!("{}: {} …", node.name, step.id));
+            match self.run_step(rollout, node, step, &mut report).await {
+                Ok(out) => {
+                    let _ = self.write(rollout, &node.name, &step.id, Phase::Done, &cmd, &out);
+                    (self.log)(&format!("{}: {} done", node.name, step.id));
+                }
+                Err(why) => {
+                    let _ = self.write(rollout, &node.name, &step.id, Phase::Failed, &cmd, &why);
+                    (self.log)(&format!("{}: {} FAILED: {why}", node.name, step.id));
+                    return NodeOutcome {
+                        node: node.name.clone(),
+                        failure: Some((step.id.clone(), why)),
+                    };
+                }
+            }
+        }
+        NodeOutcome {
+            node: node.name.clone(),
+            failure: None,
+        }
+    }
+}
+
+/// The latest rollout in the journal that has no end entry: its plan, and the steps done.
+pub fn unfinished(journal: &[Entry]) -> Option<(Plan, HashSet<(String, String)>)> {
+    let start = journal
+        .iter()
+        .rev()
+        .find(|e| e.step == "rollout" && e.phase == Phase::Start)?;
+    let ended = journal
+        .iter()
+        .any(|e| e.rollout == start.rollout && e.step == "rollout" && e.phase != Phase::Start);
+    if ended {
+        return None;
+    }
+    let plan: Plan = serde_json::from_str(&start.outcome).ok()?;
+    let done = journal
+        .iter()
+        .filter(|e| e.rollout == start.rollout && e.phase == Phase::Done && !e.node.is_empty())
+        .map(|e| (e.node.clone(), e.step.clone()))
+        .collect();
+    Some((plan, done))
+}
+
+/// A new rollout id: `r-<UTC time>-<mode>`.
+pub fn new_id(mode: Mode) -> String {
+    let t = jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string();
+    let m = match mode {
+        Mode::Canary => "canary",
+        Mode::Wave => "wave",
+    };
+    format!("r-{t}-{m}")
+}
+
+/// The local lock: one rollout at a time from this state folder. Held while the file lives.
+pub fn lock_local(state_dir: &Path) -> Result<std::fs::File, String> {
+    std::fs::create_dir_all(state_dir).map_err(|e| format!("{}: {e}", state_dir.display()))?;
+    let path = state_dir.join("rollout.lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    f.try_lock().map_err(|_| {
+        format!(
+            "another gpufleet rollout holds {}; wait for it, or check `gpufleet journal`",
+            path.display()
+        )
+    })?;
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RecipeStep;
+    use crate::inventory::DrainSpec;
+    use crate::model::Code;
+
+    fn node(name: &str, canary: bool) -> Node {
+        Node {
+            name: name.into(),
+            host: "h".into(),
+            port: 22,
+            user: "root".into(),
+            identity_file: None,
+            certificate_file: None,
+            root: "/".into(),
+            labels: Default::default(),
+            groups: vec![],
+            canary,
+            recipe: Some("r".into()),
+            drain: DrainSpec {
+                backend: DrainBackend::Slurm,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn report(name: &str, status: NodeStatus) -> NodeReport {
+        let mut r = NodeReport::unreachable(
+            name.into(),
+            Code::SshTimeout,
+            String::new(),
+            vec![],
+            String::new(),
+            0,
+        );
+        r.status = status;
+        r.driver = Some(crate::model::report::DriverJson {
+            flavor: crate::model::driver::Flavor::Proprietary,
+            version: Some("535.183.01".into()),
+            arch: None,
+            userspace_version: None,
+        });
+        r
+    }
+
+    fn recipes() -> BTreeMap<String, Recipe> {
+        let mut m = BTreeMap::new();
+        m.insert(
+            "r".into(),
+            Recipe {
+                sudo: true,
+                steps: vec![
+                    RecipeStep {
+                        name: "install".into(),
+                        run: "apt-get install -y nvidia-driver-{branch}-open".into(),
+                        reboot: false,
+                    },
+                    RecipeStep {
+                        name: "reboot".into(),
+                        run: "systemctl reboot".into(),
+                        reboot: true,
+                    },
+                ],
+            },
+        );
+        m
+    }
+
+    #[test]
+    fn canaries_first_then_waves_of_max_unavailable() {
+        let cfg = UpgradeConfig {
+            max_unavailable: 2,
+            ..Default::default()
+        };
+        let nodes: Vec<(Node, NodeReport)> = vec![
+            (node("c1", true), report("c1", NodeStatus::Migrate)),
+            (node("n1", false), report("n1", NodeStatus::Migrate)),
+            (node("n2", false), report("n2", NodeStatus::Ready)),
+            (node("n3", false), report("n3", NodeStatus::Migrate)),
+            (node("n4", false), report("n4", NodeStatus::Migrate)),
+            (node("n5", false), report("n5", NodeStatus::Blocked)),
+        ];
+        let p = plan(Mode::Canary, &nodes, &[], &cfg, &recipes(), "r1").unwrap();
+        assert_eq!(
+            p.nodes.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
+            ["c1"]
+        );
+        let steps: Vec<&str> = p.nodes[0].steps.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(
+            steps,
+            [
+                "lock",
+                "drain",
+                "step:install",
+                "step:reboot",
+                "wait-ssh",
+                "reprobe",
+                "gates",
+                "uncordon",
+                "unlock"
+            ]
+        );
+        assert_eq!(
+            p.nodes[0].steps[2].commands[0],
+            "apt-get install -y nvidia-driver-535-open"
+        );
+        let e = plan(Mode::Wave, &nodes, &[], &cfg, &recipes(), "r2").unwrap_err();
+        assert!(e.contains("canaries first: c1"), "{e}");
+        let journal = vec![Entry {
+            ts: String::new(),
+            who: String::new(),
+            rollout: "r1".into(),
+            node: "c1".into(),
+            step: "unlock".into(),
+            phase: Phase::Done,
+            command: String::new(),
+            outcome: String::new(),
+        }];
+        let p = plan(Mode::Wave, &nodes, &journal, &cfg, &recipes(), "r2").unwrap();
+        assert_eq!(
+            p.nodes.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
+            ["n1", "n3"]
+        );
+        let skipped: Vec<&str> = p.skipped.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(skipped, ["n2", "n4", "n5"]);
+    }
+
+    #[test]
+    fn gates() {
+        let mut r = report("a", NodeStatus::Ready);
+        let failed = check_gates(&r, &Gate::ALL);
+        assert!(failed.iter().any(|f| f.starts_with("open-module")));
+        assert!(failed.iter().any(|f| f.starts_with("nvidia-smi-healthy")));
+        r.driver.as_mut().unwrap().flavor = crate::model::driver::Flavor::Open;
+        r.driver.as_mut().unwrap().userspace_version = Some("580".into());
+        r.peermem = Some(crate::model::report::PeermemJson {
+            loaded: Some(false),
+            configured: Some(false),
+        });
+        r.dma_buf = Some(crate::model::report::DmaBufJson {
+            kernel_support: Some(true),
+        });
+        r.reasons.clear();
+        assert_eq!(check_gates(&r, &Gate::ALL), Vec::<String>::new());
+    }
+
+    #[test]
+    fn lock_command_is_atomic_and_reentrant() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().display().to_string();
+        let run = |cmd: &str| {
+            std::process::Command::new("sh")
+                .arg("-c")
+                .arg(cmd)
+                .status()
+                .unwrap()
+                .code()
+        };
+        assert_eq!(run(&lock_command(&root, "r1")), Some(0));
+        assert_eq!(
+            run(&lock_command(&root, "r1")),
+            Some(0),
+            "the same rollout takes it again"
+        );
+        assert_eq!(
+            run(&lock_command(&root, "r2")),
+            Some(3),
+            "another rollout is refused"
+        );
+        assert_eq!(run(&unlock_command(&root)), Some(0));
+        assert_eq!(run(&lock_command(&root, "r2")), Some(0));
+    }
+}

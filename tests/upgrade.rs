@@ -1,0 +1,481 @@
+//! Rollouts over real OpenSSH servers serving scratch copies of fixture nodes. The recipe's
+//! commands are fixture stand-ins that change the node's tree (proprietary → open, nvidia-peermem
+//! removed); the `reboot` stand-in stops the node's sshd and starts it again after a delay (or
+//! never). Drains go through the `command` backend writing a log, and through a recording
+//! stand-in for kubectl (no Kubernetes API server can run here; the test's name says so).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const SWITCH: &str = r#"#!/bin/sh
+# fixture stand-in: "install the open driver of the same branch, remove nvidia-peermem"
+r=$1
+v=$(sed -n 's/.*Kernel Module  \([0-9.]*\) .*/\1/p' "$r/proc/driver/nvidia/version")
+printf 'NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  %s  Release Build  (dvs-builder@test)  Mon Nov 30 10:00:00 UTC 2026\nGCC version:  gcc version 11.4.0\n' "$v" > "$r/proc/driver/nvidia/version"
+sed -i -e 's/(POE)/(OE)/' -e '/^nvidia_peermem /d' -e 's/nvidia_peermem,//g' "$r/proc/modules"
+rm -f "$r/etc/modules-load.d/nvidia-peermem.conf"
+rm -rf "$r/sys/module/nvidia_peermem"
+echo "switched to the open module $v"
+"#;
+
+const REBOOT: &str = r#"#!/bin/sh
+# fixture stand-in: "reboot": the sticky taint goes, sshd stops, and comes back after a delay
+r=$1
+. "$r/../reboot.env"
+echo 12288 > "$r/proc/sys/kernel/tainted"
+kill "$(cat "$PIDFILE")"
+if [ "$DELAY" != never ]; then
+  setsid sh -c "sleep $DELAY; /usr/sbin/sshd -f '$SSHD_CONFIG' -E '$SSHD_CONFIG.log'" >/dev/null 2>&1 < /dev/null &
+fi
+echo "rebooting"
+"#;
+
+/// A fleet of `n` scratch copies of the A100 legacy-stack fixture, each with the stand-ins.
+struct UpgradeFleet {
+    fleet: Fleet,
+    _scratch: tempfile::TempDir,
+    nodes: Vec<PathBuf>,
+    drain_log: PathBuf,
+    state: PathBuf,
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    let st = Command::new("cp")
+        .arg("-R")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = Command::new("chmod")
+        .args(["-R", "u+w"])
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+impl UpgradeFleet {
+    fn start(n: usize, octet: u8, delay: &str, extra_config: &str) -> UpgradeFleet {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut nodes = Vec::new();
+        for i in 0..n {
+            let node = scratch.path().join(format!("node{i}"));
+            copy_tree(&fixture("a100-proprietary-535-k5.15-peermem"), &node);
+            for (name, text) in [("fixture-switch-open", SWITCH), ("fixture-reboot", REBOOT)] {
+                let p = node.join("bin").join(name);
+                std::fs::write(&p, text).unwrap();
+                Command::new("chmod").arg("+x").arg(&p).status().unwrap();
+            }
+            nodes.push(node);
+        }
+        let fleet = Fleet::start(&nodes, octet);
+        for (node, sshd) in nodes.iter().zip(fleet.nodes.iter().map(|(_, s)| s)) {
+            std::fs::write(
+                node.join("reboot.env"),
+                format!(
+                    "SSHD_CONFIG={}\nPIDFILE={}\nDELAY={delay}\n",
+                    sshd.config().display(),
+                    sshd.dir.join("sshd.pid").display()
+                ),
+            )
+            .unwrap();
+        }
+        let drain_log = scratch.path().join("drain.log");
+        let reboot = if extra_config.contains("reboot_timeout") {
+            ""
+        } else {
+            "reboot_timeout = 15"
+        };
+        let config = format!(
+            r#"[probe]
+nvidia_smi_timeout = 2
+deadline = 20
+[ssh]
+connect_timeout = 3
+auth_timeout = 5
+[upgrade]
+max_unavailable = 2
+{reboot}
+{extra_config}
+[recipes.fixture]
+steps = [
+  {{ name = "switch", run = "fixture-switch-open {{root}}" }},
+  {{ name = "reboot", run = "fixture-reboot {{root}}", reboot = true }},
+]
+[recipes.noop]
+steps = [{{ name = "nothing", run = "true" }}]
+[recipes.slow]
+steps = [{{ name = "slow", run = "sleep 4" }}, {{ name = "switch", run = "fixture-switch-open {{root}}" }}]
+"#
+        );
+        std::fs::write(&fleet.config, config).unwrap();
+        let state = scratch.path().join("state");
+        UpgradeFleet {
+            fleet,
+            _scratch: scratch,
+            nodes,
+            drain_log,
+            state,
+        }
+    }
+
+    /// The inventory: node0 is the canary; every node drains through logging commands.
+    fn inventory(&self, recipes: &[&str], extra_defaults: &str) {
+        let log = self.drain_log.display();
+        let mut text = format!(
+            "[defaults]\nuser = \"{}\"\nidentity_file = \"{}\"\n{extra_defaults}\n\
+             drain = {{ backend = \"command\", drain = \"echo drain {{node}} >> {log}\", status = \"grep -q 'drain {{node}}' {log}\", uncordon = \"echo uncordon {{node}} >> {log}\" }}\n",
+            local_user(),
+            self.fleet.user_key.display()
+        );
+        text = format!(
+            "known_hosts = \"{}\"\n{text}",
+            self.fleet.known_hosts.display()
+        );
+        for (i, (node, sshd)) in self
+            .nodes
+            .iter()
+            .zip(self.fleet.nodes.iter().map(|(_, s)| s))
+            .enumerate()
+        {
+            text.push_str(&format!(
+                "[[nodes]]\nname = \"node{i}\"\nhost = \"{}\"\nport = {}\nroot = \"{}\"\nrecipe = \"{}\"\ncanary = {}\n",
+                sshd.addr,
+                sshd.port,
+                node.join("root").display(),
+                recipes[i.min(recipes.len() - 1)],
+                i == 0
+            ));
+        }
+        self.fleet.write_inventory(&text);
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let inv = self.fleet.inventory.display().to_string();
+        let state = self.state.display().to_string();
+        let mut all = vec!["--state-dir", &state];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-i", &inv]);
+        self.fleet.gpufleet(&all)
+    }
+
+    fn drains(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.drain_log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn journal(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.state.join("journal.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn status(&self, node: &str) -> String {
+        let (_, doc) = self.fleet.snapshot(&["--node", node]);
+        node_status(&doc, node)
+    }
+}
+
+fn node_status(doc: &serde_json::Value, name: &str) -> String {
+    node(doc, name)["status"].as_str().unwrap().to_string()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn canary_then_wave_with_dry_run_plan_and_journal() {
+    let f = UpgradeFleet::start(3, 160, "1", "");
+    f.inventory(&["fixture"], "");
+    // Waves wait for the canaries.
+    let out = f.run(&["upgrade", "--wave", "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("canaries first: node0"));
+    // The dry run prints the exact commands and changes nothing.
+    let out = f.run(&["upgrade", "--canary", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let plan = String::from_utf8_lossy(&out.stdout).into_owned();
+    for want in [
+        "node0",
+        "lock",
+        "drain",
+        "echo drain node0 >>",
+        "fixture-switch-open",
+        "wait-ssh",
+        "gates",
+        "uncordon",
+    ] {
+        assert!(
+            plan.contains(want),
+            "{want:?} missing from the plan:\n{plan}"
+        );
+    }
+    assert!(f.drains().is_empty());
+    assert!(f.journal().is_empty());
+
+    let out = f.run(&["upgrade", "--canary", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(f.drains(), ["drain node0", "uncordon node0"]);
+    assert_eq!(f.status("node0"), "ready");
+
+    let out = f.run(&["upgrade", "--wave", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (_, doc) = f.fleet.snapshot(&[]);
+    for n in ["node0", "node1", "node2"] {
+        assert_eq!(node_status(&doc, n), "ready", "{doc:#}");
+    }
+    let d = f.drains();
+    assert_eq!(d.len(), 6);
+    for n in ["node1", "node2"] {
+        let drained = d.iter().position(|l| *l == format!("drain {n}")).unwrap();
+        let back = d
+            .iter()
+            .position(|l| *l == format!("uncordon {n}"))
+            .unwrap();
+        assert!(drained < back);
+    }
+    // Every step was journaled before it ran, and finished.
+    let j = f.journal();
+    for e in j.iter().filter(|e| e["phase"] == "done" && e["node"] != "") {
+        let start = j.iter().position(|x| {
+            x["node"] == e["node"]
+                && x["step"] == e["step"]
+                && x["rollout"] == e["rollout"]
+                && x["phase"] == "start"
+        });
+        let done = j.iter().position(|x| x == e);
+        assert!(start < done, "{e}");
+    }
+    let out = f.run(&["journal"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("uncordon"));
+    // The node-side locks are gone.
+    for n in &f.nodes {
+        assert!(!n.join("root/var/lib/gpufleet/rollout.lock").exists());
+    }
+}
+
+#[test]
+fn a_reboot_that_never_returns_halts_and_leaves_the_node_drained() {
+    let f = UpgradeFleet::start(1, 170, "never", "reboot_timeout = 5");
+    f.inventory(&["fixture"], "");
+    let start = Instant::now();
+    let out = f.run(&["upgrade", "--canary", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(start.elapsed() < Duration::from_secs(30));
+    assert!(text(&out).contains("stays drained"), "{}", text(&out));
+    assert_eq!(f.drains(), ["drain node0"], "not uncordoned");
+    let j = f.journal();
+    assert!(
+        j.iter()
+            .any(|e| e["step"] == "wait-ssh" && e["phase"] == "failed")
+    );
+    assert!(
+        j.iter()
+            .any(|e| e["step"] == "rollout" && e["phase"] == "failed")
+    );
+}
+
+#[test]
+fn a_failing_gate_halts_and_leaves_the_node_drained() {
+    let f = UpgradeFleet::start(1, 175, "1", "");
+    f.inventory(&["noop"], "");
+    let out = f.run(&["upgrade", "--canary", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let j = f.journal();
+    let gate = j
+        .iter()
+        .find(|e| e["step"] == "gates" && e["phase"] == "failed")
+        .expect("gates failed");
+    let why = gate["outcome"].as_str().unwrap();
+    assert!(
+        why.contains("open-module") && why.contains("no-peermem"),
+        "{why}"
+    );
+    assert_eq!(f.drains(), ["drain node0"]);
+    assert!(!j.iter().any(|e| e["step"] == "uncordon"));
+}
+
+#[test]
+fn sigkill_mid_wave_then_resume_repeats_no_completed_step() {
+    let f = UpgradeFleet::start(2, 180, "1", "");
+    f.inventory(&["slow"], "");
+    // Both nodes as canaries in one wave of two.
+    let inv = std::fs::read_to_string(&f.fleet.inventory)
+        .unwrap()
+        .replace("canary = false", "canary = true");
+    f.fleet.write_inventory(&inv);
+    let fleet_inv = f.fleet.inventory.display().to_string();
+    let state = f.state.display().to_string();
+    let mut child = f
+        .fleet
+        .command(&[
+            "--state-dir",
+            &state,
+            "upgrade",
+            "--canary",
+            "--yes",
+            "-i",
+            &fleet_inv,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it while the slow step runs (after both drains).
+    let start = Instant::now();
+    while f.drains().len() < 2 && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before = f.journal();
+    assert!(
+        before
+            .iter()
+            .any(|e| e["step"] == "step:slow" && e["phase"] == "start")
+    );
+    assert!(
+        !before
+            .iter()
+            .any(|e| e["step"] == "rollout" && e["phase"] != "start")
+    );
+    // Every drained node has a journal record saying so.
+    for l in f.drains() {
+        let n = l.trim_start_matches("drain ");
+        assert!(
+            before
+                .iter()
+                .any(|e| e["node"] == n && e["step"] == "drain"),
+            "{n} drained without a record"
+        );
+    }
+
+    let out = f.run(&["upgrade", "--resume", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let j = f.journal();
+    let mut seen = std::collections::HashSet::new();
+    for e in j.iter().filter(|e| e["phase"] == "done" && e["node"] != "") {
+        let key = (
+            e["rollout"].to_string(),
+            e["node"].to_string(),
+            e["step"].to_string(),
+        );
+        assert!(seen.insert(key.clone()), "step done twice: {key:?}");
+    }
+    assert_eq!(
+        f.drains().iter().filter(|l| l.starts_with("drain")).count(),
+        2,
+        "no drain repeated"
+    );
+    for n in ["node0", "node1"] {
+        assert_eq!(f.status(n), "ready");
+        assert!(
+            j.iter()
+                .any(|e| e["node"] == n && e["step"] == "uncordon" && e["phase"] == "done")
+        );
+    }
+    let out = f.run(&["upgrade", "--resume", "--yes"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "nothing left to resume: {}",
+        text(&out)
+    );
+}
+
+#[test]
+fn read_only_refuses_before_anything_happens() {
+    let f = UpgradeFleet::start(1, 185, "1", "");
+    f.inventory(&["fixture"], "");
+    let inv = std::fs::read_to_string(&f.fleet.inventory).unwrap();
+    f.fleet.write_inventory(&format!("read_only = true\n{inv}"));
+    for args in [
+        &["upgrade", "--canary", "--yes"][..],
+        &["upgrade", "--canary", "--dry-run"],
+    ] {
+        let out = f.run(args);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(
+            text(&out).contains("read-only (inventory read_only)"),
+            "{}",
+            text(&out)
+        );
+    }
+    f.fleet.write_inventory(&inv);
+    let out = f.run(&["upgrade", "--canary", "--yes", "--read-only"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(f.drains().is_empty());
+    assert!(f.journal().is_empty());
+    assert_eq!(f.status("node0"), "migrate");
+}
+
+#[test]
+fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
+    let f = UpgradeFleet::start(1, 190, "1", "");
+    f.inventory(&["fixture"], "");
+    let bin = f.fleet.tmp.path().join("kubectl-stand-in");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = f.fleet.tmp.path().join("kubectl.log");
+    std::fs::write(
+        bin.join("kubectl"),
+        format!("#!/bin/sh\necho \"$*\" >> {}\n", log.display()),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(bin.join("kubectl"))
+        .status()
+        .unwrap();
+    let inv = std::fs::read_to_string(&f.fleet.inventory).unwrap();
+    let start = inv.find("drain = {").unwrap();
+    let end = start + inv[start..].find('\n').unwrap();
+    let inv = format!(
+        "{}drain = {{ backend = \"kubernetes\", node_name = \"{{name}}.k8s.local\", context = \"prod\" }}{}",
+        &inv[..start],
+        &inv[end..]
+    );
+    f.fleet.write_inventory(&inv);
+    let fleet_inv = f.fleet.inventory.display().to_string();
+    let state = f.state.display().to_string();
+    let out = f
+        .fleet
+        .command(&[
+            "--state-dir",
+            &state,
+            "upgrade",
+            "--canary",
+            "--yes",
+            "-i",
+            &fleet_inv,
+        ])
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        calls.lines().collect::<Vec<_>>(),
+        [
+            "--context=prod cordon node0.k8s.local",
+            "--context=prod drain node0.k8s.local --ignore-daemonsets --delete-emptydir-data --timeout=900s",
+            "--context=prod uncordon node0.k8s.local",
+        ]
+    );
+}
