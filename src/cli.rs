@@ -818,6 +818,7 @@ fn upgrade_cmd(
         cfg: ucfg,
         done,
         log: Box::new(|l| eprintln!("gpufleet: {}", crate::model::text::terminal_safe(l))),
+        failures: Default::default(),
     });
     if !args.resume {
         executor.start(&plan).map_err(anyhow::Error::msg)?;

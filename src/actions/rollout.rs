@@ -357,6 +357,8 @@ pub struct Executor {
     pub done: HashSet<(String, String)>,
     /// Progress lines for the operator.
     pub log: Box<dyn Fn(&str) + Send + Sync>,
+    /// Nodes failed so far in this run; past `cfg.max_failures` no node starts another step.
+    pub failures: std::sync::atomic::AtomicUsize,
 }
 
 /// How one node's rollout ended.
@@ -593,6 +595,18 @@ impl Executor {
                 (self.log)(&format!("{}: {} done before, skipped", node.name, step.id));
                 continue;
             }
+            let failures = self.failures.load(std::sync::atomic::Ordering::SeqCst);
+            if failures > self.cfg.max_failures {
+                let why = format!(
+                    "halted: {failures} node(s) failed, more than max_failures ({}); `--resume` goes on from here",
+                    self.cfg.max_failures
+                );
+                (self.log)(&format!("{}: {why}", node.name));
+                return NodeOutcome {
+                    node: node.name.clone(),
+                    failure: Some((step.id.clone(), why)),
+                };
+            }
             let cmd = step.commands.join(" && ");
             if let Err(e) = self.write(rollout, &node.name, &step.id, Phase::Start, &cmd, "") {
                 return NodeOutcome {
@@ -608,6 +622,8 @@ impl Executor {
                 }
                 Err(why) => {
                     let _ = self.write(rollout, &node.name, &step.id, Phase::Failed, &cmd, &why);
+                    self.failures
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     (self.log)(&format!("{}: {} FAILED: {why}", node.name, step.id));
                     return NodeOutcome {
                         node: node.name.clone(),
