@@ -479,3 +479,243 @@ fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
         ]
     );
 }
+
+/// A real Slurm cluster: slurmctld here, one slurmd per node in its own network namespace
+/// (198.18.0.0/15, started with `nsenter --net=…`), on a bridge the test makes. Munge must run
+/// (.ci/run starts munged). Everything is stopped by PID and removed on drop.
+struct Slurm {
+    dir: tempfile::TempDir,
+    tag: String,
+    nodes: usize,
+    conf: PathBuf,
+}
+
+impl Slurm {
+    fn ip(args: &str) {
+        let st = Command::new("sh")
+            .arg("-c")
+            .arg(format!("ip {args}"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "ip {args}");
+    }
+
+    fn start(nodes: usize, subnet: u8) -> Slurm {
+        let dir = tempfile::tempdir().unwrap();
+        let tag = format!("g{}{subnet}", std::process::id() % 10000);
+        let p = dir.path();
+        std::fs::create_dir_all(p.join("state")).unwrap();
+        let bridge = format!("{tag}br");
+        Slurm::ip(&format!("link add {bridge} type bridge"));
+        Slurm::ip(&format!("addr add 198.18.{subnet}.1/24 dev {bridge}"));
+        Slurm::ip(&format!("link set {bridge} up"));
+        let mut node_lines = String::new();
+        for i in 1..=nodes {
+            let ns = format!("{tag}n{i}");
+            Slurm::ip(&format!("netns add {ns}"));
+            Slurm::ip(&format!(
+                "link add {tag}v{i} type veth peer name eth0 netns {ns}"
+            ));
+            Slurm::ip(&format!("link set {tag}v{i} master {bridge} up"));
+            Slurm::ip(&format!(
+                "-n {ns} addr add 198.18.{subnet}.{}/24 dev eth0",
+                i + 1
+            ));
+            Slurm::ip(&format!("-n {ns} link set eth0 up"));
+            Slurm::ip(&format!("-n {ns} link set lo up"));
+            node_lines.push_str(&format!(
+                "NodeName=gpu{i} NodeAddr=198.18.{subnet}.{} CPUs=1 RealMemory=100 State=UNKNOWN\n",
+                i + 1
+            ));
+            std::fs::create_dir_all(p.join(format!("spool/gpu{i}"))).unwrap();
+        }
+        let port = free_port(&format!("198.18.{subnet}.1"));
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap()
+            .trim()
+            .to_string();
+        let d = p.display();
+        let conf = p.join("slurm.conf");
+        let names: Vec<String> = (1..=nodes).map(|i| format!("gpu{i}")).collect();
+        std::fs::write(
+            &conf,
+            format!(
+                "ClusterName=gpufleet\nSlurmctldHost={host}(198.18.{subnet}.1)\nSlurmctldPort={port}\nSlurmdPort={}\n\
+                 AuthType=auth/munge\nStateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool/%n\n\
+                 SlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd-%n.pid\nSlurmUser=root\nSlurmdUser=root\n\
+                 ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n\
+                 ReturnToService=2\nSchedulerType=sched/builtin\nSelectType=select/linear\nMpiDefault=none\n\
+                 SlurmctldLogFile={d}/slurmctld.log\nSlurmdLogFile={d}/slurmd-%n.log\n{node_lines}\
+                 PartitionName=gpu Nodes={} Default=YES State=UP\n",
+                free_port("127.0.0.1"),
+                names.join(",")
+            ),
+        )
+        .unwrap();
+        let s = Slurm {
+            dir,
+            tag,
+            nodes,
+            conf,
+        };
+        let st = Command::new("slurmctld")
+            .arg("-f")
+            .arg(&s.conf)
+            .arg("-i")
+            .status()
+            .expect("slurmctld (.ci/run installs it)");
+        assert!(st.success());
+        for i in 1..=nodes {
+            let st = Command::new("nsenter")
+                .arg(format!("--net=/run/netns/{}n{i}", s.tag))
+                .arg("slurmd")
+                .arg("-f")
+                .arg(&s.conf)
+                .arg("-N")
+                .arg(format!("gpu{i}"))
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        let start = Instant::now();
+        loop {
+            let states = s.states();
+            if states.len() == nodes && states.iter().all(|x| x.starts_with("idle")) {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                let log =
+                    std::fs::read_to_string(s.dir.path().join("slurmctld.log")).unwrap_or_default();
+                panic!("slurm nodes not idle: {states:?}\nslurmctld.log:\n{log}");
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        s
+    }
+
+    fn states(&self) -> Vec<String> {
+        let out = Command::new("sinfo")
+            .args(["-h", "-N", "-o", "%T"])
+            .env("SLURM_CONF", &self.conf)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn state(&self, node: &str) -> String {
+        let out = Command::new("sinfo")
+            .args(["-h", "-N", "-n", node, "-o", "%T"])
+            .env("SLURM_CONF", &self.conf)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for Slurm {
+    fn drop(&mut self) {
+        let p = self.dir.path();
+        let mut pids = vec![p.join("slurmctld.pid")];
+        pids.extend((1..=self.nodes).map(|i| p.join(format!("slurmd-gpu{i}.pid"))));
+        for f in pids {
+            if let Ok(pid) = std::fs::read_to_string(f) {
+                let _ = Command::new("kill").arg(pid.trim()).status();
+            }
+        }
+        // Daemons that had not written their pid file yet: only ours name this config file.
+        let _ = Command::new("pkill")
+            .arg("-f")
+            .arg(self.conf.display().to_string())
+            .status();
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = Command::new("ip")
+            .args(["link", "del", &format!("{}br", self.tag)])
+            .status();
+        for i in 1..=self.nodes {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &format!("{}n{i}", self.tag)])
+                .status();
+        }
+    }
+}
+
+#[test]
+fn slurm_drain_and_resume_on_a_real_slurm_cluster() {
+    let slurm = Slurm::start(2, 20);
+    // One failure is tolerated, so gpu1 finishes although gpu2 fails.
+    let f = UpgradeFleet::start(2, 195, "1", "max_failures = 1");
+    // gpu1 upgrades cleanly; gpu2's recipe changes nothing, so its gates fail.
+    f.inventory(&["fixture", "noop"], "");
+    let inv = std::fs::read_to_string(&f.fleet.inventory).unwrap();
+    let start = inv.find("drain = {").unwrap();
+    let end = start + inv[start..].find('\n').unwrap();
+    let inv = format!(
+        "{}drain = {{ backend = \"slurm\", node_name = \"gpu{{name}}\" }}{}",
+        &inv[..start],
+        &inv[end..]
+    )
+    .replace("name = \"node0\"", "name = \"1\"")
+    .replace("name = \"node1\"", "name = \"2\"")
+    .replace("canary = false", "canary = true");
+    f.fleet.write_inventory(&inv);
+    let fleet_inv = f.fleet.inventory.display().to_string();
+    let state = f.state.display().to_string();
+    let out = f
+        .fleet
+        .command(&[
+            "--state-dir",
+            &state,
+            "upgrade",
+            "--canary",
+            "--yes",
+            "-i",
+            &fleet_inv,
+        ])
+        .env("SLURM_CONF", &slurm.conf)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "gpu2 fails its gates: {}",
+        text(&out)
+    );
+    // gpu1 was drained through Slurm, upgraded and resumed; gpu2 stays drained, with our reason.
+    assert!(
+        slurm.state("gpu1").starts_with("idle"),
+        "{}",
+        slurm.state("gpu1")
+    );
+    assert!(
+        slurm.state("gpu2").starts_with("drained"),
+        "{}",
+        slurm.state("gpu2")
+    );
+    let reason = Command::new("sinfo")
+        .args(["-h", "-N", "-n", "gpu2", "-o", "%E"])
+        .env("SLURM_CONF", &slurm.conf)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&reason.stdout).contains("gpufleet rollout r-"));
+    let j = f.journal();
+    let drain = j
+        .iter()
+        .find(|e| e["node"] == "1" && e["step"] == "drain" && e["phase"] == "done")
+        .expect("drain done");
+    let cmd = drain["command"].as_str().unwrap();
+    assert!(
+        cmd.contains("scontrol update NodeName=gpu1 State=DRAIN"),
+        "{drain}"
+    );
+    assert!(
+        j.iter()
+            .any(|e| e["node"] == "1" && e["step"] == "uncordon" && e["phase"] == "done")
+    );
+    assert!(
+        !j.iter()
+            .any(|e| e["node"] == "2" && e["step"] == "uncordon")
+    );
+}

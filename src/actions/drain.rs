@@ -27,14 +27,24 @@ impl std::fmt::Display for Local {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Local::Argv(a) => {
-                let quoted: Vec<String> = a
-                    .iter()
-                    .map(|s| shlex::try_quote(s).map_or_else(|_| s.clone(), |c| c.into_owned()))
-                    .collect();
+                let quoted: Vec<String> = a.iter().map(|s| quote_arg(s)).collect();
                 f.write_str(&quoted.join(" "))
             }
             Local::Shell(s) => f.write_str(s),
         }
+    }
+}
+
+/// `s` as a shell word: unchanged when it needs no quoting (letters, digits, `_@%+=:,./-`),
+/// else quoted by shlex.
+pub fn quote_arg(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        shlex::try_quote(s).map_or_else(|_| s.to_string(), |c| c.into_owned())
     }
 }
 
@@ -58,8 +68,7 @@ fn kubectl(spec: &DrainSpec, args: &[&str]) -> Local {
 }
 
 fn shell_with_node(cmd: &str, name: &str) -> Local {
-    let q = shlex::try_quote(name).map_or_else(|_| name.to_string(), |c| c.into_owned());
-    Local::Shell(cmd.replace("{node}", &q))
+    Local::Shell(cmd.replace("{node}", &quote_arg(name)))
 }
 
 /// The commands that drain `node` (run in order; each must succeed). Empty for `none`.

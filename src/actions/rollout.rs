@@ -78,7 +78,7 @@ pub struct Plan {
 const MARKER: &str = "var/lib/gpufleet/rollout.lock";
 
 fn quote(s: &str) -> String {
-    shlex::try_quote(s).map_or_else(|_| s.to_string(), |c| c.into_owned())
+    drain::quote_arg(s)
 }
 
 fn root_path(root: &str, rel: &str) -> String {
