@@ -619,7 +619,21 @@ fn tui_cmd(
             problems.len() - 1
         ));
     }
-    crate::runtime::run(app, theme, target)?;
+    let upgrade = match (&inventory, &target) {
+        (Some(inv), Target::Fleet { nodes, .. }) => Some(crate::runtime::UpgradeCtx {
+            nodes: nodes.clone(),
+            cfg: config.upgrade.clone(),
+            recipes: config.recipes.clone(),
+            state_dir: state_dir(paths)?,
+            read_only: vec![
+                ("--read-only".to_string(), args.read_only),
+                ("config [tui] read_only".to_string(), config.tui.read_only),
+                ("inventory read_only".to_string(), inv.read_only),
+            ],
+        }),
+        _ => None,
+    };
+    crate::runtime::run(app, theme, target, upgrade)?;
     Ok(0)
 }
 
@@ -692,36 +706,8 @@ fn state_dir(paths: &Paths) -> anyhow::Result<PathBuf> {
 }
 
 fn print_plan(plan: &crate::actions::rollout::Plan, dry_run: bool) {
-    use crate::actions::rollout::Where;
-    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
-    println!(
-        "rollout {} ({:?}): {} node(s){}",
-        plan.rollout,
-        plan.mode,
-        plan.nodes.len(),
-        if dry_run {
-            " — dry run, nothing will change"
-        } else {
-            ""
-        }
-    );
-    for n in &plan.nodes {
-        println!("  {}", safe(&n.node));
-        for s in &n.steps {
-            let at = match s.at {
-                Where::Here => "here",
-                Where::Node => "node",
-                Where::Gpufleet => "gpufleet",
-            };
-            let sudo = if s.sudo { " (sudo -n)" } else { "" };
-            println!("    {:<22} [{at}{sudo}]", s.id);
-            for c in &s.commands {
-                println!("        {}", safe(c));
-            }
-        }
-    }
-    for (n, why) in &plan.skipped {
-        println!("  skipped {}: {}", safe(n), safe(why));
+    for l in crate::actions::rollout::plan_lines(plan, dry_run) {
+        println!("{l}");
     }
 }
 

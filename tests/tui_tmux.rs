@@ -4,88 +4,9 @@
 mod support;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::*;
-
-struct Tmux {
-    socket: String,
-    session: String,
-}
-
-impl Tmux {
-    fn start(command: &str) -> Tmux {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let t = Tmux {
-            socket: format!("gpufleet-test-{}-{n}", std::process::id()),
-            session: "tui".into(),
-        };
-        let ok = Command::new("tmux")
-            .args([
-                "-L",
-                &t.socket,
-                "new-session",
-                "-d",
-                "-s",
-                &t.session,
-                "-x",
-                "160",
-                "-y",
-                "45",
-                command,
-            ])
-            .status()
-            .expect("tmux is installed (.ci/run installs it)");
-        assert!(ok.success());
-        t
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["-L", &self.socket, "send-keys", "-t", &self.session];
-        args.extend_from_slice(keys);
-        assert!(Command::new("tmux").args(&args).status().unwrap().success());
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .args([
-                "-L",
-                &self.socket,
-                "capture-pane",
-                "-p",
-                "-t",
-                &self.session,
-            ])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Waits until the screen contains `text`; returns the screen.
-    fn wait_for(&self, text: &str) -> String {
-        let start = Instant::now();
-        loop {
-            let s = self.screen();
-            if s.contains(text) {
-                return s;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "waited for {text:?}; screen:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
-    }
-}
 
 #[test]
 fn tui_in_a_real_terminal_against_the_real_sshd_fleet() {
@@ -224,7 +145,7 @@ fn sigterm_and_resize_restore_the_terminal() {
     let tmp = tempfile::tempdir().unwrap();
     let pidfile = tmp.path().join("pid");
     let command = format!(
-        "sh -c 'echo $$ > {pid}; exec env -i PATH={bin_dir}:/usr/bin:/bin TERM=xterm-256color HOME={home} {exe} tui --local --root {root}'; echo EXITED-$?; stty -a | grep -o ' icanon' ; sleep 30",
+        "sh -c 'echo $$ > {pid}; exec env -i PATH={bin_dir}:/usr/bin:/bin TERM=xterm-256color HOME={home} {exe} tui --local --root {root}'; echo EXITED-$?; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon' | sed 's/^/MODE:/'; sleep 30",
         pid = pidfile.display(),
         bin_dir = node.join("bin").display(),
         home = tmp.path().display(),
@@ -266,7 +187,7 @@ fn sigterm_and_resize_restore_the_terminal() {
     let screen = tmux.wait_for("EXITED-");
     assert!(screen.contains("EXITED-0"), "{screen}");
     assert!(
-        screen.contains(" icanon"),
+        screen.lines().any(|l| l.trim() == "MODE:icanon"),
         "the terminal is back in canonical mode:\n{screen}"
     );
     assert!(

@@ -719,3 +719,43 @@ fn slurm_drain_and_resume_on_a_real_slurm_cluster() {
             .any(|e| e["node"] == "2" && e["step"] == "uncordon")
     );
 }
+
+/// The TUI's upgrade: mark the canary, press U, read the plan, type the node count, and watch
+/// the node come back ready — in a real terminal (tmux) against a real sshd node.
+#[test]
+fn tui_upgrade_asks_for_the_node_count_then_upgrades() {
+    let f = UpgradeFleet::start(1, 198, "1", "");
+    f.inventory(&["fixture"], "");
+    let command = format!(
+        "env -i PATH=/usr/bin:/bin TERM=xterm-256color HOME={home} USER={user} GPUFLEET_CONFIG={config} \
+         GPUFLEET_KNOWN_HOSTS={kh} {bin} --state-dir {state} tui -i {inv}; echo EXITED-$?; sleep 30",
+        home = f.fleet.home().display(),
+        user = local_user(),
+        config = f.fleet.config.display(),
+        kh = f.fleet.tmp.path().join("gpufleet_known_hosts").display(),
+        bin = env!("CARGO_BIN_EXE_gpufleet"),
+        state = f.state.display(),
+        inv = f.fleet.inventory.display(),
+    );
+    let tmux = Tmux::start(&command);
+    tmux.wait_for("scanned 1/1");
+    tmux.wait_for("1 migrate");
+    tmux.keys(&["U"]);
+    let screen = tmux.wait_for("upgrade plan");
+    assert!(
+        screen.contains("fixture-switch-open"),
+        "the exact commands are shown:\n{screen}"
+    );
+    // A wrong count cancels and changes nothing.
+    tmux.keys(&["7", "Enter"]);
+    tmux.wait_for("upgrade cancelled");
+    assert!(f.drains().is_empty());
+    tmux.keys(&["U"]);
+    tmux.wait_for("upgrade plan");
+    tmux.keys(&["1", "Enter"]);
+    tmux.wait_for("1 node(s) upgraded");
+    tmux.wait_for("1 ready");
+    assert_eq!(f.drains(), ["drain node0", "uncordon node0"]);
+    tmux.keys(&["q"]);
+    tmux.wait_for("EXITED-0");
+}

@@ -280,6 +280,106 @@ pub fn plan(
     })
 }
 
+/// Plans an upgrade of exactly `chosen` (the TUI's marked nodes), as one wave: each must be
+/// `migrate` and have a recipe; non-canary nodes only once every canary of `canaries` is done.
+pub fn plan_selected(
+    chosen: &[(Node, NodeReport)],
+    canaries: &[String],
+    journal: &[Entry],
+    cfg: &UpgradeConfig,
+    recipes: &BTreeMap<String, Recipe>,
+    rollout: &str,
+) -> Result<Plan, String> {
+    let finished = finished_nodes(journal);
+    let pending: Vec<&str> = canaries
+        .iter()
+        .filter(|c| !finished.contains(*c) && !chosen.iter().any(|(n, _)| n.name == **c))
+        .map(String::as_str)
+        .collect();
+    if chosen.iter().any(|(n, _)| !n.canary) && !pending.is_empty() {
+        return Err(format!(
+            "canaries first: {} not upgraded yet",
+            pending.join(", ")
+        ));
+    }
+    if chosen.len() > cfg.max_unavailable.max(1) {
+        return Err(format!(
+            "{} nodes chosen, more than max_unavailable ({}): choose fewer",
+            chosen.len(),
+            cfg.max_unavailable
+        ));
+    }
+    let mut nodes = Vec::new();
+    for (n, r) in chosen {
+        if r.status != NodeStatus::Migrate {
+            return Err(format!(
+                "{}: status {} ({}); only migrate nodes are upgraded",
+                n.name,
+                r.status,
+                r.status.meaning()
+            ));
+        }
+        let name = n
+            .recipe
+            .as_ref()
+            .ok_or_else(|| format!("{}: no `recipe` for this node in the inventory", n.name))?;
+        let recipe = recipes.get(name).ok_or_else(|| {
+            format!(
+                "{}: recipe `{name}` is not in the config's [recipes]",
+                n.name
+            )
+        })?;
+        nodes.push(node_plan(n, r, recipe, cfg, rollout)?);
+    }
+    let mode = if chosen.iter().all(|(n, _)| n.canary) {
+        Mode::Canary
+    } else {
+        Mode::Wave
+    };
+    Ok(Plan {
+        rollout: rollout.to_string(),
+        mode,
+        nodes,
+        skipped: Vec::new(),
+    })
+}
+
+/// The plan as lines for people: each node, its steps with where they run, and every exact
+/// command (terminal-safe), then the skipped nodes.
+pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
+    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    let mut out = vec![format!(
+        "rollout {} ({:?}): {} node(s){}",
+        plan.rollout,
+        plan.mode,
+        plan.nodes.len(),
+        if dry_run {
+            " — dry run, nothing will change"
+        } else {
+            ""
+        }
+    )];
+    for n in &plan.nodes {
+        out.push(format!("  {}", safe(&n.node)));
+        for s in &n.steps {
+            let at = match s.at {
+                Where::Here => "here",
+                Where::Node => "node",
+                Where::Gpufleet => "gpufleet",
+            };
+            let sudo = if s.sudo { " (sudo -n)" } else { "" };
+            out.push(format!("    {:<22} [{at}{sudo}]", s.id));
+            out.extend(s.commands.iter().map(|c| format!("        {}", safe(c))));
+        }
+    }
+    out.extend(
+        plan.skipped
+            .iter()
+            .map(|(n, why)| format!("  skipped {}: {}", safe(n), safe(why))),
+    );
+    out
+}
+
 /// Gate results for a re-probed node: the gates that failed, with why.
 pub fn check_gates(report: &NodeReport, gates: &[Gate]) -> Vec<String> {
     let mut failed = Vec::new();

@@ -45,13 +45,15 @@ actions! {
     ExportJson = "export-json", "export the filtered view as JSON (current folder)", ["e"];
     ExportCsv = "export-csv", "export the filtered view as CSV (current folder)", ["E"];
     Help = "help", "show or hide this help", ["?", "f1"];
+    Mark = "mark", "mark or unmark the selected node for an upgrade", ["space"];
+    Upgrade = "upgrade", "upgrade the marked nodes (or the selected one): the plan, then type the node count", ["U"];
 }
 
 impl Action {
-    /// Whether the action changes a node. None does yet; drain and upgrade actions will, and
-    /// read-only mode leaves every such action unbound and refuses it if it is reached.
+    /// Whether the action changes a node (drain, upgrade). Read-only mode leaves every such
+    /// action unbound, absent from help, and refuses it if it is reached.
     pub fn is_write(self) -> bool {
-        false
+        matches!(self, Action::Upgrade)
     }
 
     pub fn from_name(name: &str) -> Option<Action> {

@@ -42,6 +42,8 @@ pub struct Row {
     /// Cell texts per [`Column`], computed when the report or probe state changes (sorting and
     /// drawing read these; formatting 10,000 rows per frame would not fit a frame).
     pub cells: Vec<String>,
+    /// Marked for an upgrade.
+    pub marked: bool,
 }
 
 impl Row {
@@ -55,6 +57,7 @@ impl Row {
             report: None,
             raw: None,
             cells: Vec::new(),
+            marked: false,
         }
         .refreshed()
     }
@@ -127,6 +130,18 @@ pub enum Mode {
     Help,
     /// Typing a filter after `/`.
     FilterInput,
+    /// An upgrade plan on screen, waiting for the operator to type the node count.
+    Confirm,
+}
+
+/// An upgrade waiting for confirmation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirm {
+    pub names: Vec<String>,
+    /// The plan, one line per step (with the exact commands).
+    pub plan: Vec<String>,
+    /// What the operator typed so far.
+    pub input: String,
 }
 
 /// Inputs to the state machine.
@@ -159,6 +174,15 @@ pub enum Msg {
     },
     /// An export finished: the file written, or why not.
     Exported(Result<String, String>),
+    /// The plan for an upgrade of these nodes (one line per step), or why there is none.
+    UpgradePlanned(Result<(Vec<String>, Vec<String>), String>),
+    /// A progress line of the running upgrade.
+    UpgradeLog(String),
+    /// The upgrade ended: these nodes, and a summary.
+    UpgradeDone {
+        names: Vec<String>,
+        summary: String,
+    },
 }
 
 /// Export formats.
@@ -182,6 +206,15 @@ pub enum Effect {
     Export {
         format: ExportFormat,
         reports: Vec<NodeReport>,
+    },
+    /// Plan an upgrade of these nodes with their current reports (answered by
+    /// [`Msg::UpgradePlanned`]).
+    PlanUpgrade {
+        nodes: Vec<NodeReport>,
+    },
+    /// Run the planned upgrade (the operator typed the node count).
+    RunUpgrade {
+        names: Vec<String>,
     },
     Quit,
 }
@@ -238,6 +271,12 @@ pub struct App {
     index: std::collections::HashMap<String, usize>,
     /// The context line: "fleet.toml (128 nodes)" or "local".
     pub source: String,
+    /// The upgrade waiting for confirmation.
+    pub confirm: Option<Confirm>,
+    /// An upgrade is running.
+    pub upgrading: bool,
+    /// The last lines of the running or last upgrade.
+    pub upgrade_log: Vec<String>,
 }
 
 fn cmp_opt<T: PartialOrd>(a: Option<T>, b: Option<T>) -> std::cmp::Ordering {
@@ -257,6 +296,9 @@ pub fn cell(row: &Row, c: Column) -> &str {
 
 /// Cell text of `row` in column `c` (terminal-safe; empty until the first report).
 fn compute_cell(row: &Row, c: Column) -> String {
+    if c == Column::Node && row.marked {
+        return format!("✓ {}", crate::model::text::terminal_safe(&row.name));
+    }
     let Some(r) = &row.report else {
         return match c {
             Column::Node => crate::model::text::terminal_safe(&row.name).into_owned(),
@@ -353,6 +395,9 @@ impl App {
             dirty: false,
             index: std::collections::HashMap::new(),
             source,
+            confirm: None,
+            upgrading: false,
+            upgrade_log: Vec::new(),
         };
         app.rebuild_view();
         app
@@ -531,6 +576,39 @@ impl App {
                     _ => Vec::new(),
                 }
             }
+            Msg::UpgradePlanned(Ok((names, plan))) => {
+                self.confirm = Some(Confirm {
+                    names,
+                    plan,
+                    input: String::new(),
+                });
+                self.mode = Mode::Confirm;
+                self.detail_scroll = 0;
+                Vec::new()
+            }
+            Msg::UpgradePlanned(Err(e)) => {
+                self.message = Some(format!("upgrade: {e}"));
+                Vec::new()
+            }
+            Msg::UpgradeLog(line) => {
+                self.message = Some(line.clone());
+                self.upgrade_log.push(line);
+                let n = self.upgrade_log.len();
+                if n > 200 {
+                    self.upgrade_log.drain(..n - 200);
+                }
+                Vec::new()
+            }
+            Msg::UpgradeDone { names, summary } => {
+                self.upgrading = false;
+                self.message = Some(summary);
+                for r in &mut self.rows {
+                    r.marked = false;
+                    r.refresh();
+                }
+                self.dirty = true;
+                self.start_scan(Some(names))
+            }
             Msg::Exported(r) => {
                 self.message = Some(match r {
                     Ok(path) => format!("exported {} nodes to {path}", self.view.len()),
@@ -545,6 +623,9 @@ impl App {
         self.ensure_view();
         if self.mode == Mode::FilterInput {
             return self.filter_key(k);
+        }
+        if self.mode == Mode::Confirm {
+            return self.confirm_key(k);
         }
         let Some(action) = self.keymap.action(&k) else {
             return Vec::new();
@@ -582,6 +663,42 @@ impl App {
         }
         self.rebuild_view();
         Vec::new()
+    }
+
+    /// Typing the node count: Enter with the right number runs the upgrade; anything else,
+    /// or Esc, cancels it.
+    fn confirm_key(&mut self, k: KeyEvent) -> Vec<Effect> {
+        let Some(c) = self.confirm.as_mut() else {
+            self.mode = Mode::Matrix;
+            return Vec::new();
+        };
+        match k.code {
+            KeyCode::Char(ch)
+                if ch.is_ascii_digit() && !k.modifiers.contains(KeyModifiers::CONTROL) =>
+            {
+                c.input.push(ch);
+                Vec::new()
+            }
+            KeyCode::Backspace => {
+                c.input.pop();
+                Vec::new()
+            }
+            KeyCode::Enter if c.input == c.names.len().to_string() => {
+                let names = c.names.clone();
+                self.confirm = None;
+                self.mode = Mode::Matrix;
+                self.upgrading = true;
+                self.upgrade_log.clear();
+                self.message = Some(format!("upgrading {} node(s)…", names.len()));
+                vec![Effect::RunUpgrade { names }]
+            }
+            _ => {
+                self.confirm = None;
+                self.mode = Mode::Matrix;
+                self.message = Some("upgrade cancelled; nothing changed".into());
+                Vec::new()
+            }
+        }
     }
 
     fn move_to(&mut self, pos: usize) {
@@ -701,6 +818,33 @@ impl App {
                     self.message = Some("scan cancelled".into());
                     return vec![Effect::Cancel];
                 }
+            }
+            Action::Mark => {
+                if let Some(&i) = self.view.get(self.selected) {
+                    let r = &mut self.rows[i];
+                    r.marked = !r.marked;
+                    r.refresh();
+                }
+                self.move_to(self.selected + 1);
+            }
+            Action::Upgrade => {
+                if self.upgrading {
+                    self.message = Some("an upgrade is running".into());
+                    return Vec::new();
+                }
+                let marked: Vec<&Row> = self.rows.iter().filter(|r| r.marked).collect();
+                let chosen: Vec<&Row> = if marked.is_empty() {
+                    self.selected_row().into_iter().collect()
+                } else {
+                    marked
+                };
+                let nodes: Vec<NodeReport> =
+                    chosen.iter().filter_map(|r| r.report.clone()).collect();
+                if nodes.len() != chosen.len() || nodes.is_empty() {
+                    self.message = Some("upgrade: scan the node first".into());
+                    return Vec::new();
+                }
+                return vec![Effect::PlanUpgrade { nodes }];
             }
             Action::ExportJson | Action::ExportCsv => {
                 let reports: Vec<NodeReport> = self
@@ -938,5 +1082,67 @@ mod tests {
             .len(),
             1
         );
+    }
+
+    #[test]
+    fn upgrade_needs_the_typed_node_count_and_read_only_refuses_it() {
+        let mut a = app(2);
+        a.update(Msg::ScanStarted {
+            generation: 1,
+            names: vec!["gpu000".into(), "gpu001".into()],
+        });
+        for n in ["gpu000", "gpu001"] {
+            a.update(Msg::NodeDone {
+                generation: 1,
+                report: Box::new(report(n, NodeStatus::Migrate)),
+                raw: None,
+            });
+        }
+        a.update(key('g'));
+        a.update(Msg::Key(KeyEvent::new(
+            KeyCode::Char(' '),
+            KeyModifiers::NONE,
+        )));
+        a.update(Msg::Key(KeyEvent::new(
+            KeyCode::Char(' '),
+            KeyModifiers::NONE,
+        )));
+        assert_eq!(a.rows.iter().filter(|r| r.marked).count(), 2);
+        let e = a.update(key('U'));
+        assert!(matches!(&e[..], [Effect::PlanUpgrade { nodes }] if nodes.len() == 2));
+        a.update(Msg::UpgradePlanned(Ok((
+            vec!["gpu000".into(), "gpu001".into()],
+            vec!["plan".into()],
+        ))));
+        assert_eq!(a.mode, Mode::Confirm);
+        // A wrong count cancels.
+        a.update(key('1'));
+        assert!(
+            a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)))
+                .is_empty()
+        );
+        assert_eq!(a.mode, Mode::Matrix);
+        a.update(key('U'));
+        a.update(Msg::UpgradePlanned(Ok((
+            vec!["gpu000".into(), "gpu001".into()],
+            vec![],
+        ))));
+        a.update(key('2'));
+        let e = a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
+        assert_eq!(
+            e,
+            vec![Effect::RunUpgrade {
+                names: vec!["gpu000".into(), "gpu001".into()]
+            }]
+        );
+
+        // Read-only: the key is unbound, absent from help, and the action refused if reached.
+        let rows = vec![Row::new("n")];
+        let (km, _) = Keymap::new(&Default::default(), true);
+        assert!(!km.bound().any(|x| x == Action::Upgrade));
+        let mut ro = App::new(rows, km, true, String::new());
+        assert!(ro.update(key('U')).is_empty());
+        assert!(ro.act(Action::Upgrade).is_empty());
+        assert!(ro.message.as_deref().unwrap_or("").contains("read-only"));
     }
 }

@@ -43,6 +43,133 @@ impl Target {
     }
 }
 
+/// What the TUI needs to upgrade nodes (fleet mode only).
+pub struct UpgradeCtx {
+    pub nodes: Vec<Node>,
+    pub cfg: crate::config::UpgradeConfig,
+    pub recipes: std::collections::BTreeMap<String, crate::config::Recipe>,
+    pub state_dir: PathBuf,
+    /// Each read-only source and what it says.
+    pub read_only: Vec<(String, bool)>,
+}
+
+impl UpgradeCtx {
+    /// Plans an upgrade of `reports`' nodes: the plan and its lines, or why not.
+    fn plan(
+        &self,
+        reports: &[crate::model::NodeReport],
+    ) -> Result<crate::actions::rollout::Plan, String> {
+        use crate::actions::{journal, rollout};
+        let entries =
+            journal::read(&self.state_dir.join("journal.jsonl")).map_err(|e| e.to_string())?;
+        let chosen: Vec<(Node, crate::model::NodeReport)> = reports
+            .iter()
+            .map(|r| {
+                self.nodes
+                    .iter()
+                    .find(|n| n.name == r.name)
+                    .map(|n| (n.clone(), r.clone()))
+                    .ok_or_else(|| format!("{} is not in the inventory", r.name))
+            })
+            .collect::<Result<_, _>>()?;
+        let canaries: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| n.canary)
+            .map(|n| n.name.clone())
+            .collect();
+        let mode = if chosen.iter().all(|(n, _)| n.canary) {
+            rollout::Mode::Canary
+        } else {
+            rollout::Mode::Wave
+        };
+        rollout::plan_selected(
+            &chosen,
+            &canaries,
+            &entries,
+            &self.cfg,
+            &self.recipes,
+            &rollout::new_id(mode),
+        )
+    }
+
+    /// Runs `plan` (journaled, locked, with the write permit) and reports through `tx`.
+    fn spawn(
+        &self,
+        plan: crate::actions::rollout::Plan,
+        scan: Arc<Scan>,
+        tx: mpsc::Sender<Msg>,
+    ) -> Result<(), String> {
+        use crate::actions::{journal, permit::WritePermit, rollout};
+        let sources: Vec<(&str, bool)> = self
+            .read_only
+            .iter()
+            .map(|(s, b)| (s.as_str(), *b))
+            .collect();
+        let permit = WritePermit::new(&sources).map_err(|e| e.to_string())?;
+        let lock = rollout::lock_local(&self.state_dir)?;
+        let journal = journal::Journal::open(&self.state_dir).map_err(|e| e.to_string())?;
+        let log_tx = tx.clone();
+        let ex = Arc::new(rollout::Executor {
+            permit,
+            journal: std::sync::Mutex::new(journal),
+            scan,
+            cfg: self.cfg.clone(),
+            done: Default::default(),
+            log: Box::new(move |l| {
+                let _ = log_tx.try_send(Msg::UpgradeLog(l.to_string()));
+            }),
+            failures: Default::default(),
+        });
+        ex.start(&plan)?;
+        let nodes: Vec<(Node, rollout::NodePlan)> = plan
+            .nodes
+            .iter()
+            .filter_map(|np| {
+                self.nodes
+                    .iter()
+                    .find(|n| n.name == np.node)
+                    .map(|n| (n.clone(), np.clone()))
+            })
+            .collect();
+        tokio::spawn(async move {
+            let _lock = lock;
+            let mut set = JoinSet::new();
+            for (node, np) in nodes {
+                let (ex, id) = (ex.clone(), plan.rollout.clone());
+                set.spawn(async move { ex.run_node(&id, &node, &np).await });
+            }
+            let mut outcomes = Vec::new();
+            while let Some(r) = set.join_next().await {
+                if let Ok(o) = r {
+                    outcomes.push(o);
+                }
+            }
+            let _ = ex.finish(&plan, &outcomes);
+            let failed: Vec<String> = outcomes
+                .iter()
+                .filter_map(|o| {
+                    o.failure
+                        .as_ref()
+                        .map(|(s, w)| format!("{} stopped at {s} (drained): {w}", o.node))
+                })
+                .collect();
+            let summary = if failed.is_empty() {
+                format!(
+                    "rollout {}: {} node(s) upgraded",
+                    plan.rollout,
+                    outcomes.len()
+                )
+            } else {
+                format!("rollout {}: {}", plan.rollout, failed.join("; "))
+            };
+            let names = plan.nodes.iter().map(|n| n.node.clone()).collect();
+            let _ = tx.send(Msg::UpgradeDone { names, summary }).await;
+        });
+        Ok(())
+    }
+}
+
 /// Runs scan `generation` over `names`, sending progress on `tx`. Aborting the returned task
 /// aborts every node probe in it.
 fn spawn_scan(
@@ -160,7 +287,12 @@ fn export(format: ExportFormat, reports: Vec<crate::model::NodeReport>) -> Resul
 }
 
 /// Runs the TUI until the user quits or a signal ends it.
-pub fn run(mut app: App, theme: Theme, target: Target) -> anyhow::Result<()> {
+pub fn run(
+    mut app: App,
+    theme: Theme,
+    target: Target,
+    upgrade: Option<UpgradeCtx>,
+) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -172,7 +304,7 @@ pub fn run(mut app: App, theme: Theme, target: Target) -> anyhow::Result<()> {
         hook(info);
     }));
     let _ = execute!(std::io::stdout(), EnableMouseCapture);
-    let result = rt.block_on(event_loop(&mut terminal, &mut app, &theme, target));
+    let result = rt.block_on(event_loop(&mut terminal, &mut app, &theme, target, upgrade));
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::restore();
     result
@@ -183,7 +315,9 @@ async fn event_loop(
     app: &mut App,
     theme: &Theme,
     target: Target,
+    upgrade: Option<UpgradeCtx>,
 ) -> anyhow::Result<()> {
+    let mut planned: Option<crate::actions::rollout::Plan> = None;
     let (tx, mut rx) = mpsc::channel::<Msg>(4096);
     let input_tx = tx.clone();
     std::thread::spawn(move || {
@@ -233,6 +367,41 @@ async fn event_loop(
                 }
                 Effect::Export { format, reports } => {
                     pending.extend(app.update(Msg::Exported(export(format, reports))));
+                }
+                Effect::PlanUpgrade { nodes } => {
+                    let answer = match &upgrade {
+                        None => {
+                            Err("upgrades need an inventory (gpufleet tui -i FILE)".to_string())
+                        }
+                        Some(ctx) => ctx.plan(&nodes).map(|plan| {
+                            let names = plan.nodes.iter().map(|n| n.node.clone()).collect();
+                            let lines = crate::actions::rollout::plan_lines(&plan, false);
+                            planned = Some(plan);
+                            (names, lines)
+                        }),
+                    };
+                    pending.extend(app.update(Msg::UpgradePlanned(answer)));
+                }
+                Effect::RunUpgrade { names } => {
+                    let started = match (&upgrade, planned.take(), &target) {
+                        (Some(ctx), Some(plan), Target::Fleet { scan, .. })
+                            if plan
+                                .nodes
+                                .iter()
+                                .map(|n| n.node.clone())
+                                .collect::<Vec<_>>()
+                                == names =>
+                        {
+                            ctx.spawn(plan, scan.clone(), tx.clone())
+                        }
+                        _ => Err("the plan changed; press the upgrade key again".to_string()),
+                    };
+                    if let Err(e) = started {
+                        pending.extend(app.update(Msg::UpgradeDone {
+                            names,
+                            summary: format!("upgrade not started: {e}"),
+                        }));
+                    }
                 }
             }
         }

@@ -60,7 +60,57 @@ pub fn draw(f: &mut Frame, app: &App, t: &Theme) -> Drawn {
     if app.mode == Mode::Help {
         draw_help(f, app, t, area);
     }
+    if app.mode == Mode::Confirm {
+        draw_confirm(f, app, t, area);
+    }
     drawn
+}
+
+/// The upgrade plan and the prompt for the node count.
+fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
+    let Some(c) = &app.confirm else {
+        return;
+    };
+    let w = area.width.saturating_sub(6).min(140);
+    let h = area.height.saturating_sub(4);
+    let popup = Rect {
+        x: area.x + (area.width.saturating_sub(w)) / 2,
+        y: area.y + 2,
+        width: w,
+        height: h,
+    };
+    let n = c.names.len();
+    let mut lines: Vec<Line> = vec![
+        Line::from(Span::styled(
+            format!(
+                " This drains and upgrades {n} node(s). Type {n} and press enter to go on; anything else cancels."
+            ),
+            t.role("warn"),
+        )),
+        Line::from(vec![
+            Span::styled(" node count: ", t.role("title")),
+            Span::raw(c.input.clone()),
+            Span::styled("█", t.role("dim")),
+        ]),
+        Line::default(),
+    ];
+    lines.extend(
+        c.plan
+            .iter()
+            .map(|l| Line::from(Span::raw(format!(" {l}")))),
+    );
+    f.render_widget(Clear, popup);
+    f.render_widget(
+        Paragraph::new(lines)
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .border_style(t.role("crit"))
+                    .title(Span::styled(" upgrade plan ", t.role("title"))),
+            )
+            .scroll((app.detail_scroll, 0)),
+        popup,
+    );
 }
 
 fn draw_top(f: &mut Frame, app: &App, t: &Theme, area: Rect) {

@@ -409,3 +409,83 @@ pub fn codes(node: &Value) -> Vec<String> {
         .map(|r| r["code"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// A tmux server of the test's own (its own socket), with one session of 160x45.
+pub struct Tmux {
+    pub socket: String,
+    pub session: String,
+}
+
+impl Tmux {
+    pub fn start(command: &str) -> Tmux {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let t = Tmux {
+            socket: format!("gpufleet-test-{}-{n}", std::process::id()),
+            session: "tui".into(),
+        };
+        let ok = Command::new("tmux")
+            .args([
+                "-L",
+                &t.socket,
+                "new-session",
+                "-d",
+                "-s",
+                &t.session,
+                "-x",
+                "160",
+                "-y",
+                "45",
+                command,
+            ])
+            .status()
+            .expect("tmux is installed (.ci/run installs it)");
+        assert!(ok.success());
+        t
+    }
+
+    pub fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["-L", &self.socket, "send-keys", "-t", &self.session];
+        args.extend_from_slice(keys);
+        assert!(Command::new("tmux").args(&args).status().unwrap().success());
+    }
+
+    pub fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args([
+                "-L",
+                &self.socket,
+                "capture-pane",
+                "-p",
+                "-t",
+                &self.session,
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the screen contains `text`; returns the screen.
+    pub fn wait_for(&self, text: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if s.contains(text) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "waited for {text:?}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
