@@ -502,7 +502,21 @@ fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
         Read::Failed(why) => f.unknown("gpus (driver)", why),
         Read::Text(listing) => {
             let mut gpus = Vec::new();
-            for bus in listing.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let entries: Vec<&str> = listing
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            if entries.len() > MAX_GPUS {
+                f.unknown(
+                    "gpus (driver)",
+                    format!(
+                        "{PROC} lists {} entries; only the first {MAX_GPUS} are read",
+                        entries.len()
+                    ),
+                );
+            }
+            for bus in entries.into_iter().take(MAX_GPUS) {
                 let name = format!("{PROC}/{bus}/information");
                 match read(out, Kind::File, &name) {
                     Read::Text(t) => gpus.push(sysfs::parse_information(bus, t)),
@@ -514,6 +528,9 @@ fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
         }
     }
 }
+
+/// More GPUs than any node has: longer listings come from a broken or hostile node.
+const MAX_GPUS: usize = 1024;
 
 fn smi_fact(out: &ProbeOutput, f: &mut Facts) {
     let attempts: Vec<&Section> = out.with_prefix(Kind::Cmd, "nvidia-smi").collect();
@@ -689,5 +706,35 @@ mod tests {
         assert_eq!(f.gpus.len(), 2);
         assert_eq!(f.gpus[1].bus_id.as_deref(), Some("0000:18:00.0"));
         assert_eq!(f.gpus[1].index, u32::MAX);
+    }
+}
+
+#[cfg(test)]
+mod hostile_tests {
+    use super::*;
+    use crate::model::sections;
+
+    /// A node listing 262,144 GPUs (1 MiB of probe output, the cap) and thousands of sections:
+    /// the listing is cut at MAX_GPUS and said so; lookups are indexed, so this stays linear.
+    #[test]
+    fn a_huge_gpu_listing_is_capped() {
+        let b = "gpufleet-RAW";
+        let mut raw = format!("{b} dir /proc/driver/nvidia/gpus\n");
+        for i in 0..262_144u32 {
+            raw.push_str(&format!("{:04x}:{:02x}:00.0\n", i >> 8, i & 0xff));
+        }
+        raw.push_str(&format!("\n{b} end ok\n"));
+        for i in 0..12_800u32 {
+            raw.push_str(&format!("{b} file /proc/driver/nvidia/gpus/{:04x}:{:02x}:00.0/information\nModel: X\n\n{b} end ok\n", i >> 8, i & 0xff));
+        }
+        let started = std::time::Instant::now();
+        let f = collect(&sections::parse(raw.as_bytes(), b));
+        assert_eq!(f.proc_gpus.as_ref().map(Vec::len), Some(MAX_GPUS));
+        assert!(
+            f.unknowns
+                .iter()
+                .any(|u| u.why.contains("only the first 1024"))
+        );
+        eprintln!("collect over {} bytes: {:?}", raw.len(), started.elapsed());
     }
 }

