@@ -211,6 +211,7 @@ fn canary_then_wave_with_dry_run_plan_and_journal() {
     let out = f.run(&["upgrade", "--canary", "--dry-run"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let plan = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("--- dry-run plan (gpufleet upgrade --canary --dry-run):\n{plan}");
     for want in [
         "node0",
         "lock",
@@ -263,7 +264,9 @@ fn canary_then_wave_with_dry_run_plan_and_journal() {
         assert!(start < done, "{e}");
     }
     let out = f.run(&["journal"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("uncordon"));
+    let journal = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(journal.contains("uncordon"));
+    eprintln!("--- gpufleet journal:\n{journal}");
     // The node-side locks are gone.
     for n in &f.nodes {
         assert!(!n.join("root/var/lib/gpufleet/rollout.lock").exists());
