@@ -826,39 +826,17 @@ fn upgrade_cmd(
                 })
         })
         .collect::<anyhow::Result<_>>()?;
-    let outcomes = rt.block_on(async {
-        let mut set = tokio::task::JoinSet::new();
-        for (node, np) in nodes.into_iter().zip(plan.nodes.clone()) {
-            let ex = executor.clone();
-            let id = plan.rollout.clone();
-            set.spawn(async move { ex.run_node(&id, &node, &np).await });
-        }
-        let mut out = Vec::new();
-        while let Some(r) = set.join_next().await {
-            if let Ok(o) = r {
-                out.push(o);
-            }
-        }
-        out
-    });
-    executor
-        .finish(&plan, &outcomes)
-        .map_err(anyhow::Error::msg)?;
-    let failed: Vec<_> = outcomes.iter().filter(|o| o.failure.is_some()).collect();
-    for o in &failed {
+    let (outcomes, summary) = rt.block_on(executor.run_plan(&plan, nodes));
+    let failed = outcomes.iter().filter(|o| o.failure.is_some()).count();
+    for o in outcomes.iter().filter(|o| o.failure.is_some()) {
         let (step, why) = o.failure.as_ref().expect("failed");
         eprintln!(
             "gpufleet: {} stopped at {step} and stays drained: {why}",
             o.node
         );
     }
-    println!(
-        "rollout {}: {} upgraded, {} failed",
-        plan.rollout,
-        outcomes.len() - failed.len(),
-        failed.len()
-    );
-    Ok(if failed.is_empty() { 0 } else { 1 })
+    println!("{summary}");
+    Ok(if failed == 0 { 0 } else { 1 })
 }
 
 fn journal_cmd(paths: &Paths, args: &JournalArgs) -> anyhow::Result<u8> {

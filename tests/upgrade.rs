@@ -156,6 +156,15 @@ steps = [{{ name = "slow", run = "sleep 4" }}, {{ name = "switch", run = "fixtur
         self.fleet.write_inventory(&text);
     }
 
+    /// Replaces the inventory's `drain = {…}` line.
+    fn set_drain(&self, line: &str) {
+        let inv = std::fs::read_to_string(&self.fleet.inventory).unwrap();
+        let start = inv.find("drain = {").unwrap();
+        let end = start + inv[start..].find('\n').unwrap();
+        self.fleet
+            .write_inventory(&format!("{}{line}{}", &inv[..start], &inv[end..]));
+    }
+
     fn run(&self, args: &[&str]) -> Output {
         let inv = self.fleet.inventory.display().to_string();
         let state = self.state.display().to_string();
@@ -446,15 +455,9 @@ fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
         .arg(bin.join("kubectl"))
         .status()
         .unwrap();
-    let inv = std::fs::read_to_string(&f.fleet.inventory).unwrap();
-    let start = inv.find("drain = {").unwrap();
-    let end = start + inv[start..].find('\n').unwrap();
-    let inv = format!(
-        "{}drain = {{ backend = \"kubernetes\", node_name = \"{{name}}.k8s.local\", context = \"prod\" }}{}",
-        &inv[..start],
-        &inv[end..]
+    f.set_drain(
+        r#"drain = { backend = "kubernetes", node_name = "{name}.k8s.local", context = "prod" }"#,
     );
-    f.fleet.write_inventory(&inv);
     let fleet_inv = f.fleet.inventory.display().to_string();
     let state = f.state.display().to_string();
     let out = f
@@ -652,17 +655,12 @@ fn slurm_drain_and_resume_on_a_real_slurm_cluster() {
     let f = UpgradeFleet::start(2, 195, "1", "max_failures = 1");
     // gpu1 upgrades cleanly; gpu2's recipe changes nothing, so its gates fail.
     f.inventory(&["fixture", "noop"], "");
-    let inv = std::fs::read_to_string(&f.fleet.inventory).unwrap();
-    let start = inv.find("drain = {").unwrap();
-    let end = start + inv[start..].find('\n').unwrap();
-    let inv = format!(
-        "{}drain = {{ backend = \"slurm\", node_name = \"gpu{{name}}\" }}{}",
-        &inv[..start],
-        &inv[end..]
-    )
-    .replace("name = \"node0\"", "name = \"1\"")
-    .replace("name = \"node1\"", "name = \"2\"")
-    .replace("canary = false", "canary = true");
+    f.set_drain(r#"drain = { backend = "slurm", node_name = "gpu{name}" }"#);
+    let inv = std::fs::read_to_string(&f.fleet.inventory)
+        .unwrap()
+        .replace("name = \"node0\"", "name = \"1\"")
+        .replace("name = \"node1\"", "name = \"2\"")
+        .replace("canary = false", "canary = true");
     f.fleet.write_inventory(&inv);
     let fleet_inv = f.fleet.inventory.display().to_string();
     let state = f.state.display().to_string();

@@ -208,6 +208,20 @@ pub fn node_plan(
     })
 }
 
+/// The recipe the inventory names for `n`.
+fn recipe_for<'a>(n: &Node, recipes: &'a BTreeMap<String, Recipe>) -> Result<&'a Recipe, String> {
+    let name = n
+        .recipe
+        .as_ref()
+        .ok_or_else(|| format!("{}: no `recipe` for this node in the inventory", n.name))?;
+    recipes.get(name).ok_or_else(|| {
+        format!(
+            "{}: recipe `{name}` is not in the config's [recipes]",
+            n.name
+        )
+    })
+}
+
 /// Nodes whose upgrade finished (their `unlock` is done) in any rollout of the journal.
 pub fn finished_nodes(journal: &[Entry]) -> HashSet<String> {
     journal
@@ -259,17 +273,7 @@ pub fn plan(
         } else if chosen.len() >= cfg.max_unavailable.max(1) {
             skipped.push((n.name.clone(), "in a later wave (max_unavailable)".into()));
         } else {
-            let name = n
-                .recipe
-                .as_ref()
-                .ok_or_else(|| format!("{}: no `recipe` for this node in the inventory", n.name))?;
-            let recipe = recipes.get(name).ok_or_else(|| {
-                format!(
-                    "{}: recipe `{name}` is not in the config's [recipes]",
-                    n.name
-                )
-            })?;
-            chosen.push(node_plan(n, r, recipe, cfg, rollout)?);
+            chosen.push(node_plan(n, r, recipe_for(n, recipes)?, cfg, rollout)?);
         }
     }
     Ok(Plan {
@@ -319,17 +323,7 @@ pub fn plan_selected(
                 r.status.meaning()
             ));
         }
-        let name = n
-            .recipe
-            .as_ref()
-            .ok_or_else(|| format!("{}: no `recipe` for this node in the inventory", n.name))?;
-        let recipe = recipes.get(name).ok_or_else(|| {
-            format!(
-                "{}: recipe `{name}` is not in the config's [recipes]",
-                n.name
-            )
-        })?;
-        nodes.push(node_plan(n, r, recipe, cfg, rollout)?);
+        nodes.push(node_plan(n, r, recipe_for(n, recipes)?, cfg, rollout)?);
     }
     let mode = if chosen.iter().all(|(n, _)| n.canary) {
         Mode::Canary
@@ -516,14 +510,33 @@ impl Executor {
         self.write(&plan.rollout, "", "rollout", Phase::Start, "", &json)
     }
 
-    /// Records the end of the rollout.
-    pub fn finish(&self, plan: &Plan, outcomes: &[NodeOutcome]) -> Result<(), String> {
+    /// Runs every node of `plan` at once (`nodes` are the inventory's entries for them),
+    /// writes the rollout's end, and returns each node's outcome and a one-line summary.
+    pub async fn run_plan(
+        self: std::sync::Arc<Self>,
+        plan: &Plan,
+        nodes: Vec<Node>,
+    ) -> (Vec<NodeOutcome>, String) {
+        let mut set = tokio::task::JoinSet::new();
+        for np in &plan.nodes {
+            let Some(node) = nodes.iter().find(|n| n.name == np.node).cloned() else {
+                continue;
+            };
+            let (ex, id, np) = (self.clone(), plan.rollout.clone(), np.clone());
+            set.spawn(async move { ex.run_node(&id, &node, &np).await });
+        }
+        let mut outcomes = Vec::new();
+        while let Some(r) = set.join_next().await {
+            if let Ok(o) = r {
+                outcomes.push(o);
+            }
+        }
         let failed: Vec<String> = outcomes
             .iter()
             .filter_map(|o| {
                 o.failure
                     .as_ref()
-                    .map(|(s, w)| format!("{} at {s}: {w}", o.node))
+                    .map(|(s, w)| format!("{} stopped at {s} and stays drained: {w}", o.node))
             })
             .collect();
         let phase = if failed.is_empty() {
@@ -531,12 +544,23 @@ impl Executor {
         } else {
             Phase::Failed
         };
-        let outcome = if failed.is_empty() {
-            format!("{} node(s) upgraded", outcomes.len())
+        let summary = if failed.is_empty() {
+            format!(
+                "rollout {}: {} node(s) upgraded",
+                plan.rollout,
+                outcomes.len()
+            )
         } else {
-            failed.join("; ")
+            format!(
+                "rollout {}: {} upgraded, {} failed: {}",
+                plan.rollout,
+                outcomes.len() - failed.len(),
+                failed.len(),
+                failed.join("; ")
+            )
         };
-        self.write(&plan.rollout, "", "rollout", phase, "", &outcome)
+        let _ = self.write(&plan.rollout, "", "rollout", phase, "", &summary);
+        (outcomes, summary)
     }
 
     async fn remote(

@@ -122,47 +122,10 @@ impl UpgradeCtx {
             failures: Default::default(),
         });
         ex.start(&plan)?;
-        let nodes: Vec<(Node, rollout::NodePlan)> = plan
-            .nodes
-            .iter()
-            .filter_map(|np| {
-                self.nodes
-                    .iter()
-                    .find(|n| n.name == np.node)
-                    .map(|n| (n.clone(), np.clone()))
-            })
-            .collect();
+        let nodes = self.nodes.clone();
         tokio::spawn(async move {
             let _lock = lock;
-            let mut set = JoinSet::new();
-            for (node, np) in nodes {
-                let (ex, id) = (ex.clone(), plan.rollout.clone());
-                set.spawn(async move { ex.run_node(&id, &node, &np).await });
-            }
-            let mut outcomes = Vec::new();
-            while let Some(r) = set.join_next().await {
-                if let Ok(o) = r {
-                    outcomes.push(o);
-                }
-            }
-            let _ = ex.finish(&plan, &outcomes);
-            let failed: Vec<String> = outcomes
-                .iter()
-                .filter_map(|o| {
-                    o.failure
-                        .as_ref()
-                        .map(|(s, w)| format!("{} stopped at {s} (drained): {w}", o.node))
-                })
-                .collect();
-            let summary = if failed.is_empty() {
-                format!(
-                    "rollout {}: {} node(s) upgraded",
-                    plan.rollout,
-                    outcomes.len()
-                )
-            } else {
-                format!("rollout {}: {}", plan.rollout, failed.join("; "))
-            };
+            let (_, summary) = ex.run_plan(&plan, nodes).await;
             let names = plan.nodes.iter().map(|n| n.node.clone()).collect();
             let _ = tx.send(Msg::UpgradeDone { names, summary }).await;
         });

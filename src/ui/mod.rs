@@ -6,7 +6,7 @@ pub mod theme;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Modifier, Style};
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{
     Block, Borders, Cell, Clear, LineGauge, Paragraph, Row as TRow, Table, TableState,
@@ -99,17 +99,14 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
             .iter()
             .map(|l| Line::from(Span::raw(format!(" {l}")))),
     );
-    f.render_widget(Clear, popup);
-    f.render_widget(
-        Paragraph::new(lines)
-            .block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .border_style(t.role("crit"))
-                    .title(Span::styled(" upgrade plan ", t.role("title"))),
-            )
-            .scroll((app.detail_scroll, 0)),
+    draw_popup(
+        f,
+        t,
         popup,
+        lines,
+        " upgrade plan ",
+        "crit",
+        app.detail_scroll,
     );
 }
 
@@ -652,20 +649,37 @@ fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
             t.role("warn"),
         )));
     }
-    f.render_widget(Clear, popup);
+    draw_popup(
+        f,
+        t,
+        popup,
+        lines,
+        " keys (from the active keymap) · ? closes ",
+        "border",
+        app.detail_scroll,
+    );
+}
+
+/// A bordered box over the screen at `area`, scrolled by `scroll` lines.
+fn draw_popup(
+    f: &mut Frame,
+    t: &Theme,
+    area: Rect,
+    lines: Vec<Line>,
+    title: &str,
+    border: &str,
+    scroll: u16,
+) {
+    f.render_widget(Clear, area);
     f.render_widget(
         Paragraph::new(lines)
             .block(
                 Block::default()
                     .borders(Borders::ALL)
-                    .border_style(t.role("border"))
-                    .title(Span::styled(
-                        " keys (from the active keymap) · ? closes ",
-                        t.role("title"),
-                    )),
+                    .border_style(t.role(border))
+                    .title(Span::styled(title.to_string(), t.role("title"))),
             )
-            .scroll((app.detail_scroll, 0))
-            .style(Style::default().remove_modifier(Modifier::empty())),
-        popup,
+            .scroll((scroll, 0)),
+        area,
     );
 }
