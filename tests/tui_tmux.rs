@@ -184,7 +184,8 @@ fn sigterm_and_resize_restore_the_terminal() {
         .status()
         .unwrap();
     assert!(ok.success());
-    let screen = tmux.wait_for("EXITED-");
+    // The tty mode line comes after the exit line: wait for it.
+    let screen = tmux.wait_for("MODE:");
     assert!(screen.contains("EXITED-0"), "{screen}");
     assert!(
         screen.lines().any(|l| l.trim() == "MODE:icanon"),
