@@ -760,3 +760,38 @@ fn tui_upgrade_asks_for_the_node_count_then_upgrades() {
     tmux.keys(&["q"]);
     tmux.wait_for("EXITED-0");
 }
+
+/// Two operators: a rollout running from the same state folder holds the local lock, and a
+/// rollout from elsewhere finds the node's marker; both are refused and nothing is drained.
+#[test]
+fn locks_stop_a_second_operator() {
+    let f = UpgradeFleet::start(1, 199, "1", "");
+    f.inventory(&["fixture"], "");
+    std::fs::create_dir_all(&f.state).unwrap();
+    let held = std::fs::File::create(f.state.join("rollout.lock")).unwrap();
+    held.try_lock().unwrap();
+    let out = f.run(&["upgrade", "--canary", "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("another gpufleet rollout holds"),
+        "{}",
+        text(&out)
+    );
+    drop(held);
+    // Another operator's rollout holds node0's marker.
+    let marker = f.nodes[0].join("root/var/lib/gpufleet/rollout.lock");
+    std::fs::create_dir_all(&marker).unwrap();
+    std::fs::write(marker.join("owner"), "r-someone-else\n").unwrap();
+    let out = f.run(&["upgrade", "--canary", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("locked by rollout r-someone-else"),
+        "{}",
+        text(&out)
+    );
+    assert!(f.drains().is_empty(), "nothing was drained");
+    assert_eq!(
+        std::fs::read_to_string(marker.join("owner")).unwrap(),
+        "r-someone-else\n"
+    );
+}
