@@ -295,7 +295,7 @@ fn a_reboot_that_never_returns_halts_and_leaves_the_node_drained() {
     let j = f.journal();
     assert!(
         j.iter()
-            .any(|e| e["step"] == "wait-ssh" && e["phase"] == "failed")
+            .any(|e| e["step"] == "wait-ssh:reboot" && e["phase"] == "failed")
     );
     assert!(
         j.iter()

@@ -30,7 +30,7 @@ pub struct Entry {
     pub rollout: String,
     /// The node, or `""` for rollout-level entries.
     pub node: String,
-    /// `rollout`, `lock`, `drain`, `step:<name>`, `reboot`, `wait-ssh`, `reprobe`, `gates`,
+    /// `rollout`, `lock`, `drain`, `step:<name>`, `wait-ssh:<name>`, `reprobe`, `gates`,
     /// `uncordon`, `unlock`.
     pub step: String,
     pub phase: Phase,

@@ -45,7 +45,8 @@ pub enum Where {
 /// One planned step with its exact commands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepPlan {
-    /// `lock`, `drain`, `step:<name>`, `wait-ssh`, `reprobe`, `gates`, `uncordon`, `unlock`.
+    /// `lock`, `drain`, `step:<name>`, `wait-ssh:<name>` (after a reboot step), `reprobe`,
+    /// `gates`, `uncordon`, `unlock`.
     pub id: String,
     pub at: Where,
     pub commands: Vec<String>,
@@ -150,7 +151,6 @@ pub fn node_plan(
             sudo: false,
         });
     }
-    let mut reboots = false;
     for s in &recipe.steps {
         steps.push(StepPlan {
             id: format!("step:{}", s.name),
@@ -160,9 +160,8 @@ pub fn node_plan(
             sudo: recipe.sudo,
         });
         if s.reboot {
-            reboots = true;
             steps.push(StepPlan {
-                id: "wait-ssh".into(),
+                id: format!("wait-ssh:{}", s.name),
                 at: Where::Gpufleet,
                 commands: vec![format!("wait up to {} s for SSH", cfg.reboot_timeout)],
                 reboot: false,
@@ -170,7 +169,6 @@ pub fn node_plan(
             });
         }
     }
-    let _ = reboots;
     let gates: Vec<&str> = cfg.gates.iter().map(|g| g.name()).collect();
     steps.push(StepPlan {
         id: "reprobe".into(),
@@ -686,7 +684,7 @@ impl Executor {
                 }
             }
             Where::Gpufleet => match step.id.as_str() {
-                "wait-ssh" => self.wait_ssh(node).await,
+                id if id.starts_with("wait-ssh") => self.wait_ssh(node).await,
                 "reprobe" => {
                     let (r, _) = self.scan.probe_node(node).await;
                     let s = format!("status {}", r.status);
@@ -911,7 +909,7 @@ mod tests {
                 "drain",
                 "step:install",
                 "step:reboot",
-                "wait-ssh",
+                "wait-ssh:reboot",
                 "reprobe",
                 "gates",
                 "uncordon",
