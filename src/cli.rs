@@ -70,6 +70,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "GPUFLEET_STATE_DIR", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
 
+    /// OpenSSH client config that fills host names, users, ports and keys the inventory leaves
+    /// unset; `none` to read none [default: ~/.ssh/config if it exists]
+    #[arg(long, global = true, env = "GPUFLEET_SSH_CONFIG", value_name = "FILE")]
+    pub ssh_config: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -266,7 +271,12 @@ pub fn run(cli: Cli) -> ExitCode {
     // Given by flag or environment (clap merges both): such a file must exist.
     let explicit_config = cli.config.is_some();
     let explicit_inventory = cli.inventory.is_some();
+    let ssh_config = cli.ssh_config.clone();
     let paths = Paths::resolve(cli.config, cli.inventory, cli.known_hosts, cli.state_dir);
+    let paths = Paths {
+        ssh_config,
+        ..paths
+    };
     let config = match Config::load(paths.config.as_deref().filter(|_| explicit_config)) {
         Ok(c) => c,
         Err(e) => {
@@ -336,6 +346,12 @@ fn print_paths(paths: &Paths) -> anyhow::Result<u8> {
         ("known_hosts", show(&paths.known_hosts)),
         ("ssh known_hosts", show(&Paths::user_known_hosts())),
         (
+            "ssh config",
+            show(&paths.ssh_config.clone().or_else(|| {
+                directories::BaseDirs::new().map(|b| b.home_dir().join(".ssh/config"))
+            })),
+        ),
+        (
             "themes",
             show(&crate::config::config_dir().map(|d| d.join("themes"))),
         ),
@@ -380,7 +396,42 @@ fn inventory_for(
         }
         return Ok(None);
     }
-    Ok(Some(Inventory::load(path)?))
+    Ok(Some(Inventory::load_with_ssh_config(
+        path,
+        ssh_config(paths)?.as_ref(),
+    )?))
+}
+
+/// The OpenSSH client config to read: `--ssh-config FILE` (an error if it does not parse),
+/// `none`, or ~/.ssh/config when it exists (a warning if it does not parse).
+fn ssh_config(paths: &Paths) -> anyhow::Result<Option<ssh2_config::SshConfig>> {
+    use ssh2_config::{ParseRule, SshConfig};
+    let (path, explicit) = match &paths.ssh_config {
+        Some(p) if p.as_os_str() == "none" => return Ok(None),
+        Some(p) => (p.clone(), true),
+        None => match directories::BaseDirs::new().map(|b| b.home_dir().join(".ssh/config")) {
+            Some(p) if p.exists() => (p, false),
+            _ => return Ok(None),
+        },
+    };
+    let parsed = std::fs::File::open(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|f| {
+            SshConfig::default()
+                .parse(
+                    &mut std::io::BufReader::new(f),
+                    ParseRule::ALLOW_UNKNOWN_FIELDS,
+                )
+                .map_err(|e| e.to_string())
+        });
+    match parsed {
+        Ok(c) => Ok(Some(c)),
+        Err(e) if explicit => anyhow::bail!("--ssh-config {}: {e}", path.display()),
+        Err(e) => {
+            eprintln!("gpufleet: warning: {}: {e}; not used", path.display());
+            Ok(None)
+        }
+    }
 }
 
 /// Ctrl-C or SIGTERM during a snapshot: the scan stops, the probe processes are killed, and

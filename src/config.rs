@@ -261,6 +261,8 @@ pub struct Paths {
     pub known_hosts: Option<PathBuf>,
     /// `--state-dir`, `$GPUFLEET_STATE_DIR`, `~/.local/state/gpufleet` (rollout journals).
     pub state_dir: Option<PathBuf>,
+    /// `--ssh-config`, `$GPUFLEET_SSH_CONFIG`; `None` means ~/.ssh/config when it exists.
+    pub ssh_config: Option<PathBuf>,
 }
 
 impl Paths {
@@ -279,6 +281,7 @@ impl Paths {
                 .or_else(|| d.as_ref().map(|d| d.config_dir().join("inventory.toml"))),
             known_hosts: known_hosts
                 .or_else(|| d.as_ref().map(|d| d.data_dir().join("known_hosts"))),
+            ssh_config: None,
             state_dir: state_dir.or_else(|| {
                 d.as_ref()
                     .map(|d| d.state_dir().unwrap_or(d.data_local_dir()).to_path_buf())

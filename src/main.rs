@@ -7,6 +7,7 @@ fn main() -> std::process::ExitCode {
         "GPUFLEET_INVENTORY",
         "GPUFLEET_KNOWN_HOSTS",
         "GPUFLEET_STATE_DIR",
+        "GPUFLEET_SSH_CONFIG",
     ] {
         if std::env::var_os(var).is_some_and(|v| v.is_empty()) {
             // SAFETY: single-threaded here; nothing else reads the environment yet.

@@ -301,3 +301,35 @@ fn ssh_agent_keys_certificates_and_encrypted_keys() {
         "via the certificate: {doc:#}"
     );
 }
+
+/// Host names, ports, users and keys from an OpenSSH client config, as `ssh` would take them;
+/// the inventory names only the nodes.
+#[test]
+fn an_openssh_client_config_fills_what_the_inventory_leaves_out() {
+    let good = fixture("h200-open-580-k6.18-real");
+    let fleet = Fleet::start(std::slice::from_ref(&good), 100);
+    let sshd = &fleet.nodes[0].1;
+    let ssh_config = fleet.tmp.path().join("ssh_config");
+    std::fs::write(
+        &ssh_config,
+        format!(
+            "Host h200\n  HostName {}\n  Port {}\n  User {}\n  IdentityFile {}\n  ServerAliveInterval 30\n",
+            sshd.addr,
+            sshd.port,
+            local_user(),
+            fleet.user_key.display()
+        ),
+    )
+    .unwrap();
+    fleet.write_inventory(&format!(
+        "known_hosts = \"{}\"\n[[nodes]]\nname = \"h200\"\nroot = \"{}\"\n",
+        fleet.known_hosts.display(),
+        good.join("root").display()
+    ));
+    let cfg = ssh_config.display().to_string();
+    let (_, doc) = fleet.snapshot(&["--ssh-config", &cfg]);
+    assert_eq!(node(&doc, "h200")["status"], "ready", "{doc:#}");
+    // Without it, "h200" is not a host that resolves.
+    let (_, doc) = fleet.snapshot(&["--ssh-config", "none"]);
+    assert_eq!(node(&doc, "h200")["status"], "unreachable");
+}

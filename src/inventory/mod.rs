@@ -211,8 +211,29 @@ impl Inventory {
         Inventory::parse(&text, path)
     }
 
+    /// Reads the inventory at `path`, filling what it leaves unset (host name, user, port,
+    /// identity file, certificate) from an OpenSSH client config (`~/.ssh/config` by default),
+    /// as `ssh` would: the inventory's own values win.
+    pub fn load_with_ssh_config(
+        path: &Path,
+        ssh: Option<&ssh2_config::SshConfig>,
+    ) -> Result<Inventory, InventoryError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| InventoryError(format!("{}: {e}", path.display())))?;
+        Inventory::parse_with(&text, path, ssh)
+    }
+
     /// Parses inventory text; `path` names it in messages and anchors relative paths.
     pub fn parse(text: &str, path: &Path) -> Result<Inventory, InventoryError> {
+        Inventory::parse_with(text, path, None)
+    }
+
+    /// [`Inventory::parse`] with an OpenSSH client config to fill unset values from.
+    pub fn parse_with(
+        text: &str,
+        path: &Path,
+        ssh: Option<&ssh2_config::SshConfig>,
+    ) -> Result<Inventory, InventoryError> {
         let at = |span: std::ops::Range<usize>, msg: String| {
             let (line, col) = line_col(text, span.start);
             InventoryError(format!("{}:{line}:{col}: {msg}", path.display()))
@@ -292,12 +313,24 @@ impl Inventory {
                 if !seen.insert(name.clone()) {
                     return Err(at(rn.name.span(), format!("node `{name}` is listed twice")));
                 }
+                // ~/.ssh/config for this host, for what the inventory leaves unset.
+                let cfg = ssh.map(|c| c.query(&host));
+                let cfg = cfg.as_ref();
+                let explicit_port = layers.iter().rev().find_map(|s| s.port);
                 nodes.push(Node {
-                    host,
-                    port,
-                    user: pick(|s| s.user.as_ref()).unwrap_or_else(local_user),
-                    identity_file: identity_file.clone(),
-                    certificate_file: certificate_file.clone(),
+                    host: cfg.and_then(|c| c.host_name.clone()).unwrap_or(host),
+                    port: explicit_port
+                        .or_else(|| cfg.and_then(|c| c.port))
+                        .unwrap_or(port),
+                    user: pick(|s| s.user.as_ref())
+                        .or_else(|| cfg.and_then(|c| c.user.clone()))
+                        .unwrap_or_else(local_user),
+                    identity_file: identity_file
+                        .clone()
+                        .or_else(|| cfg.and_then(|c| c.identity_file.as_ref()?.first().cloned())),
+                    certificate_file: certificate_file
+                        .clone()
+                        .or_else(|| cfg.and_then(|c| c.certificate_file.clone())),
                     root: pick(|s| s.root.as_ref()).unwrap_or_else(|| "/".to_string()),
                     labels: labels.clone(),
                     groups: rn.groups.iter().map(|g| g.get_ref().clone()).collect(),
@@ -651,5 +684,34 @@ labels = { rack = "r2" }
         );
         let i = inv("[[nodes]]\nname = \"v6\"\nhost = \"[::1]\"\n").unwrap();
         assert_eq!(i.nodes[0].host, "::1");
+    }
+
+    #[test]
+    fn ssh_config_fills_what_the_inventory_leaves_unset() {
+        let text = "Host gpu*\n  User ops\n  Port 2222\n  IdentityFile /keys/fleet\nHost gpu01\n  HostName 10.0.0.1\n";
+        let ssh = ssh2_config::SshConfig::default()
+            .parse(
+                &mut text.as_bytes(),
+                ssh2_config::ParseRule::ALLOW_UNKNOWN_FIELDS,
+            )
+            .unwrap();
+        let i = Inventory::parse_with(
+            "[[nodes]]\nname = \"gpu0[1-2]\"\n[[nodes]]\nname = \"gpu03\"\nuser = \"me\"\nport = 22\n",
+            Path::new("/inv.toml"),
+            Some(&ssh),
+        )
+        .unwrap();
+        let n = &i.nodes;
+        assert_eq!(
+            (n[0].host.as_str(), n[0].port, n[0].user.as_str()),
+            ("10.0.0.1", 2222, "ops")
+        );
+        assert_eq!(n[1].host, "gpu02");
+        assert_eq!(
+            n[1].identity_file.as_deref(),
+            Some(Path::new("/keys/fleet"))
+        );
+        // The inventory's own values win.
+        assert_eq!((n[2].port, n[2].user.as_str()), (22, "me"));
     }
 }
