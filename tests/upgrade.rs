@@ -447,7 +447,10 @@ fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
     let log = f.fleet.tmp.path().join("kubectl.log");
     std::fs::write(
         bin.join("kubectl"),
-        format!("#!/bin/sh\necho \"$*\" >> {}\n", log.display()),
+        format!(
+            "#!/bin/sh\necho \"$*\" >> {}\ncase \"$*\" in *\" get node \"*) echo true ;; esac\n",
+            log.display()
+        ),
     )
     .unwrap();
     Command::new("chmod")
@@ -481,6 +484,7 @@ fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
         [
             "--context=prod cordon node0.k8s.local",
             "--context=prod drain node0.k8s.local --ignore-daemonsets --delete-emptydir-data --timeout=900s",
+            "--context=prod get node node0.k8s.local -o jsonpath={.spec.unschedulable}",
             "--context=prod uncordon node0.k8s.local",
         ]
     );

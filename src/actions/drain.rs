@@ -109,10 +109,16 @@ pub fn drain_commands(
     }
 }
 
-/// The command whose output (slurm) or exit status (command) says the node is drained.
+/// The command whose output (kubernetes, slurm) or exit status (command) says the node is
+/// drained: kubernetes reads `.spec.unschedulable` back (`true` once cordoned; `kubectl drain`
+/// has waited for the pods by then).
 pub fn status_command(spec: &DrainSpec, node: &Node) -> Option<Local> {
     let name = scheduler_name(spec, node);
     match spec.backend {
+        DrainBackend::Kubernetes => Some(kubectl(
+            spec,
+            &["get", "node", &name, "-o", "jsonpath={.spec.unschedulable}"],
+        )),
         DrainBackend::Slurm => Some(Local::Argv(vec![
             "sinfo".into(),
             "-h".into(),
@@ -185,6 +191,15 @@ pub async fn run(
         code: out.status.code(),
         output: text.trim().to_string(),
     })
+}
+
+/// Whether `status_command`'s output says drained, for `backend`.
+pub fn drained(backend: DrainBackend, output: &str, success: bool) -> bool {
+    match backend {
+        DrainBackend::Slurm => slurm_drained(output),
+        DrainBackend::Kubernetes => success && output.trim() == "true",
+        _ => success,
+    }
 }
 
 /// Whether a slurm state from `sinfo -o %T` means drained (`drained`, `drained*`; not

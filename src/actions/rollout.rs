@@ -648,10 +648,7 @@ impl Executor {
                     loop {
                         let out =
                             drain::run(&self.permit, &status, Duration::from_secs(60)).await?;
-                        let drained = match node.drain.backend {
-                            DrainBackend::Slurm => drain::slurm_drained(&out.output),
-                            _ => out.success,
-                        };
+                        let drained = drain::drained(node.drain.backend, &out.output, out.success);
                         if drained {
                             break;
                         }
