@@ -260,7 +260,9 @@ pub fn run(
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let mut terminal = ratatui::init();
+    let mut terminal = ratatui::try_init().map_err(|e| {
+        anyhow::anyhow!("cannot start the TUI on this terminal: {e} (try `gpufleet snapshot`)")
+    })?;
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let _ = execute!(std::io::stdout(), DisableMouseCapture);
