@@ -250,3 +250,32 @@ fn grouped_by_label() {
         .collect();
     assert_eq!(&order[..2], ["r1", "r2"]);
 }
+
+/// Every screen draws at every small size without a panic (a terminal can be made tiny).
+#[test]
+fn tiny_terminals_do_not_panic() {
+    let mut a = app(false);
+    for mode_keys in [
+        &[][..],
+        &[KeyCode::Enter][..],
+        &[KeyCode::Char('?')][..],
+        &[KeyCode::Char('/')][..],
+    ] {
+        let mut a2 = a.clone();
+        for k in mode_keys {
+            key(&mut a2, *k);
+        }
+        for w in [1u16, 2, 5, 10, 20, 40] {
+            for h in [1u16, 2, 3, 4, 5, 10] {
+                render(&mut a2, w, h);
+            }
+        }
+    }
+    a.update(Msg::UpgradePlanned(Ok((
+        vec!["x".into()],
+        vec!["plan".into(); 50],
+    ))));
+    for (w, h) in [(1, 1), (10, 3), (40, 10)] {
+        render(&mut a, w, h);
+    }
+}
