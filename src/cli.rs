@@ -114,7 +114,7 @@ Examples:
   gpufleet upgrade -i fleet.toml --resume               after a crash or Ctrl-C";
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["canary", "wave", "resume"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["canary", "wave", "resume", "abandon"])))]
 pub struct UpgradeArgs {
     #[command(flatten)]
     pub scan: ScanArgs,
@@ -127,9 +127,15 @@ pub struct UpgradeArgs {
     #[arg(long)]
     pub wave: bool,
 
-    /// Continue the last interrupted rollout from the journal
+    /// Continue the last rollout that did not finish (interrupted, or stopped by a failed step
+    /// or gate): each node goes on from the step where it stopped
     #[arg(long)]
     pub resume: bool,
+
+    /// Give up the last rollout that did not finish: its nodes stay as they are (drained ones
+    /// stay drained; uncordon them yourself), and later rollouts may take over its node locks
+    #[arg(long)]
+    pub abandon: bool,
 
     /// Print the plan with the exact commands and change nothing
     #[arg(long)]
@@ -681,6 +687,7 @@ fn tui_cmd(
                 ("config [tui] read_only".to_string(), config.tui.read_only),
                 ("inventory read_only".to_string(), inv.read_only),
             ],
+            planned: Default::default(),
         }),
         _ => None,
     };
@@ -793,7 +800,51 @@ fn upgrade_cmd(
     let permit = WritePermit::new(&read_only)?;
     let state = state_dir(paths)?;
     let journal_path = state.join("journal.jsonl");
-    let entries = journal::read(&journal_path)?;
+    let (entries, skipped_lines) = journal::read(&journal_path)?;
+    if skipped_lines > 0 {
+        eprintln!(
+            "gpufleet: warning: {}: {skipped_lines} line(s) that are not journal entries were skipped",
+            journal_path.display()
+        );
+    }
+    let stopped = rollout::unfinished(&entries);
+    if args.abandon {
+        let (plan, _) = stopped.ok_or_else(|| {
+            anyhow::anyhow!(
+                "nothing to abandon: every rollout in {} finished",
+                journal_path.display()
+            )
+        })?;
+        let mut j = journal::Journal::open(&state)?;
+        j.append(&journal::Entry {
+            ts: now_rfc3339(),
+            who: journal::who(),
+            rollout: plan.rollout.clone(),
+            node: String::new(),
+            step: "rollout".into(),
+            phase: journal::Phase::Abandoned,
+            command: String::new(),
+            outcome: "abandoned by the operator".into(),
+        })?;
+        let nodes: Vec<&str> = plan.nodes.iter().map(|n| n.node.as_str()).collect();
+        println!(
+            "abandoned rollout {} ({}); check those nodes: drained ones stay drained",
+            plan.rollout,
+            nodes.join(", ")
+        );
+        return Ok(0);
+    }
+    if !args.resume
+        && let Some((plan, _)) = &stopped
+    {
+        anyhow::bail!(
+            "rollout {} did not finish: `gpufleet upgrade --resume` goes on with it, `--abandon` gives it up",
+            plan.rollout
+        );
+    }
+    if args.scan.local || args.scan.root.is_some() {
+        anyhow::bail!("--local and --root do not apply to upgrades: they work on inventory nodes");
+    }
     let (scan, selected) = build_scan(config, paths, &args.scan, &inv, settings, thresholds)?;
     let mut ucfg = config.upgrade.clone();
     if let Some(m) = args.max_unavailable {
@@ -804,9 +855,9 @@ fn upgrade_cmd(
         .enable_all()
         .build()?;
     let (plan, done) = if args.resume {
-        rollout::unfinished(&entries).ok_or_else(|| {
+        stopped.ok_or_else(|| {
             anyhow::anyhow!(
-                "nothing to resume: the journal {} has no unfinished rollout",
+                "nothing to resume: every rollout in {} finished",
                 journal_path.display()
             )
         })?
@@ -816,17 +867,39 @@ fn upgrade_cmd(
         } else {
             rollout::Mode::Wave
         };
-        eprintln!("probing {} node(s) before planning…", selected.len());
-        let reports = rt.block_on(async {
+        // The canaries of the whole inventory gate the waves, selected or not.
+        let canary_nodes: Vec<crate::inventory::Node> = inv
+            .nodes
+            .iter()
+            .filter(|n| n.canary && mode == rollout::Mode::Wave)
+            .filter(|n| !selected.iter().any(|s| s.name == n.name))
+            .cloned()
+            .collect();
+        eprintln!(
+            "probing {} node(s) before planning…",
+            selected.len() + canary_nodes.len()
+        );
+        let (reports, canary_reports) = rt.block_on(async {
             let mut out = Vec::new();
             for n in &selected {
                 out.push((n.clone(), scan.node(n).await));
             }
-            out
+            let mut canaries = Vec::new();
+            for n in &canary_nodes {
+                canaries.push((n.name.clone(), Some(scan.node(n).await.status)));
+            }
+            (out, canaries)
         });
+        let mut canaries: Vec<(String, Option<crate::model::NodeStatus>)> = reports
+            .iter()
+            .filter(|(n, _)| n.canary)
+            .map(|(n, r)| (n.name.clone(), Some(r.status)))
+            .collect();
+        canaries.extend(canary_reports);
         let plan = rollout::plan(
             mode,
             &reports,
+            &canaries,
             &entries,
             &ucfg,
             &config.recipes,
@@ -881,9 +954,12 @@ fn upgrade_cmd(
     let failed = outcomes.iter().filter(|o| o.failure.is_some()).count();
     for o in outcomes.iter().filter(|o| o.failure.is_some()) {
         let (step, why) = o.failure.as_ref().expect("failed");
+        let drained = rollout::drained_note(&plan, &o.node, step);
+        eprintln!("gpufleet: {} stopped at {step}{drained}: {why}", o.node);
+    }
+    if failed > 0 {
         eprintln!(
-            "gpufleet: {} stopped at {step} and stays drained: {why}",
-            o.node
+            "gpufleet: fix what stopped them, then `gpufleet upgrade --resume` goes on from there (or `--abandon`)"
         );
     }
     println!("{summary}");
@@ -892,7 +968,13 @@ fn upgrade_cmd(
 
 fn journal_cmd(paths: &Paths, args: &JournalArgs) -> anyhow::Result<u8> {
     let path = state_dir(paths)?.join("journal.jsonl");
-    let entries = crate::actions::journal::read(&path)?;
+    let (entries, skipped_lines) = crate::actions::journal::read(&path)?;
+    if skipped_lines > 0 {
+        eprintln!(
+            "gpufleet: warning: {}: {skipped_lines} line(s) that are not journal entries were skipped",
+            path.display()
+        );
+    }
     let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
     let mut shown = 0;
     for e in entries

@@ -337,6 +337,18 @@ impl Config {
                 )));
             }
         }
+        if cfg.upgrade.max_unavailable == 0 {
+            return Err(ConfigError(format!(
+                "{}: [upgrade] max_unavailable must be at least 1",
+                path.display()
+            )));
+        }
+        if cfg.upgrade.gates.is_empty() {
+            return Err(ConfigError(format!(
+                "{}: [upgrade] gates is empty: a node would be uncordoned without any check",
+                path.display()
+            )));
+        }
         if cfg.probe.nvidia_smi_timeout >= cfg.probe.deadline {
             return Err(ConfigError(format!(
                 "{}: [probe] nvidia_smi_timeout ({} s) must be shorter than deadline ({} s)",

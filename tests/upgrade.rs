@@ -799,3 +799,82 @@ fn locks_stop_a_second_operator() {
         "r-someone-else\n"
     );
 }
+
+/// A canary that failed blocks the waves — selected or not — until the operator resumes the
+/// stopped rollout (after fixing the node) or abandons it; an abandoned rollout's node lock is
+/// taken over by the next one.
+#[test]
+fn a_failed_canary_blocks_waves_until_resumed_or_abandoned() {
+    let f = UpgradeFleet::start(2, 200, "1", "");
+    f.inventory(&["noop", "fixture"], "");
+    let out = f.run(&["upgrade", "--canary", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("--resume"), "{}", text(&out));
+    for args in [
+        &["upgrade", "--wave", "--yes"][..],
+        &["upgrade", "--wave", "--yes", "--node", "node1"],
+    ] {
+        let out = f.run(args);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("did not finish"), "{}", text(&out));
+    }
+    let out = f.run(&["upgrade", "--abandon"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // The canary is still on the legacy stack: waves stay blocked, selection or not.
+    for args in [
+        &["upgrade", "--wave", "--dry-run"][..],
+        &["upgrade", "--wave", "--yes", "--node", "node1"],
+    ] {
+        let out = f.run(args);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(
+            text(&out).contains("canaries first: node0"),
+            "{}",
+            text(&out)
+        );
+    }
+    assert_eq!(f.drains(), ["drain node0"], "node1 was never touched");
+    // Fix the canary's recipe; the new rollout takes over the abandoned rollout's node lock.
+    let inv = std::fs::read_to_string(&f.fleet.inventory)
+        .unwrap()
+        .replacen("recipe = \"noop\"", "recipe = \"fixture\"", 1);
+    f.fleet.write_inventory(&inv);
+    let out = f.run(&["upgrade", "--canary", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = f.run(&["upgrade", "--wave", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(f.status("node1"), "ready");
+}
+
+/// A step that fails stops the node; once the operator fixes the cause, `--resume` retries the
+/// node from that step and finishes it.
+#[test]
+fn resume_retries_a_stopped_node_from_the_failed_step() {
+    let f = UpgradeFleet::start(1, 205, "1", "");
+    let flag = f.nodes[0].join("ready-to-go");
+    let config = std::fs::read_to_string(&f.fleet.config).unwrap().replace(
+        "[recipes.noop]",
+        &format!(
+            "[recipes.picky]\nsteps = [{{ name = \"check\", run = \"test -f {}\" }}, {{ name = \"switch\", run = \"fixture-switch-open {{root}}\" }}]\n[recipes.noop]",
+            flag.display()
+        ),
+    );
+    std::fs::write(&f.fleet.config, config).unwrap();
+    f.inventory(&["picky"], "");
+    let out = f.run(&["upgrade", "--canary", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("step:check and stays drained: exit status 1"),
+        "{}",
+        text(&out)
+    );
+    std::fs::write(&flag, "").unwrap();
+    let out = f.run(&["upgrade", "--resume", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        f.drains(),
+        ["drain node0", "uncordon node0"],
+        "drained once, not again"
+    );
+    assert_eq!(f.status("node0"), "ready");
+}

@@ -17,6 +17,8 @@ pub enum Phase {
     Start,
     Done,
     Failed,
+    /// The operator gave the rollout up (`gpufleet upgrade --abandon`).
+    Abandoned,
 }
 
 /// One journal line.
@@ -70,41 +72,43 @@ impl Journal {
         Ok(Journal { file, path })
     }
 
-    /// Appends `entry` and fsyncs it: when this returns, the entry survives a crash.
+    /// Appends `entry` and fsyncs it: when this returns, the entry survives a crash. A torn
+    /// last line (a crash while writing) is closed first, so this entry starts a line of its own.
     pub fn append(&mut self, entry: &Entry) -> std::io::Result<()> {
         let mut line = serde_json::to_string(entry)?;
         line.push('\n');
+        if let Ok(text) = std::fs::read(&self.path)
+            && text.last().is_some_and(|b| *b != b'\n')
+        {
+            line.insert(0, '\n');
+        }
         self.file.write_all(line.as_bytes())?;
         self.file.sync_data()
     }
 }
 
-/// Every entry of the journal at `path` (missing file: none). A torn last line (a crash while
-/// writing) is skipped; other bad lines are errors naming their line.
-pub fn read(path: &Path) -> std::io::Result<Vec<Entry>> {
+/// Every entry of the journal at `path` (missing file: none), and how many lines were not
+/// entries (a torn line from a crash, a line damaged by hand): those are skipped, so one bad
+/// line never locks the operator out of resuming.
+pub fn read(path: &Path) -> std::io::Result<(Vec<Entry>, usize)> {
     let f = match File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
         Err(e) => return Err(e),
     };
-    let lines: Vec<String> = BufReader::new(f).lines().collect::<Result<_, _>>()?;
     let mut out = Vec::new();
-    for (i, l) in lines.iter().enumerate() {
-        if l.trim().is_empty() {
+    let mut skipped = 0;
+    for l in BufReader::new(f).split(b'\n') {
+        let l = l?;
+        if l.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_str(l) {
+        match serde_json::from_slice(&l) {
             Ok(e) => out.push(e),
-            Err(_) if i + 1 == lines.len() => {}
-            Err(e) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("{}:{}: {e}", path.display(), i + 1),
-                ));
-            }
+            Err(_) => skipped += 1,
         }
     }
-    Ok(out)
+    Ok((out, skipped))
 }
 
 #[cfg(test)]
@@ -130,7 +134,6 @@ mod tests {
         let mut j = Journal::open(&dir.path().join("state")).unwrap();
         j.append(&entry("drain", Phase::Start)).unwrap();
         j.append(&entry("drain", Phase::Done)).unwrap();
-        drop(j);
         let path = dir.path().join("state/journal.jsonl");
         std::fs::OpenOptions::new()
             .append(true)
@@ -138,10 +141,15 @@ mod tests {
             .unwrap()
             .write_all(b"{\"ts\":\"2026")
             .unwrap();
-        let e = read(&path).unwrap();
-        assert_eq!(e.len(), 2);
-        assert_eq!(e[1].phase, Phase::Done);
+        let (e, skipped) = read(&path).unwrap();
+        assert_eq!((e.len(), skipped), (2, 1));
+        // The next entry starts a line of its own after the torn one.
+        j.append(&entry("uncordon", Phase::Start)).unwrap();
+        let (e, skipped) = read(&path).unwrap();
+        assert_eq!((e.len(), skipped), (3, 1));
+        assert_eq!(e[2].step, "uncordon");
+        // A damaged line in the middle is skipped, not fatal.
         std::fs::write(&path, "garbage\n{}\n").unwrap();
-        assert!(read(&path).unwrap_err().to_string().contains(":1:"));
+        assert_eq!(read(&path).unwrap(), (vec![], 2));
     }
 }

@@ -88,12 +88,20 @@ fn root_path(root: &str, rel: &str) -> String {
 
 /// The node-side lock: `mkdir` is atomic, so two operators cannot both take it; the owner
 /// file says which rollout holds it (a resume of the same rollout takes it again).
-pub fn lock_command(root: &str, rollout: &str) -> String {
+pub fn lock_command(root: &str, rollout: &str, takeover: &[String]) -> String {
     let m = quote(&root_path(root, MARKER));
     let r = quote(rollout);
+    let mut owners = vec![r.clone()];
+    owners.extend(takeover.iter().map(|t| quote(t)));
+    let test = owners
+        .iter()
+        .map(|o| format!("[ \"$o\" = {o} ]"))
+        .collect::<Vec<_>>()
+        .join(" || ");
     format!(
         "mkdir -p \"$(dirname {m})\" && if mkdir {m} 2>/dev/null; then echo {r} > {m}/owner; \
-         else o=$(cat {m}/owner 2>/dev/null); [ \"$o\" = {r} ] || {{ echo \"locked by rollout $o\" >&2; exit 3; }}; fi"
+         else o=$(cat {m}/owner 2>/dev/null); if {test}; then echo {r} > {m}/owner; \
+         else echo \"locked by rollout $o\" >&2; exit 3; fi; fi"
     )
 }
 
@@ -127,6 +135,7 @@ pub fn node_plan(
     recipe: &Recipe,
     cfg: &UpgradeConfig,
     rollout: &str,
+    takeover: &[String],
 ) -> Result<NodePlan, String> {
     let reason = format!("gpufleet rollout {rollout}");
     let timeout = Duration::from_secs(cfg.drain_timeout);
@@ -134,7 +143,7 @@ pub fn node_plan(
     let mut steps = vec![StepPlan {
         id: "lock".into(),
         at: Where::Node,
-        commands: vec![lock_command(&node.root, rollout)],
+        commands: vec![lock_command(&node.root, rollout, takeover)],
         reboot: false,
         sudo: recipe.sudo,
     }];
@@ -234,6 +243,7 @@ pub fn finished_nodes(journal: &[Entry]) -> HashSet<String> {
 pub fn plan(
     mode: Mode,
     nodes: &[(Node, NodeReport)],
+    canaries: &[(String, Option<NodeStatus>)],
     journal: &[Entry],
     cfg: &UpgradeConfig,
     recipes: &BTreeMap<String, Recipe>,
@@ -241,19 +251,7 @@ pub fn plan(
 ) -> Result<Plan, String> {
     let finished = finished_nodes(journal);
     if mode == Mode::Wave {
-        let pending: Vec<&str> = nodes
-            .iter()
-            .filter(|(n, r)| {
-                n.canary && !finished.contains(&n.name) && r.status == NodeStatus::Migrate
-            })
-            .map(|(n, _)| n.name.as_str())
-            .collect();
-        if !pending.is_empty() {
-            return Err(format!(
-                "canaries first: {} not upgraded yet; run `gpufleet upgrade --canary`",
-                pending.join(", ")
-            ));
-        }
+        canaries_done(canaries, &finished)?;
     }
     let mut skipped = Vec::new();
     let mut chosen = Vec::new();
@@ -271,7 +269,14 @@ pub fn plan(
         } else if chosen.len() >= cfg.max_unavailable.max(1) {
             skipped.push((n.name.clone(), "in a later wave (max_unavailable)".into()));
         } else {
-            chosen.push(node_plan(n, r, recipe_for(n, recipes)?, cfg, rollout)?);
+            chosen.push(node_plan(
+                n,
+                r,
+                recipe_for(n, recipes)?,
+                cfg,
+                rollout,
+                &abandoned(journal),
+            )?);
         }
     }
     Ok(Plan {
@@ -282,27 +287,49 @@ pub fn plan(
     })
 }
 
+/// Every canary of the inventory (`canaries`: name and current status) must be done before any
+/// other node: upgraded by a rollout (journal) or `ready` now. A canary that failed, is
+/// unreachable or was never upgraded blocks the waves.
+pub fn canaries_done(
+    canaries: &[(String, Option<NodeStatus>)],
+    finished: &HashSet<String>,
+) -> Result<(), String> {
+    let pending: Vec<String> = canaries
+        .iter()
+        .filter(|(n, st)| !finished.contains(n) && *st != Some(NodeStatus::Ready))
+        .map(|(n, st)| match st {
+            Some(st) => format!("{n} ({st})"),
+            None => format!("{n} (not scanned)"),
+        })
+        .collect();
+    if pending.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "canaries first: {} not upgraded and ready yet; run `gpufleet upgrade --canary`",
+            pending.join(", ")
+        ))
+    }
+}
+
 /// Plans an upgrade of exactly `chosen` (the TUI's marked nodes), as one wave: each must be
 /// `migrate` and have a recipe; non-canary nodes only once every canary of `canaries` is done.
 pub fn plan_selected(
     chosen: &[(Node, NodeReport)],
-    canaries: &[String],
+    canaries: &[(String, Option<NodeStatus>)],
     journal: &[Entry],
     cfg: &UpgradeConfig,
     recipes: &BTreeMap<String, Recipe>,
     rollout: &str,
 ) -> Result<Plan, String> {
     let finished = finished_nodes(journal);
-    let pending: Vec<&str> = canaries
-        .iter()
-        .filter(|c| !finished.contains(*c) && !chosen.iter().any(|(n, _)| n.name == **c))
-        .map(String::as_str)
-        .collect();
-    if chosen.iter().any(|(n, _)| !n.canary) && !pending.is_empty() {
-        return Err(format!(
-            "canaries first: {} not upgraded yet",
-            pending.join(", ")
-        ));
+    let with_canary = chosen.iter().any(|(n, _)| n.canary);
+    let with_other = chosen.iter().any(|(n, _)| !n.canary);
+    if with_canary && with_other {
+        return Err("canaries go alone: mark only canaries, or only other nodes".into());
+    }
+    if with_other {
+        canaries_done(canaries, &finished)?;
     }
     if chosen.len() > cfg.max_unavailable.max(1) {
         return Err(format!(
@@ -321,7 +348,14 @@ pub fn plan_selected(
                 r.status.meaning()
             ));
         }
-        nodes.push(node_plan(n, r, recipe_for(n, recipes)?, cfg, rollout)?);
+        nodes.push(node_plan(
+            n,
+            r,
+            recipe_for(n, recipes)?,
+            cfg,
+            rollout,
+            &abandoned(journal),
+        )?);
     }
     let mode = if chosen.iter().all(|(n, _)| n.canary) {
         Mode::Canary
@@ -360,7 +394,7 @@ pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
                 Where::Gpufleet => "gpufleet",
             };
             let sudo = if s.sudo { " (sudo -n)" } else { "" };
-            out.push(format!("    {:<22} [{at}{sudo}]", s.id));
+            out.push(format!("    {:<22} [{at}{sudo}]", safe(&s.id)));
             out.extend(s.commands.iter().map(|c| format!("        {}", safe(c))));
         }
     }
@@ -532,9 +566,12 @@ impl Executor {
         let failed: Vec<String> = outcomes
             .iter()
             .filter_map(|o| {
-                o.failure
-                    .as_ref()
-                    .map(|(s, w)| format!("{} stopped at {s} and stays drained: {w}", o.node))
+                let (step, why) = o.failure.as_ref()?;
+                Some(format!(
+                    "{} stopped at {step}{}: {why}",
+                    o.node,
+                    drained_note(plan, &o.node, step)
+                ))
             })
             .collect();
         let phase = if failed.is_empty() {
@@ -567,10 +604,8 @@ impl Executor {
         command: &str,
         sudo: bool,
         timeout: Duration,
-    ) -> Result<ssh::ExecOutput, String> {
-        let session = ssh::connect(node, &self.scan.ssh, self.scan.keys.clone())
-            .await
-            .map_err(|u| u.message)?;
+    ) -> Result<ssh::ExecOutput, ssh::Unreachable> {
+        let session = ssh::connect(node, &self.scan.ssh, self.scan.keys.clone()).await?;
         let cmd = if sudo {
             format!("sudo -n sh -c {}", quote(command))
         } else {
@@ -584,8 +619,7 @@ impl Executor {
                 1 << 20,
                 true,
             )
-            .await
-            .map_err(|u| u.message);
+            .await;
         session.close().await;
         out
     }
@@ -596,12 +630,18 @@ impl Executor {
         // Give the reboot a moment to take the node down.
         tokio::time::sleep(Duration::from_secs(2)).await;
         loop {
-            if let Ok(out) = self
+            match self
                 .remote(node, "true", false, Duration::from_secs(10))
                 .await
-                && out.exit_status == Some(0)
             {
-                return Ok(format!("SSH back after {} s", start.elapsed().as_secs()));
+                Ok(out) if out.exit_status == Some(0) => {
+                    return Ok(format!("SSH back after {} s", start.elapsed().as_secs()));
+                }
+                // A node that answers with another host key is not the node we rebooted.
+                Err(u) if matches!(u.code, Code::HostKeyMismatch | Code::HostKeyUnknown) => {
+                    return Err(u.message);
+                }
+                _ => {}
             }
             if start.elapsed() >= limit {
                 return Err(format!(
@@ -637,7 +677,11 @@ impl Executor {
                 for c in &cmds {
                     let out = drain::run(&self.permit, c, timeout).await?;
                     if !out.success {
-                        return Err(format!("`{c}` exited {:?}: {}", out.code, out.output));
+                        return Err(format!(
+                            "`{c}` exited {}: {}",
+                            out.code.map_or("by a signal".into(), |c| c.to_string()),
+                            out.output
+                        ));
                     }
                     said.push(out.output);
                 }
@@ -668,7 +712,8 @@ impl Executor {
                 let timeout = Duration::from_secs(self.cfg.step_timeout);
                 let out = self
                     .remote(node, &step.commands[0], step.sudo, timeout)
-                    .await;
+                    .await
+                    .map_err(|u| u.message);
                 match (out, step.reboot) {
                     // A reboot may cut the connection before any exit status: expected.
                     (Err(e), true) => Ok(format!("reboot issued (connection: {e})")),
@@ -676,7 +721,14 @@ impl Executor {
                         Ok(format!("reboot issued {}", excerpt(&o.output)))
                     }
                     (Ok(o), _) if o.exit_status == Some(0) => Ok(excerpt(&o.output)),
-                    (Ok(o), _) => Err(format!("exit {:?}: {}", o.exit_status, excerpt(&o.output))),
+                    (Ok(o), _) => Err(format!(
+                        "{}: {}",
+                        o.exit_status
+                            .map_or("cut off (no exit status)".to_string(), |s| format!(
+                                "exit status {s}"
+                            )),
+                        excerpt(&o.output)
+                    )),
                     (Err(e), false) => Err(e),
                 }
             }
@@ -758,16 +810,33 @@ impl Executor {
     }
 }
 
+/// " and stays drained" when `node` stopped at or after its drain step (a node stopped by its
+/// lock was never drained by this rollout).
+pub fn drained_note(plan: &Plan, node: &str, step: &str) -> &'static str {
+    let Some(np) = plan.nodes.iter().find(|n| n.node == node) else {
+        return "";
+    };
+    let pos = |id: &str| np.steps.iter().position(|s| s.id == id);
+    match (pos("drain"), pos(step)) {
+        (Some(d), Some(s)) if s >= d => " and stays drained",
+        _ => "",
+    }
+}
+
 /// The latest rollout in the journal that has no end entry: its plan, and the steps done.
 pub fn unfinished(journal: &[Entry]) -> Option<(Plan, HashSet<(String, String)>)> {
     let start = journal
         .iter()
         .rev()
         .find(|e| e.step == "rollout" && e.phase == Phase::Start)?;
-    let ended = journal
-        .iter()
-        .any(|e| e.rollout == start.rollout && e.step == "rollout" && e.phase != Phase::Start);
-    if ended {
+    // A rollout that stopped (failed, halted) is resumable: --resume retries each node from
+    // the step where it stopped. Done and abandoned rollouts are not.
+    let closed = journal.iter().any(|e| {
+        e.rollout == start.rollout
+            && e.step == "rollout"
+            && matches!(e.phase, Phase::Done | Phase::Abandoned)
+    });
+    if closed {
         return None;
     }
     let plan: Plan = serde_json::from_str(&start.outcome).ok()?;
@@ -777,6 +846,15 @@ pub fn unfinished(journal: &[Entry]) -> Option<(Plan, HashSet<(String, String)>)
         .map(|e| (e.node.clone(), e.step.clone()))
         .collect();
     Some((plan, done))
+}
+
+/// Rollouts given up with `--abandon`: their node markers may be taken over.
+pub fn abandoned(journal: &[Entry]) -> Vec<String> {
+    journal
+        .iter()
+        .filter(|e| e.step == "rollout" && e.phase == Phase::Abandoned)
+        .map(|e| e.rollout.clone())
+        .collect()
 }
 
 /// A new rollout id: `r-<UTC time>-<mode>`.
@@ -893,7 +971,8 @@ mod tests {
             (node("n4", false), report("n4", NodeStatus::Migrate)),
             (node("n5", false), report("n5", NodeStatus::Blocked)),
         ];
-        let p = plan(Mode::Canary, &nodes, &[], &cfg, &recipes(), "r1").unwrap();
+        let canaries = vec![("c1".to_string(), Some(NodeStatus::Migrate))];
+        let p = plan(Mode::Canary, &nodes, &canaries, &[], &cfg, &recipes(), "r1").unwrap();
         assert_eq!(
             p.nodes.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
             ["c1"]
@@ -917,7 +996,7 @@ mod tests {
             p.nodes[0].steps[2].commands[0],
             "apt-get install -y nvidia-driver-535-open"
         );
-        let e = plan(Mode::Wave, &nodes, &[], &cfg, &recipes(), "r2").unwrap_err();
+        let e = plan(Mode::Wave, &nodes, &canaries, &[], &cfg, &recipes(), "r2").unwrap_err();
         assert!(e.contains("canaries first: c1"), "{e}");
         let journal = vec![Entry {
             ts: String::new(),
@@ -929,7 +1008,16 @@ mod tests {
             command: String::new(),
             outcome: String::new(),
         }];
-        let p = plan(Mode::Wave, &nodes, &journal, &cfg, &recipes(), "r2").unwrap();
+        let p = plan(
+            Mode::Wave,
+            &nodes,
+            &canaries,
+            &journal,
+            &cfg,
+            &recipes(),
+            "r2",
+        )
+        .unwrap();
         assert_eq!(
             p.nodes.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
             ["n1", "n3"]
@@ -969,18 +1057,28 @@ mod tests {
                 .unwrap()
                 .code()
         };
-        assert_eq!(run(&lock_command(&root, "r1")), Some(0));
+        assert_eq!(run(&lock_command(&root, "r1", &[])), Some(0));
         assert_eq!(
-            run(&lock_command(&root, "r1")),
+            run(&lock_command(&root, "r1", &[])),
             Some(0),
             "the same rollout takes it again"
         );
         assert_eq!(
-            run(&lock_command(&root, "r2")),
+            run(&lock_command(&root, "r2", &[])),
             Some(3),
             "another rollout is refused"
         );
         assert_eq!(run(&unlock_command(&root)), Some(0));
-        assert_eq!(run(&lock_command(&root, "r2")), Some(0));
+        assert_eq!(run(&lock_command(&root, "r2", &[])), Some(0));
+        // A marker of an abandoned rollout is taken over.
+        assert_eq!(
+            run(&lock_command(&root, "r3", &["r2".to_string()])),
+            Some(0)
+        );
+        assert!(
+            std::fs::read_to_string(dir.path().join(MARKER).join("owner"))
+                .unwrap()
+                .contains("r3")
+        );
     }
 }

@@ -53,7 +53,7 @@ impl Action {
     /// Whether the action changes a node (drain, upgrade). Read-only mode leaves every such
     /// action unbound, absent from help, and refuses it if it is reached.
     pub fn is_write(self) -> bool {
-        matches!(self, Action::Upgrade)
+        matches!(self, Action::Upgrade | Action::Mark)
     }
 
     pub fn from_name(name: &str) -> Option<Action> {

@@ -277,6 +277,8 @@ pub struct App {
     pub upgrading: bool,
     /// The last lines of the running or last upgrade.
     pub upgrade_log: Vec<String>,
+    /// `quit` was pressed once while an upgrade runs; a second press quits.
+    pub quit_armed: bool,
 }
 
 fn cmp_opt<T: PartialOrd>(a: Option<T>, b: Option<T>) -> std::cmp::Ordering {
@@ -398,6 +400,7 @@ impl App {
             confirm: None,
             upgrading: false,
             upgrade_log: Vec::new(),
+            quit_armed: false,
         };
         app.rebuild_view();
         app
@@ -601,6 +604,7 @@ impl App {
             }
             Msg::UpgradeDone { names, summary } => {
                 self.upgrading = false;
+                self.quit_armed = false;
                 self.message = Some(summary);
                 for r in &mut self.rows {
                     r.marked = false;
@@ -673,6 +677,22 @@ impl App {
             return Vec::new();
         };
         match k.code {
+            KeyCode::Up | KeyCode::Char('k') => {
+                self.detail_scroll = self.detail_scroll.saturating_sub(1);
+                Vec::new()
+            }
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.detail_scroll = self.detail_scroll.saturating_add(1);
+                Vec::new()
+            }
+            KeyCode::PageUp => {
+                self.detail_scroll = self.detail_scroll.saturating_sub(self.page as u16);
+                Vec::new()
+            }
+            KeyCode::PageDown => {
+                self.detail_scroll = self.detail_scroll.saturating_add(self.page as u16);
+                Vec::new()
+            }
             KeyCode::Char(ch)
                 if ch.is_ascii_digit() && !k.modifiers.contains(KeyModifiers::CONTROL) =>
             {
@@ -715,6 +735,12 @@ impl App {
         }
         let scrolling = matches!(self.mode, Mode::Detail | Mode::Help);
         match action {
+            Action::Quit if self.upgrading && !self.quit_armed => {
+                self.quit_armed = true;
+                self.message = Some(
+                    "an upgrade is running: quit again to stop it mid-step (then `gpufleet upgrade --resume` goes on)".into(),
+                );
+            }
             Action::Quit => return vec![Effect::Quit],
             Action::Down if scrolling => self.detail_scroll = self.detail_scroll.saturating_add(1),
             Action::Up if scrolling => self.detail_scroll = self.detail_scroll.saturating_sub(1),
@@ -844,6 +870,10 @@ impl App {
                     self.message = Some("upgrade: scan the node first".into());
                     return Vec::new();
                 }
+                self.message = Some(format!(
+                    "probing {} node(s) again before planning…",
+                    nodes.len()
+                ));
                 return vec![Effect::PlanUpgrade { nodes }];
             }
             Action::ExportJson | Action::ExportCsv => {
@@ -1139,10 +1169,22 @@ mod tests {
         // Read-only: the key is unbound, absent from help, and the action refused if reached.
         let rows = vec![Row::new("n")];
         let (km, _) = Keymap::new(&Default::default(), true);
-        assert!(!km.bound().any(|x| x == Action::Upgrade));
+        assert!(
+            !km.bound()
+                .any(|x| x == Action::Upgrade || x == Action::Mark)
+        );
         let mut ro = App::new(rows, km, true, String::new());
         assert!(ro.update(key('U')).is_empty());
         assert!(ro.act(Action::Upgrade).is_empty());
         assert!(ro.message.as_deref().unwrap_or("").contains("read-only"));
+    }
+
+    #[test]
+    fn quitting_during_an_upgrade_takes_a_second_press() {
+        let mut a = app(1);
+        a.upgrading = true;
+        assert!(a.update(key('q')).is_empty());
+        assert!(a.message.as_deref().unwrap().contains("--resume"));
+        assert_eq!(a.update(key('q')), vec![Effect::Quit]);
     }
 }

@@ -51,33 +51,42 @@ pub struct UpgradeCtx {
     pub state_dir: PathBuf,
     /// Each read-only source and what it says.
     pub read_only: Vec<(String, bool)>,
+    /// The plan shown for confirmation, run when the operator confirms it.
+    pub planned: std::sync::Mutex<Option<crate::actions::rollout::Plan>>,
 }
 
 impl UpgradeCtx {
-    /// Plans an upgrade of `reports`' nodes: the plan and its lines, or why not.
-    fn plan(
+    /// Probes `names` again (and every canary, for a wave), then plans an upgrade of them:
+    /// the plan, or why not. Fresh probes, so a node upgraded meanwhile is not planned again.
+    async fn plan(
         &self,
-        reports: &[crate::model::NodeReport],
+        scan: &Scan,
+        names: &[String],
     ) -> Result<crate::actions::rollout::Plan, String> {
         use crate::actions::{journal, rollout};
-        let entries =
+        let (entries, _) =
             journal::read(&self.state_dir.join("journal.jsonl")).map_err(|e| e.to_string())?;
-        let chosen: Vec<(Node, crate::model::NodeReport)> = reports
-            .iter()
-            .map(|r| {
-                self.nodes
-                    .iter()
-                    .find(|n| n.name == r.name)
-                    .map(|n| (n.clone(), r.clone()))
-                    .ok_or_else(|| format!("{} is not in the inventory", r.name))
-            })
-            .collect::<Result<_, _>>()?;
-        let canaries: Vec<String> = self
-            .nodes
-            .iter()
-            .filter(|n| n.canary)
-            .map(|n| n.name.clone())
-            .collect();
+        if let Some((p, _)) = rollout::unfinished(&entries) {
+            return Err(format!(
+                "rollout {} did not finish: run `gpufleet upgrade --resume` (or `--abandon`) first",
+                p.rollout
+            ));
+        }
+        let mut chosen = Vec::new();
+        for name in names {
+            let node = self
+                .nodes
+                .iter()
+                .find(|n| n.name == *name)
+                .ok_or_else(|| format!("{name} is not in the inventory"))?;
+            chosen.push((node.clone(), scan.node(node).await));
+        }
+        let mut canaries = Vec::new();
+        if chosen.iter().any(|(n, _)| !n.canary) {
+            for n in self.nodes.iter().filter(|n| n.canary) {
+                canaries.push((n.name.clone(), Some(scan.node(n).await.status)));
+            }
+        }
         let mode = if chosen.iter().all(|(n, _)| n.canary) {
             rollout::Mode::Canary
         } else {
@@ -282,7 +291,7 @@ async fn event_loop(
     target: Target,
     upgrade: Option<UpgradeCtx>,
 ) -> anyhow::Result<()> {
-    let mut planned: Option<crate::actions::rollout::Plan> = None;
+    let upgrade = upgrade.map(Arc::new);
     let (tx, mut rx) = mpsc::channel::<Msg>(4096);
     let input_tx = tx.clone();
     std::thread::spawn(move || {
@@ -333,22 +342,29 @@ async fn event_loop(
                 Effect::Export { format, reports } => {
                     pending.extend(app.update(Msg::Exported(export(format, reports))));
                 }
-                Effect::PlanUpgrade { nodes } => {
-                    let answer = match &upgrade {
-                        None => {
-                            Err("upgrades need an inventory (gpufleet tui -i FILE)".to_string())
-                        }
-                        Some(ctx) => ctx.plan(&nodes).map(|plan| {
-                            let names = plan.nodes.iter().map(|n| n.node.clone()).collect();
-                            let lines = crate::actions::rollout::plan_lines(&plan, false);
-                            planned = Some(plan);
-                            (names, lines)
-                        }),
-                    };
-                    pending.extend(app.update(Msg::UpgradePlanned(answer)));
-                }
+                Effect::PlanUpgrade { nodes } => match (&upgrade, &target) {
+                    (Some(ctx), Target::Fleet { scan, .. }) => {
+                        let (ctx, scan, tx) = (ctx.clone(), scan.clone(), tx.clone());
+                        let names: Vec<String> = nodes.iter().map(|r| r.name.clone()).collect();
+                        tokio::spawn(async move {
+                            let answer = ctx.plan(&scan, &names).await.map(|plan| {
+                                let names = plan.nodes.iter().map(|n| n.node.clone()).collect();
+                                let lines = crate::actions::rollout::plan_lines(&plan, false);
+                                *ctx.planned.lock().expect("planned lock") = Some(plan);
+                                (names, lines)
+                            });
+                            let _ = tx.send(Msg::UpgradePlanned(answer)).await;
+                        });
+                    }
+                    _ => pending.extend(app.update(Msg::UpgradePlanned(Err(
+                        "upgrades need an inventory (gpufleet tui -i FILE)".to_string(),
+                    )))),
+                },
                 Effect::RunUpgrade { names } => {
-                    let started = match (&upgrade, planned.take(), &target) {
+                    let plan = upgrade
+                        .as_ref()
+                        .and_then(|c| c.planned.lock().expect("planned lock").take());
+                    let started = match (&upgrade, plan, &target) {
                         (Some(ctx), Some(plan), Target::Fleet { scan, .. })
                             if plan
                                 .nodes

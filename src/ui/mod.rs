@@ -80,7 +80,16 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         height: h,
     };
     let n = c.names.len();
+    let names: Vec<String> = c
+        .names
+        .iter()
+        .map(|x| terminal_safe(x).into_owned())
+        .collect();
     let mut lines: Vec<Line> = vec![
+        Line::from(Span::styled(
+            format!(" nodes: {}", names.join(", ")),
+            t.role("title"),
+        )),
         Line::from(Span::styled(
             format!(
                 " This drains and upgrades {n} node(s). Type {n} and press enter to go on; anything else cancels."
