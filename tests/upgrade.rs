@@ -379,7 +379,20 @@ fn sigkill_mid_wave_then_resume_repeats_no_completed_step() {
         );
     }
 
-    let out = f.run(&["upgrade", "--resume", "--yes"]);
+    // The killed run's step goes on on the node for a moment; a resume meanwhile is refused
+    // by the node's step lock (never run beside it), and a later one finishes.
+    let mut out = f.run(&["upgrade", "--resume", "--yes"]);
+    let mut tries = 0;
+    while out.status.code() != Some(0) && tries < 5 {
+        assert!(
+            text(&out).contains("still running on the node"),
+            "{}",
+            text(&out)
+        );
+        std::thread::sleep(Duration::from_secs(2));
+        out = f.run(&["upgrade", "--resume", "--yes"]);
+        tries += 1;
+    }
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let j = f.journal();
     let mut seen = std::collections::HashSet::new();

@@ -56,6 +56,9 @@ pub struct StepPlan {
     /// Run on the node with `sudo -n`.
     #[serde(default)]
     pub sudo: bool,
+    /// Run under the node's step lock ([`guarded`]): a recipe step.
+    #[serde(default)]
+    pub guard: bool,
 }
 
 /// One node's plan.
@@ -109,6 +112,20 @@ pub fn unlock_command(root: &str) -> String {
     format!("rm -rf {}", quote(&root_path(root, MARKER)))
 }
 
+/// Exit status of a guarded step whose previous run still holds the node's step lock.
+pub const STEP_BUSY: u32 = 75;
+
+/// `command` under the node's step lock (`flock -n` on `<root>/var/lib/gpufleet/step.lock`,
+/// where flock exists): when gpufleet dies mid-step, the step goes on on the node, and a
+/// `--resume` must not start it a second time beside it.
+pub fn guarded(root: &str, command: &str) -> String {
+    let lock = quote(&root_path(root, "var/lib/gpufleet/step.lock"));
+    let cmd = quote(command);
+    format!(
+        "if command -v flock >/dev/null 2>&1; then mkdir -p \"$(dirname {lock})\" && exec flock -n -E {STEP_BUSY} {lock} sh -c {cmd}; else exec sh -c {cmd}; fi"
+    )
+}
+
 /// The loaded driver's major version (`535` of 535.183.01), for `{branch}`.
 pub fn branch(report: &NodeReport) -> Option<String> {
     let v = report.driver.as_ref()?.version.as_ref()?;
@@ -146,6 +163,7 @@ pub fn node_plan(
         commands: vec![lock_command(&node.root, rollout, takeover)],
         reboot: false,
         sudo: recipe.sudo,
+        guard: false,
     }];
     if node.drain.backend != DrainBackend::None {
         let mut cmds = here(drain::drain_commands(&node.drain, node, timeout, &reason));
@@ -158,6 +176,7 @@ pub fn node_plan(
             commands: cmds,
             reboot: false,
             sudo: false,
+            guard: false,
         });
     }
     for s in &recipe.steps {
@@ -167,6 +186,7 @@ pub fn node_plan(
             commands: vec![expand(&s.run, node, report)?],
             reboot: s.reboot,
             sudo: recipe.sudo,
+            guard: true,
         });
         if s.reboot {
             steps.push(StepPlan {
@@ -175,6 +195,7 @@ pub fn node_plan(
                 commands: vec![format!("wait up to {} s for SSH", cfg.reboot_timeout)],
                 reboot: false,
                 sudo: false,
+                guard: false,
             });
         }
     }
@@ -185,6 +206,7 @@ pub fn node_plan(
         commands: vec!["the read-only probe".into()],
         reboot: false,
         sudo: false,
+        guard: false,
     });
     steps.push(StepPlan {
         id: "gates".into(),
@@ -192,6 +214,7 @@ pub fn node_plan(
         commands: vec![gates.join(", ")],
         reboot: false,
         sudo: false,
+        guard: false,
     });
     if node.drain.backend != DrainBackend::None {
         steps.push(StepPlan {
@@ -200,6 +223,7 @@ pub fn node_plan(
             commands: here(drain::uncordon_commands(&node.drain, node)),
             reboot: false,
             sudo: false,
+            guard: false,
         });
     }
     steps.push(StepPlan {
@@ -208,6 +232,7 @@ pub fn node_plan(
         commands: vec![unlock_command(&node.root)],
         reboot: false,
         sudo: recipe.sudo,
+        guard: false,
     });
     Ok(NodePlan {
         node: node.name.clone(),
@@ -393,7 +418,14 @@ pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
                 Where::Node => "node",
                 Where::Gpufleet => "gpufleet",
             };
-            let sudo = if s.sudo { " (sudo -n)" } else { "" };
+            let sudo = match (s.sudo, s.guard) {
+                (true, true) => {
+                    " (sudo -n, one run at a time: flock <root>/var/lib/gpufleet/step.lock)"
+                }
+                (false, true) => " (one run at a time: flock <root>/var/lib/gpufleet/step.lock)",
+                (true, false) => " (sudo -n)",
+                (false, false) => "",
+            };
             out.push(format!("    {:<22} [{at}{sudo}]", safe(&s.id)));
             out.extend(s.commands.iter().map(|c| format!("        {}", safe(c))));
         }
@@ -710,10 +742,22 @@ impl Executor {
             }
             Where::Node => {
                 let timeout = Duration::from_secs(self.cfg.step_timeout);
+                let command = if step.guard {
+                    guarded(&node.root, &step.commands[0])
+                } else {
+                    step.commands[0].clone()
+                };
                 let out = self
-                    .remote(node, &step.commands[0], step.sudo, timeout)
+                    .remote(node, &command, step.sudo, timeout)
                     .await
                     .map_err(|u| u.message);
+                if let Ok(o) = &out
+                    && o.exit_status == Some(STEP_BUSY)
+                {
+                    return Err(
+                        "a previous run of this step is still running on the node (gpufleet was stopped while it ran); wait for it to end, then --resume".into(),
+                    );
+                }
                 match (out, step.reboot) {
                     // A reboot may cut the connection before any exit status: expected.
                     (Err(e), true) => Ok(format!("reboot issued (connection: {e})")),
@@ -996,6 +1040,7 @@ mod tests {
             p.nodes[0].steps[2].commands[0],
             "apt-get install -y nvidia-driver-535-open"
         );
+        assert!(p.nodes[0].steps[2].guard);
         let e = plan(Mode::Wave, &nodes, &canaries, &[], &cfg, &recipes(), "r2").unwrap_err();
         assert!(e.contains("canaries first: c1"), "{e}");
         let journal = vec![Entry {
@@ -1080,5 +1125,31 @@ mod tests {
                 .unwrap()
                 .contains("r3")
         );
+    }
+
+    #[test]
+    fn guarded_steps_do_not_run_twice_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().display().to_string();
+        let first = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(guarded(&root, "sleep 2"))
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let second = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(guarded(&root, "true"))
+            .status()
+            .unwrap();
+        assert_eq!(second.code(), Some(STEP_BUSY as i32));
+        let mut first = first;
+        assert!(first.wait().unwrap().success());
+        let third = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(guarded(&root, "echo 'a b' | grep -q 'a b'"))
+            .status()
+            .unwrap();
+        assert!(third.success());
     }
 }
