@@ -763,9 +763,18 @@ fn state_dir(paths: &Paths) -> anyhow::Result<PathBuf> {
         .ok_or_else(|| anyhow::anyhow!("no state folder (no home folder?): set --state-dir"))
 }
 
-fn print_plan(plan: &crate::actions::rollout::Plan, dry_run: bool) {
+fn print_plan(
+    plan: &crate::actions::rollout::Plan,
+    dry_run: bool,
+    done: &std::collections::HashSet<(String, String)>,
+) {
     for l in crate::actions::rollout::plan_lines(plan, dry_run) {
         println!("{l}");
+    }
+    if !done.is_empty() {
+        let mut steps: Vec<String> = done.iter().map(|(n, s)| format!("{n} {s}")).collect();
+        steps.sort();
+        println!("  done before (skipped on resume): {}", steps.join(", "));
     }
 }
 
@@ -908,7 +917,7 @@ fn upgrade_cmd(
         .map_err(anyhow::Error::msg)?;
         (plan, Default::default())
     };
-    print_plan(&plan, args.dry_run);
+    print_plan(&plan, args.dry_run, &done);
     if args.dry_run {
         return Ok(0);
     }
@@ -991,7 +1000,15 @@ fn journal_cmd(paths: &Paths, args: &JournalArgs) -> anyhow::Result<u8> {
         }
         let phase = format!("{:?}", e.phase).to_lowercase();
         let node = if e.node.is_empty() { "-" } else { &e.node };
-        let outcome: String = e.outcome.chars().take(160).collect();
+        // The rollout's start holds its whole plan (for --resume): show the nodes only.
+        let outcome: String =
+            match serde_json::from_str::<crate::actions::rollout::Plan>(&e.outcome) {
+                Ok(p) if e.step == "rollout" => {
+                    let nodes: Vec<&str> = p.nodes.iter().map(|n| n.node.as_str()).collect();
+                    format!("plan: {}", nodes.join(", "))
+                }
+                _ => e.outcome.chars().take(160).collect(),
+            };
         println!(
             "{}  {}  {}  {:<24} {:<20} {:<6} {}",
             e.ts,
@@ -1004,7 +1021,10 @@ fn journal_cmd(paths: &Paths, args: &JournalArgs) -> anyhow::Result<u8> {
         );
     }
     if shown == 0 {
-        eprintln!("gpufleet: no journal entries in {}", path.display());
+        match &args.rollout {
+            Some(r) => eprintln!("gpufleet: no rollout {r} in {}", path.display()),
+            None => eprintln!("gpufleet: no journal entries in {}", path.display()),
+        }
     }
     Ok(0)
 }

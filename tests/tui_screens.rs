@@ -111,6 +111,9 @@ fn render(app: &mut App, w: u16, h: u16) -> String {
     term.draw(|f| drawn = ui::draw(f, app, &theme)).unwrap();
     app.page = drawn.page;
     app.offset = drawn.offset;
+    if app.mode == gpufleet::app::Mode::Detail {
+        app.detail_max = drawn.detail_max;
+    }
     format!("{}", term.backend())
 }
 
@@ -149,6 +152,15 @@ fn detail_pane_of_the_real_h200() {
     assert!(
         screen.contains("raw probe output") || screen.contains("▸ file"),
         "{screen}"
+    );
+    // Scrolling stops at the end of the content instead of running into blank space.
+    for _ in 0..2000 {
+        key(&mut a, KeyCode::Char('j'));
+    }
+    let screen = render(&mut a, 160, 45);
+    assert!(
+        screen.contains("meta done"),
+        "the last section is still on screen:\n{screen}"
     );
 }
 

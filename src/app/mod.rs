@@ -279,6 +279,8 @@ pub struct App {
     pub upgrade_log: Vec<String>,
     /// `quit` was pressed once while an upgrade runs; a second press quits.
     pub quit_armed: bool,
+    /// How far the detail pane can scroll (from the last draw).
+    pub detail_max: u16,
 }
 
 fn cmp_opt<T: PartialOrd>(a: Option<T>, b: Option<T>) -> std::cmp::Ordering {
@@ -401,6 +403,7 @@ impl App {
             upgrading: false,
             upgrade_log: Vec::new(),
             quit_armed: false,
+            detail_max: u16::MAX,
         };
         app.rebuild_view();
         app
@@ -742,7 +745,14 @@ impl App {
                 );
             }
             Action::Quit => return vec![Effect::Quit],
-            Action::Down if scrolling => self.detail_scroll = self.detail_scroll.saturating_add(1),
+            Action::Down if scrolling => {
+                let max = if self.mode == Mode::Detail {
+                    self.detail_max
+                } else {
+                    u16::MAX
+                };
+                self.detail_scroll = self.detail_scroll.saturating_add(1).min(max);
+            }
             Action::Up if scrolling => self.detail_scroll = self.detail_scroll.saturating_sub(1),
             Action::PageDown if scrolling => {
                 self.detail_scroll = self.detail_scroll.saturating_add(self.page as u16)

@@ -239,7 +239,13 @@ fn export(format: ExportFormat, reports: Vec<crate::model::NodeReport>) -> Resul
         ExportFormat::Json => "json",
         ExportFormat::Csv => "csv",
     };
-    let path = PathBuf::from(format!("gpufleet-{stamp}.{ext}"));
+    // Never overwrite an earlier export (two in the same second get -2, -3, …).
+    let mut path = PathBuf::from(format!("gpufleet-{stamp}.{ext}"));
+    let mut n = 2;
+    while path.exists() {
+        path = PathBuf::from(format!("gpufleet-{stamp}-{n}.{ext}"));
+        n += 1;
+    }
     let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let out: Box<dyn Write> = Box::new(std::io::BufWriter::new(file));
     let fmt = match format {
@@ -394,6 +400,10 @@ async fn event_loop(
         app.header_hits = drawn.header_hits;
         app.header_y = drawn.header_y;
         app.body_y = drawn.body_y;
+        if app.mode == crate::app::Mode::Detail {
+            app.detail_max = drawn.detail_max;
+            app.detail_scroll = app.detail_scroll.min(app.detail_max);
+        }
         tokio::select! {
             Some(msg) = rx.recv() => {
                 let mut batch = vec![msg];

@@ -29,6 +29,8 @@ pub struct Drawn {
     pub page: usize,
     /// First visible position in the view.
     pub offset: usize,
+    /// How far the detail pane can scroll (its lines minus its height).
+    pub detail_max: u16,
 }
 
 const SPINNER: [&str; 8] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧"];
@@ -52,9 +54,9 @@ pub fn draw(f: &mut Frame, app: &App, t: &Theme) -> Drawn {
     } else {
         (main, None)
     };
-    let drawn = draw_table(f, app, t, table_area);
+    let mut drawn = draw_table(f, app, t, table_area);
     if let Some(d) = detail_area {
-        draw_detail(f, app, t, d);
+        drawn.detail_max = draw_detail(f, app, t, d);
     }
     draw_bottom(f, app, t, bottom);
     if app.mode == Mode::Help {
@@ -369,6 +371,7 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
         header_hits: hits,
         page,
         offset,
+        detail_max: 0,
     }
 }
 
@@ -575,7 +578,7 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
     out
 }
 
-fn draw_detail(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
+fn draw_detail(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> u16 {
     let block = Block::default()
         .borders(Borders::TOP)
         .border_style(t.role("border"))
@@ -587,10 +590,12 @@ fn draw_detail(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         .selected_row()
         .map(|r| detail_lines(r, t))
         .unwrap_or_default();
+    let max = (lines.len() as u16).saturating_sub(area.height.saturating_sub(1));
     let p = Paragraph::new(lines)
         .block(block)
         .scroll((app.detail_scroll, 0));
     f.render_widget(p, area);
+    max
 }
 
 fn draw_bottom(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
