@@ -513,14 +513,20 @@ struct Slurm {
     conf: PathBuf,
 }
 
+/// A system binary by name, wherever Debian puts it (sbin may be missing from PATH in CI).
+fn sbin(name: &str) -> PathBuf {
+    ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{name} is not installed (.ci/run installs it)"))
+}
+
 impl Slurm {
     fn ip(args: &str) {
-        let st = Command::new("sh")
-            .arg("-c")
-            .arg(format!("ip {args}"))
-            .status()
-            .unwrap();
-        assert!(st.success(), "ip {args}");
+        let cmd = format!("{} {args}", sbin("ip").display());
+        let st = Command::new("sh").arg("-c").arg(&cmd).status().unwrap();
+        assert!(st.success(), "{cmd}");
     }
 
     fn start(nodes: usize, subnet: u8) -> Slurm {
@@ -581,7 +587,7 @@ impl Slurm {
             nodes,
             conf,
         };
-        let st = Command::new("slurmctld")
+        let st = Command::new(sbin("slurmctld"))
             .arg("-f")
             .arg(&s.conf)
             .arg("-i")
@@ -589,9 +595,9 @@ impl Slurm {
             .expect("slurmctld (.ci/run installs it)");
         assert!(st.success());
         for i in 1..=nodes {
-            let st = Command::new("nsenter")
+            let st = Command::new(sbin("nsenter"))
                 .arg(format!("--net=/run/netns/{}n{i}", s.tag))
-                .arg("slurmd")
+                .arg(sbin("slurmd"))
                 .arg("-f")
                 .arg(&s.conf)
                 .arg("-N")
@@ -617,7 +623,7 @@ impl Slurm {
     }
 
     fn states(&self) -> Vec<String> {
-        let out = Command::new("sinfo")
+        let out = Command::new(sbin("sinfo"))
             .args(["-h", "-N", "-o", "%T"])
             .env("SLURM_CONF", &self.conf)
             .output()
@@ -629,7 +635,7 @@ impl Slurm {
     }
 
     fn state(&self, node: &str) -> String {
-        let out = Command::new("sinfo")
+        let out = Command::new(sbin("sinfo"))
             .args(["-h", "-N", "-n", node, "-o", "%T"])
             .env("SLURM_CONF", &self.conf)
             .output()
@@ -654,11 +660,11 @@ impl Drop for Slurm {
             .arg(self.conf.display().to_string())
             .status();
         std::thread::sleep(Duration::from_millis(300));
-        let _ = Command::new("ip")
+        let _ = Command::new(sbin("ip"))
             .args(["link", "del", &format!("{}br", self.tag)])
             .status();
         for i in 1..=self.nodes {
-            let _ = Command::new("ip")
+            let _ = Command::new(sbin("ip"))
                 .args(["netns", "del", &format!("{}n{i}", self.tag)])
                 .status();
         }
@@ -712,7 +718,7 @@ fn slurm_drain_and_resume_on_a_real_slurm_cluster() {
         "{}",
         slurm.state("gpu2")
     );
-    let reason = Command::new("sinfo")
+    let reason = Command::new(sbin("sinfo"))
         .args(["-h", "-N", "-n", "gpu2", "-o", "%E"])
         .env("SLURM_CONF", &slurm.conf)
         .output()
