@@ -16,6 +16,9 @@ pub use keys::{Action, Keymap};
 use crate::model::{NodeReport, NodeStatus};
 use crate::probe::RawRun;
 
+/// Ticks (250 ms each) a status-line message stays.
+pub const MESSAGE_TICKS: u32 = 40;
+
 /// Where a node's scan stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Probe {
@@ -281,6 +284,10 @@ pub struct App {
     pub quit_armed: bool,
     /// How far the detail pane can scroll (from the last draw).
     pub detail_max: u16,
+    /// The status line as of the last tick, and for how many ticks it has stood: messages
+    /// clear themselves after about 10 s (not while an upgrade runs).
+    message_seen: Option<String>,
+    message_age: u32,
 }
 
 fn cmp_opt<T: PartialOrd>(a: Option<T>, b: Option<T>) -> std::cmp::Ordering {
@@ -404,6 +411,8 @@ impl App {
             upgrade_log: Vec::new(),
             quit_armed: false,
             detail_max: u16::MAX,
+            message_seen: None,
+            message_age: 0,
         };
         app.rebuild_view();
         app
@@ -574,6 +583,15 @@ impl App {
             Msg::Tick { since_scan_secs } => {
                 if self.progress.running {
                     self.spin = self.spin.wrapping_add(1);
+                }
+                if self.message != self.message_seen {
+                    self.message_seen = self.message.clone();
+                    self.message_age = 0;
+                } else if self.message.is_some() && !self.upgrading {
+                    self.message_age += 1;
+                    if self.message_age >= MESSAGE_TICKS {
+                        self.message = None;
+                    }
                 }
                 match (self.refresh_secs, since_scan_secs) {
                     (Some(every), Some(since)) if !self.progress.running && since >= every => {
@@ -1196,5 +1214,25 @@ mod tests {
         assert!(a.update(key('q')).is_empty());
         assert!(a.message.as_deref().unwrap().contains("--resume"));
         assert_eq!(a.update(key('q')), vec![Effect::Quit]);
+    }
+
+    #[test]
+    fn messages_clear_themselves() {
+        let mut a = app(1);
+        a.message = Some("exported".into());
+        for _ in 0..=MESSAGE_TICKS {
+            a.update(Msg::Tick {
+                since_scan_secs: None,
+            });
+        }
+        assert_eq!(a.message, None);
+        a.upgrading = true;
+        a.message = Some("upgrading".into());
+        for _ in 0..=MESSAGE_TICKS * 2 {
+            a.update(Msg::Tick {
+                since_scan_secs: None,
+            });
+        }
+        assert!(a.message.is_some(), "kept while an upgrade runs");
     }
 }
