@@ -74,7 +74,17 @@ fn selection_by_name_group_and_label_and_jsonl_streaming() {
     }
     let inv = fleet.inventory.display().to_string();
     let out = fleet.gpufleet(&[
-        "snapshot", "-i", &inv, "--format", "jsonl", "--node", &second, "--node", &first,
+        "snapshot",
+        "-i",
+        &inv,
+        "--format",
+        "jsonl",
+        "--concurrency",
+        "1",
+        "--node",
+        &second,
+        "--node",
+        &first,
     ]);
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
@@ -84,6 +94,9 @@ fn selection_by_name_group_and_label_and_jsonl_streaming() {
     assert_eq!(lines.len(), 3);
     assert!(lines[..2].iter().all(|l| l["type"] == "node"));
     assert_eq!(lines[2]["type"], "summary");
+    // One at a time, nodes go in inventory order, whatever order the selectors name them in.
+    assert_eq!(lines[0]["data"]["name"], first.as_str());
+    assert_eq!(lines[1]["data"]["name"], second.as_str());
     // A selector that matches nothing is an error, with a suggestion.
     let out = fleet.gpufleet(&["snapshot", "-i", &inv, "--node", &format!("{first}x")]);
     assert_eq!(out.status.code(), Some(2));

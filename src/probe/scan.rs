@@ -86,11 +86,13 @@ impl Scan {
         let permits = Arc::new(Semaphore::new(self.ssh.concurrency.max(1)));
         let mut tasks = JoinSet::new();
         for node in nodes {
-            let (scan, permits, tx) = (self.clone(), permits.clone(), tx.clone());
+            // Taking the permit before spawning starts nodes in inventory order.
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                break;
+            };
+            let (scan, tx) = (self.clone(), tx.clone());
             tasks.spawn(async move {
-                let Ok(_permit) = permits.acquire_owned().await else {
-                    return;
-                };
+                let _permit = permit;
                 let (report, _) = scan.probe_guarded(node).await;
                 let _ = tx.send(report).await;
             });

@@ -202,12 +202,15 @@ fn spawn_scan(
             }
             Target::Fleet { scan, nodes } => {
                 let permits = Arc::new(Semaphore::new(scan.ssh.concurrency.max(1)));
-                for node in nodes.iter().filter(|n| names.contains(&n.name)).cloned() {
-                    let (scan, permits, tx) = (scan.clone(), permits.clone(), tx.clone());
+                let wanted: std::collections::HashSet<&String> = names.iter().collect();
+                for node in nodes.iter().filter(|n| wanted.contains(&n.name)).cloned() {
+                    // Taking the permit before spawning starts nodes in inventory order.
+                    let Ok(permit) = permits.clone().acquire_owned().await else {
+                        break;
+                    };
+                    let (scan, tx) = (scan.clone(), tx.clone());
                     tasks.spawn(async move {
-                        let Ok(_p) = permits.acquire_owned().await else {
-                            return;
-                        };
+                        let _permit = permit;
                         let _ = tx
                             .send(Msg::NodeRunning {
                                 generation,
