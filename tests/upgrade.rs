@@ -558,7 +558,9 @@ impl Slurm {
             ));
             std::fs::create_dir_all(p.join(format!("spool/gpu{i}"))).unwrap();
         }
-        let port = free_port(&format!("198.18.{subnet}.1"));
+        // slurmctld listens on every address: the port must be free on all of them (the sshd
+        // tests beside it take ports on 127.0.0.N).
+        let port = free_port("0.0.0.0");
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .unwrap()
             .trim()
@@ -651,12 +653,12 @@ impl Drop for Slurm {
         pids.extend((1..=self.nodes).map(|i| p.join(format!("slurmd-gpu{i}.pid"))));
         for f in pids {
             if let Ok(pid) = std::fs::read_to_string(f) {
-                let _ = Command::new("kill").arg(pid.trim()).status();
+                let _ = Command::new("kill").args(["-9", pid.trim()]).status();
             }
         }
         // Daemons that had not written their pid file yet: only ours name this config file.
         let _ = Command::new("pkill")
-            .arg("-f")
+            .args(["-9", "-f"])
             .arg(self.conf.display().to_string())
             .status();
         std::thread::sleep(Duration::from_millis(300));
