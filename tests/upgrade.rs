@@ -165,13 +165,18 @@ steps = [{{ name = "slow", run = "sleep 4" }}, {{ name = "switch", run = "fixtur
             .write_inventory(&format!("{}{line}{}", &inv[..start], &inv[end..]));
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    /// `gpufleet --state-dir STATE ARGS -i INVENTORY`, ready to run (environment as Fleet sets it).
+    fn command(&self, args: &[&str]) -> Command {
         let inv = self.fleet.inventory.display().to_string();
         let state = self.state.display().to_string();
         let mut all = vec!["--state-dir", &state];
         all.extend_from_slice(args);
         all.extend_from_slice(&["-i", &inv]);
-        self.fleet.gpufleet(&all)
+        self.fleet.command(&all)
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
     }
 
     fn drains(&self) -> Vec<String> {
@@ -332,19 +337,8 @@ fn sigkill_mid_wave_then_resume_repeats_no_completed_step() {
         .unwrap()
         .replace("canary = false", "canary = true");
     f.fleet.write_inventory(&inv);
-    let fleet_inv = f.fleet.inventory.display().to_string();
-    let state = f.state.display().to_string();
     let mut child = f
-        .fleet
-        .command(&[
-            "--state-dir",
-            &state,
-            "upgrade",
-            "--canary",
-            "--yes",
-            "-i",
-            &fleet_inv,
-        ])
+        .command(&["upgrade", "--canary", "--yes"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -474,19 +468,8 @@ fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
     f.set_drain(
         r#"drain = { backend = "kubernetes", node_name = "{name}.k8s.local", context = "prod" }"#,
     );
-    let fleet_inv = f.fleet.inventory.display().to_string();
-    let state = f.state.display().to_string();
     let out = f
-        .fleet
-        .command(&[
-            "--state-dir",
-            &state,
-            "upgrade",
-            "--canary",
-            "--yes",
-            "-i",
-            &fleet_inv,
-        ])
+        .command(&["upgrade", "--canary", "--yes"])
         .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
         .output()
         .unwrap();
@@ -687,19 +670,8 @@ fn slurm_drain_and_resume_on_a_real_slurm_cluster() {
         .replace("name = \"node1\"", "name = \"2\"")
         .replace("canary = false", "canary = true");
     f.fleet.write_inventory(&inv);
-    let fleet_inv = f.fleet.inventory.display().to_string();
-    let state = f.state.display().to_string();
     let out = f
-        .fleet
-        .command(&[
-            "--state-dir",
-            &state,
-            "upgrade",
-            "--canary",
-            "--yes",
-            "-i",
-            &fleet_inv,
-        ])
+        .command(&["upgrade", "--canary", "--yes"])
         .env("SLURM_CONF", &slurm.conf)
         .output()
         .unwrap();

@@ -219,20 +219,7 @@ mod tests {
     use super::*;
 
     fn node() -> Node {
-        Node {
-            name: "gpu01".into(),
-            host: "10.0.0.1".into(),
-            port: 22,
-            user: "root".into(),
-            identity_file: None,
-            certificate_file: None,
-            root: "/".into(),
-            labels: Default::default(),
-            groups: vec![],
-            canary: false,
-            recipe: None,
-            drain: DrainSpec::default(),
-        }
+        Node::for_test("gpu01", "10.0.0.1")
     }
 
     #[test]

@@ -941,21 +941,13 @@ mod tests {
 
     fn node(name: &str, canary: bool) -> Node {
         Node {
-            name: name.into(),
-            host: "h".into(),
-            port: 22,
-            user: "root".into(),
-            identity_file: None,
-            certificate_file: None,
-            root: "/".into(),
-            labels: Default::default(),
-            groups: vec![],
             canary,
             recipe: Some("r".into()),
             drain: DrainSpec {
                 backend: DrainBackend::Slurm,
                 ..Default::default()
             },
+            ..Node::for_test(name, "h")
         }
     }
 

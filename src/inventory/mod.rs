@@ -142,6 +142,27 @@ pub struct Node {
     pub drain: DrainSpec,
 }
 
+#[cfg(test)]
+impl Node {
+    /// A node on port 22 as root with root prefix `/`, nothing else set (for unit tests).
+    pub fn for_test(name: &str, host: &str) -> Node {
+        Node {
+            name: name.into(),
+            host: host.into(),
+            port: 22,
+            user: "root".into(),
+            identity_file: None,
+            certificate_file: None,
+            root: "/".into(),
+            labels: BTreeMap::new(),
+            groups: Vec::new(),
+            canary: false,
+            recipe: None,
+            drain: DrainSpec::default(),
+        }
+    }
+}
+
 /// A loaded inventory.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Inventory {
