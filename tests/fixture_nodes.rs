@@ -93,33 +93,40 @@ fn every_fixture_matches_its_expected_values() {
     eprintln!("fixture statuses: {seen:#?}");
 }
 
-fn files_under(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+/// What a fixture path is: a folder's files, a regular file's bytes, or a symlink's target.
+#[derive(Debug, PartialEq, Eq)]
+enum Entry {
+    File(Vec<u8>),
+    Link(Vec<u8>),
+}
+
+fn files_under(root: &Path) -> BTreeMap<PathBuf, Entry> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();
             let meta = std::fs::symlink_metadata(&p).unwrap();
-            if meta.is_dir() {
+            let entry = if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&p).unwrap();
+                Entry::Link(target.into_os_string().into_encoded_bytes())
+            } else if meta.is_dir() {
                 stack.push(p);
+                continue;
             } else {
-                let bytes = if meta.file_type().is_symlink() {
-                    std::fs::read_link(&p)
-                        .unwrap()
-                        .into_os_string()
-                        .into_encoded_bytes()
-                } else {
-                    std::fs::read(&p).unwrap()
-                };
-                out.insert(p.strip_prefix(root).unwrap().to_path_buf(), bytes);
-            }
+                Entry::File(std::fs::read(&p).unwrap())
+            };
+            out.insert(p.strip_prefix(root).unwrap().to_path_buf(), entry);
         }
     }
     out
 }
 
 /// The project's copies of the shared fixtures and GPU tables equal the team's originals
-/// (checked where ../shared exists; scripts/sync-shared.sh refreshes them).
+/// (checked where ../shared exists; scripts/sync-shared.sh refreshes them). File types count:
+/// a symlink here must be a symlink there with the same target, or, where the shared copy stores
+/// links as regular files (a transport without symlink support), a regular file holding exactly
+/// the link's target; a regular file here is a regular file there with the same bytes.
 #[test]
 fn project_copies_match_shared() {
     let shared = shared();
@@ -127,21 +134,41 @@ fn project_copies_match_shared() {
         eprintln!("no ../shared here: the project's copies are used as they are");
         return;
     }
-    let ours = files_under(&manifest().join("tests/fixtures/nodes"));
-    let theirs = files_under(&shared.join("fixtures/nodes"));
-    let ours_keys: Vec<_> = ours.keys().collect();
-    let theirs_keys: Vec<_> = theirs.keys().collect();
-    assert_eq!(
-        ours_keys, theirs_keys,
-        "fixture files differ: run scripts/sync-shared.sh"
-    );
-    for (k, v) in &theirs {
-        assert!(
-            ours[k] == *v,
-            "{} differs: run scripts/sync-shared.sh",
-            k.display()
+    let mut links = 0;
+    for dir in ["nodes", "nodes-v2", "replay", "policy"] {
+        let ours = files_under(&manifest().join("tests/fixtures").join(dir));
+        let theirs = files_under(&shared.join("fixtures").join(dir));
+        let ours_keys: Vec<_> = ours.keys().collect();
+        let theirs_keys: Vec<_> = theirs.keys().collect();
+        assert_eq!(
+            ours_keys, theirs_keys,
+            "fixtures/{dir}: files differ: run scripts/sync-shared.sh"
         );
+        for (k, want) in &theirs {
+            let same = match (&ours[k], want) {
+                (Entry::Link(a), Entry::Link(b)) => a == b,
+                (Entry::Link(a), Entry::File(b)) => {
+                    links += 1;
+                    a == b
+                }
+                (Entry::File(a), Entry::File(b)) => a == b,
+                (Entry::File(_), Entry::Link(_)) => false,
+            };
+            assert!(
+                same,
+                "fixtures/{dir}/{} differs (content or file type): run scripts/sync-shared.sh",
+                k.display()
+            );
+        }
     }
+    // The sysfs entries, /boot/vmlinuz links and merged-/usr `lib` are real links in our copy.
+    assert!(links >= 90, "only {links} fixture symlinks: run scripts/sync-shared.sh");
+    let readme_ours = std::fs::read(manifest().join("tests/fixtures/README.shared.md")).unwrap();
+    let readme_theirs = std::fs::read(shared.join("fixtures/README.md")).unwrap();
+    assert!(
+        readme_ours == readme_theirs,
+        "tests/fixtures/README.shared.md differs: run scripts/sync-shared.sh"
+    );
     for f in ["nvidia-gpus.tsv", "open-gpu-supported.tsv"] {
         let a = std::fs::read(manifest().join("data").join(f)).unwrap();
         let b = std::fs::read(shared.join("data").join(f)).unwrap();

@@ -20,12 +20,14 @@ pub fn fixtures_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("GPUFLEET_FIXTURES") {
         return PathBuf::from(d);
     }
-    let team = manifest().join("../shared/fixtures/nodes");
-    if team.is_dir() {
-        team
-    } else {
-        manifest().join("tests/fixtures/nodes")
-    }
+    // Always the project's copy: it has real symlinks, which the shared copy may hold as regular
+    // files (tests/fixture_nodes.rs checks that the two agree; scripts/sync-shared.sh refreshes it).
+    manifest().join("tests/fixtures/nodes")
+}
+
+/// The schema-2 fixture folder (`tests/fixtures/nodes-v2`).
+pub fn fixtures_v2_dir() -> PathBuf {
+    manifest().join("tests/fixtures/nodes-v2")
 }
 
 pub fn fixture(name: &str) -> PathBuf {
@@ -55,17 +57,21 @@ pub fn check_expected(fixture: &Path, node: &Value) -> Vec<String> {
     let gpus = node["gpus"].as_array().cloned().unwrap_or_default();
     let mut failures = Vec::new();
     for (key, want) in expected {
-        if key == "reasons" {
+        if key == "reasons" || key == "absent_reasons" {
             let codes: Vec<&str> = node["reasons"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .map(|r| r["code"].as_str().unwrap())
                 .collect();
+            let must_appear = key == "reasons";
             for code in want.as_array().unwrap() {
                 let code = code.as_str().unwrap();
-                if !codes.contains(&code) {
+                if must_appear && !codes.contains(&code) {
                     failures.push(format!("{name}: reason {code} missing from {codes:?}"));
+                }
+                if !must_appear && codes.contains(&code) {
+                    failures.push(format!("{name}: reason {code} must not appear: {codes:?}"));
                 }
             }
             continue;
