@@ -61,6 +61,7 @@ fn main() {
         output: include_bytes!("../docs/examples/h200-probe-raw.txt").to_vec(),
         end: RunEnd::Completed,
         duration: Duration::from_millis(100),
+        exit: None,
     };
     let base = gpufleet::probe::report(
         Some("x".into()),

@@ -55,7 +55,7 @@ fn probe(fixture: &Path) -> (Value, Duration) {
         String::from_utf8_lossy(&out.stderr)
     );
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON output");
-    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["schema_version"], 2);
     assert_eq!(doc["nodes"].as_array().unwrap().len(), 1);
     (doc["nodes"][0].clone(), took)
 }
@@ -162,7 +162,10 @@ fn project_copies_match_shared() {
         }
     }
     // The sysfs entries, /boot/vmlinuz links and merged-/usr `lib` are real links in our copy.
-    assert!(links >= 90, "only {links} fixture symlinks: run scripts/sync-shared.sh");
+    assert!(
+        links >= 90,
+        "only {links} fixture symlinks: run scripts/sync-shared.sh"
+    );
     let readme_ours = std::fs::read(manifest().join("tests/fixtures/README.shared.md")).unwrap();
     let readme_theirs = std::fs::read(shared.join("fixtures/README.md")).unwrap();
     assert!(

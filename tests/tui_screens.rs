@@ -52,6 +52,7 @@ fn h200_raw() -> (NodeReport, Arc<RawRun>) {
             .unwrap(),
         end: RunEnd::Completed,
         duration: Duration::from_millis(119),
+        exit: None,
     };
     let r = gpufleet::probe::report(
         Some("h200-real".into()),

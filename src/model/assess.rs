@@ -21,6 +21,10 @@ use super::smi::SmiFailure;
 pub enum NodeStatus {
     Unreachable,
     Attention,
+    /// No verdict: `ready` or `no-driver` would win, but a fact it rests on is unknown. Decided
+    /// after the precedence of the others (domain.md "Conclusions from absence need their
+    /// facts"); sorts after `attention`.
+    Unknown,
     Blocked,
     Migrate,
     NoDriver,
@@ -28,11 +32,12 @@ pub enum NodeStatus {
 }
 
 impl NodeStatus {
-    pub const ALL: [NodeStatus; 6] = [
+    pub const ALL: [NodeStatus; 7] = [
         NodeStatus::Ready,
         NodeStatus::Migrate,
         NodeStatus::Blocked,
         NodeStatus::Attention,
+        NodeStatus::Unknown,
         NodeStatus::NoDriver,
         NodeStatus::Unreachable,
     ];
@@ -41,6 +46,7 @@ impl NodeStatus {
         match self {
             NodeStatus::Unreachable => "unreachable",
             NodeStatus::Attention => "attention",
+            NodeStatus::Unknown => "unknown",
             NodeStatus::Blocked => "blocked",
             NodeStatus::Migrate => "migrate",
             NodeStatus::NoDriver => "no-driver",
@@ -52,7 +58,10 @@ impl NodeStatus {
     pub fn meaning(self) -> &'static str {
         match self {
             NodeStatus::Unreachable => "the scan could not run",
-            NodeStatus::Attention => "something is broken now",
+            NodeStatus::Attention => "something is broken now, or breaks at the next reboot",
+            NodeStatus::Unknown => {
+                "no verdict: ready or no-driver would win, but a fact it rests on is unknown"
+            }
             NodeStatus::Blocked => {
                 "the move to open modules + DMA-BUF is impossible until something else changes"
             }
@@ -108,6 +117,8 @@ use NodeStatus as S;
 reason_codes! {
     SshTimeout = "ssh-timeout", Error, Some(S::Unreachable);
     SshRefused = "ssh-refused", Error, Some(S::Unreachable);
+    SshResolveFailed = "ssh-resolve-failed", Error, Some(S::Unreachable);
+    SshProtocolError = "ssh-protocol-error", Error, Some(S::Unreachable);
     SshAuthFailed = "ssh-auth-failed", Error, Some(S::Unreachable);
     HostKeyMismatch = "host-key-mismatch", Error, Some(S::Unreachable);
     HostKeyUnknown = "host-key-unknown", Error, Some(S::Unreachable);
@@ -126,6 +137,8 @@ reason_codes! {
     PeermemLoaded = "peermem-loaded", Warn, Some(S::Migrate);
     PeermemConfigured = "peermem-configured", Warn, Some(S::Migrate);
     NoNvidiaModule = "no-nvidia-module", Info, Some(S::NoDriver);
+    VerdictIncomplete = "verdict-incomplete", Error, Some(S::Unknown);
+    ProbeIncomplete = "probe-incomplete", Error, None;
     KernelBelowGuideline = "kernel-below-guideline", Warn, None;
     ProprietaryTaintSticky = "proprietary-taint-sticky", Warn, None;
     DmabufKernelUnknown = "dmabuf-kernel-unknown", Warn, None;
@@ -325,8 +338,15 @@ fn gpu_label(g: &Gpu) -> String {
 /// Assesses one node's facts.
 pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
     let mut r: Vec<Reason> = Vec::new();
-    let flavor = f.driver.as_ref().map_or(Flavor::Unknown, |d| d.flavor);
-    let module_loaded = matches!(flavor, Flavor::Open | Flavor::Proprietary | Flavor::Unknown);
+    // `None`: the flavour evidence could not be read (a failed or missing section) — unknown,
+    // which is not `module-flavor-unknown` (evidence that names no known flavour).
+    let flavor = f.driver.as_ref().map(|d| d.flavor);
+    let module_loaded = matches!(
+        flavor,
+        Some(Flavor::Open | Flavor::Proprietary | Flavor::Unknown)
+    );
+    let flavor = flavor.unwrap_or(Flavor::Unknown);
+    let flavor_known = f.driver.is_some();
     let pci = f.pci_gpus.clone().unwrap_or_default();
     let nvidia_node = module_loaded || !f.gpus.is_empty() || !pci.is_empty();
     let driver_ev = f
@@ -438,7 +458,7 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
             ));
         }
     }
-    if flavor == Flavor::Unknown {
+    if flavor_known && flavor == Flavor::Unknown {
         let why = f
             .unknowns
             .iter()
@@ -524,7 +544,7 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
             f.peermem_configured_evidence.clone(),
         ));
     }
-    if flavor == Flavor::None {
+    if flavor_known && flavor == Flavor::None && f.gpus.is_empty() && pci.is_empty() {
         r.push(Reason::new(
             Code::NoNvidiaModule,
             "no NVIDIA driver loaded",
@@ -554,6 +574,17 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
             ));
         }
     }
+    if let Some(cut) = &f.incomplete {
+        r.push(Reason::new(
+            Code::ProbeIncomplete,
+            format!(
+                "the probe did not finish ({}); it stopped after {}: facts it had not read yet are unknown",
+                cut.why,
+                cut.last_section.as_deref().unwrap_or("no section")
+            ),
+            Vec::new(),
+        ));
+    }
     for u in &f.unknowns {
         r.push(Reason::new(
             Code::FactUnknown,
@@ -562,12 +593,32 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
         ));
     }
 
-    r.sort_by_key(|x| x.severity);
-    let status = r
+    // Precedence among the statuses of the reasons; `unknown` is decided after it.
+    let mut status = r
         .iter()
         .filter_map(|x| x.code.status())
         .min()
         .unwrap_or(NodeStatus::Ready);
+    if matches!(status, NodeStatus::Ready | NodeStatus::NoDriver) {
+        let missing = verdict_unknowns(f, status, dma_buf);
+        if !missing.is_empty() {
+            r.push(Reason::new(
+                Code::VerdictIncomplete,
+                format!(
+                    "no verdict: the node would be {status}, but {} unknown: {}",
+                    if missing.len() == 1 {
+                        "this fact is"
+                    } else {
+                        "these facts are"
+                    },
+                    missing.join("; ")
+                ),
+                Vec::new(),
+            ));
+            status = NodeStatus::Unknown;
+        }
+    }
+    r.sort_by_key(|x| x.severity);
     Assessment {
         status,
         reasons: r,
@@ -575,6 +626,72 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
         dma_buf_basis: basis,
         open_capable: open_caps,
     }
+}
+
+/// Whether GPUDirect RDMA applies to the node (domain.md "GPUDirect RDMA applies"): it has an
+/// RDMA device (an entry in /sys/class/infiniband) or uses nvidia-peermem (loaded or configured).
+/// `None` when that cannot be told (the RDMA device list was not read and peermem is not known
+/// to be in use).
+pub fn rdma_applies(f: &Facts) -> Option<bool> {
+    if f.peermem_loaded == Some(true) || f.peermem_configured == Some(true) {
+        return Some(true);
+    }
+    match &f.rdma_devices {
+        Some(d) if !d.is_empty() => Some(true),
+        Some(_) if f.peermem_loaded.is_some() && f.peermem_configured.is_some() => Some(false),
+        _ => None,
+    }
+}
+
+/// The facts that a `ready` or `no-driver` verdict rests on which are unknown, each as
+/// "fact (why)" (domain.md "Conclusions from absence need their facts"). `ready` rests on the
+/// probe's trailer, the module flavour, nvidia-peermem loaded and configured, the GPU list,
+/// RDMA applicability and, where RDMA applies, DMA-BUF support; `no-driver` on the trailer,
+/// the module flavour and the PCI scan.
+fn verdict_unknowns(f: &Facts, status: NodeStatus, dma_buf: Option<bool>) -> Vec<String> {
+    let why = |fact: &str| {
+        f.unknowns
+            .iter()
+            .find(|u| u.fact == fact)
+            .map_or_else(|| fact.to_string(), |u| format!("{fact} ({})", u.why))
+    };
+    let mut missing = Vec::new();
+    if let Some(cut) = &f.incomplete {
+        missing.push(format!("probe trailer ({})", cut.why));
+    }
+    if f.driver.is_none() {
+        missing.push(why("driver.flavor"));
+    }
+    if status == NodeStatus::NoDriver {
+        if f.pci_gpus.is_none() {
+            missing.push(why("gpus (PCI)"));
+        }
+        return missing;
+    }
+    if f.peermem_loaded.is_none() {
+        missing.push(why("peermem.loaded"));
+    }
+    if f.peermem_configured.is_none() {
+        missing.push(why("peermem.configured"));
+    }
+    let smi_listed = matches!(f.smi, SmiOutcome::Answered { .. });
+    if !smi_listed {
+        if f.proc_gpus.is_none() {
+            missing.push(why("gpus (driver)"));
+        }
+        if f.pci_gpus.is_none() {
+            missing.push(why("gpus (PCI)"));
+        }
+    }
+    match rdma_applies(f) {
+        None => missing.push(why("rdma.devices")),
+        Some(true) if dma_buf.is_none() => missing.push(format!(
+            "dma_buf.kernel_support (RDMA applies; {})",
+            why("kernel config")
+        )),
+        _ => {}
+    }
+    missing
 }
 
 fn pci_evidence(devs: &[super::sysfs::PciDevice]) -> Vec<Evidence> {
@@ -589,7 +706,7 @@ mod tests {
     const B: &str = "gpufleet-test";
 
     /// What a complete probe of a bare machine prints, overridden by `parts`.
-    const BARE: [(&str, &str, &str, &str); 13] = [
+    const BARE: [(&str, &str, &str, &str); 22] = [
         ("file", "/proc/sys/kernel/tainted", "ok", "0\n"),
         ("file", "/etc/os-release", "absent", ""),
         ("file", "/proc/driver/nvidia/version", "absent", ""),
@@ -600,6 +717,15 @@ mod tests {
         ("dir", "/sys/bus/pci/devices", "ok", ""),
         ("dir", "/etc/modules-load.d", "absent", ""),
         ("dir", "/etc/modprobe.d", "absent", ""),
+        ("dir", "/run/modules-load.d", "absent", ""),
+        ("dir", "/run/modprobe.d", "absent", ""),
+        ("dir", "/usr/local/lib/modules-load.d", "absent", ""),
+        ("dir", "/usr/local/lib/modprobe.d", "absent", ""),
+        ("dir", "/usr/lib/modules-load.d", "absent", ""),
+        ("dir", "/usr/lib/modprobe.d", "absent", ""),
+        ("dir", "/lib/modules-load.d", "absent", ""),
+        ("dir", "/lib/modprobe.d", "absent", ""),
+        ("dir", "/sys/class/infiniband", "absent", ""),
         ("grep", "/proc/kallsyms", "ok", ""),
         ("grep", "/proc/config.gz", "absent", ""),
         (
@@ -610,7 +736,7 @@ mod tests {
         ),
     ];
 
-    /// A probe output from `(kind, name, status, body)` sections, ending with `meta done`.
+    /// A probe output from `(kind, name, status, body)` sections, ending with the trailer (`meta complete`).
     fn probe(parts: &[(&str, &str, &str, &str)]) -> Facts {
         let mut raw = format!("{B} meta probe\nprotocol 1\n\n{B} end ok\n");
         let given = |k: &str, n: &str| {
@@ -622,7 +748,7 @@ mod tests {
         for (kind, name, status, body) in parts.iter().chain(defaults) {
             raw.push_str(&format!("{B} {kind} {name}\n{body}\n{B} end {status}\n"));
         }
-        raw.push_str(&format!("{B} meta done\n\n{B} end ok\n"));
+        raw.push_str(&format!("{B} meta complete\n\n{B} end ok\n"));
         collect(&sections::parse(raw.as_bytes(), B))
     }
 
@@ -894,11 +1020,11 @@ mod tests {
         for c in Code::ALL {
             assert_eq!(c.as_str().parse::<Code>().unwrap(), *c);
             if c.status() == Some(NodeStatus::Migrate)
-                || c.status().is_none() && *c != Code::FactUnknown
+                || c.status().is_none() && !matches!(*c, Code::FactUnknown | Code::ProbeIncomplete)
             {
                 assert_eq!(c.severity(), Severity::Warn, "{c:?}");
             }
         }
-        assert_eq!(Code::ALL.len(), 24);
+        assert_eq!(Code::ALL.len(), 28);
     }
 }

@@ -126,14 +126,30 @@ pub struct Facts {
     /// /proc/sys/kernel/tainted.
     pub taint: Option<u64>,
     pub taint_evidence: Option<Evidence>,
-    /// Whether the probe ran to its end.
+    /// Entries of /sys/class/infiniband (RDMA devices, RoCE NICs too): `Some(empty)` when the
+    /// folder is absent or empty, `None` when it could not be read.
+    pub rdma_devices: Option<Vec<String>>,
+    /// Whether the probe ran to its end (its trailer section, `meta complete`, arrived).
     pub complete: bool,
+    /// Why the probe did not finish, when its trailer is missing.
+    pub incomplete: Option<Incomplete>,
     pub unknowns: Vec<Unknown>,
 }
 
-/// A section's text, or why there is none.
+/// A probe whose trailer never arrived: after which section it stopped, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incomplete {
+    /// `kind name` of the last section that arrived (`None`: not even one).
+    pub last_section: Option<String>,
+    /// Why it stopped: `the node deadline (60 s) passed`, `the connection closed`, `end of
+    /// output` (the probe exited or was killed on the node without its trailer).
+    pub why: String,
+}
+
+/// A section's text, or why there is none. Text is decoded lossily: a byte that is not UTF-8
+/// (a Latin-1 comment) becomes U+FFFD and never hides the lines around it.
 enum Read<'a> {
-    Text(&'a str),
+    Text(std::borrow::Cow<'a, str>),
     Absent,
     Failed(String),
 }
@@ -147,19 +163,27 @@ fn why_not(name: &str, s: &Section) -> String {
         Status::Timeout => format!("{name}: time limit reached"),
         Status::MissingTool(t) => format!("{name}: {t} is not installed on the node"),
         Status::Incomplete => format!("{name}: cut off by the node deadline or output cap"),
+        Status::NotRegular => format!("{name}: a FIFO, socket or device, not a file (not read)"),
+        Status::Masked => format!("{name}: masked (a symlink to /dev/null)"),
+        Status::Same => format!("{name}: the same folder as one read before"),
+        Status::Cut(cap) => format!("{name}: longer than the {cap}-byte cap (not trusted)"),
         Status::Unrecognized(x) => format!("{name}: unrecognized status {x:?}"),
     }
 }
 
 fn read<'a>(out: &'a ProbeOutput, kind: Kind, name: &str) -> Read<'a> {
+    // A root prefix without proc/ or sys/ is a missing mount: nothing under it is "absent".
+    let top = name.trim_start_matches('/').split('/').next().unwrap_or("");
+    if out.meta_all("root-missing").any(|d| d == top) {
+        return Read::Failed(format!(
+            "{name}: the root prefix has no {top}/ (a missing mount, not a node without it)"
+        ));
+    }
     match out.get(kind, name) {
         None if out.complete => Read::Failed(format!("{name}: not in the probe output")),
         None => Read::Failed(format!("{name}: the probe stopped before reading it")),
         Some(s) => match s.status {
-            Status::Ok => match s.text() {
-                Ok(t) => Read::Text(t),
-                Err(e) => Read::Failed(e),
-            },
+            Status::Ok => Read::Text(String::from_utf8_lossy(&s.body)),
             Status::Absent => Read::Absent,
             _ => Read::Failed(why_not(name, s)),
         },
@@ -183,6 +207,17 @@ impl Facts {
 pub fn collect(out: &ProbeOutput) -> Facts {
     let mut f = Facts {
         complete: out.complete,
+        incomplete: (!out.complete).then(|| Incomplete {
+            last_section: out.sections.last().map(|s| {
+                let status = if s.status == Status::Incomplete {
+                    " (cut off)"
+                } else {
+                    ""
+                };
+                format!("{} {}{status}", s.kind.as_str(), s.name)
+            }),
+            why: "end of output".to_string(),
+        }),
         ..Facts::default()
     };
     kernel(out, &mut f);
@@ -190,7 +225,7 @@ pub fn collect(out: &ProbeOutput) -> Facts {
         f.hostname = Some(t.trim().to_string()).filter(|h| !h.is_empty());
     }
     match read(out, Kind::File, "/etc/os-release") {
-        Read::Text(t) => f.os_pretty_name = os::pretty_name(t),
+        Read::Text(t) => f.os_pretty_name = os::pretty_name(&t),
         Read::Absent => {}
         Read::Failed(why) => f.unknown("os.pretty_name", why),
     }
@@ -204,7 +239,7 @@ pub fn collect(out: &ProbeOutput) -> Facts {
                 "taint.value",
                 format!(
                     "/proc/sys/kernel/tainted is not a number: {:?}",
-                    first_line(t)
+                    first_line(&t)
                 ),
             ),
         },
@@ -219,7 +254,26 @@ pub fn collect(out: &ProbeOutput) -> Facts {
     pci_and_proc_gpus(out, &mut f);
     smi_fact(out, &mut f);
     merge_gpus(&mut f);
+    rdma_devices(out, &mut f);
     f
+}
+
+fn rdma_devices(out: &ProbeOutput, f: &mut Facts) {
+    const IB: &str = "/sys/class/infiniband";
+    match read(out, Kind::Dir, IB) {
+        Read::Text(t) => {
+            let devs: Vec<String> = t
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .take(MAX_GPUS)
+                .map(str::to_string)
+                .collect();
+            f.rdma_devices = Some(devs);
+        }
+        Read::Absent => f.rdma_devices = Some(Vec::new()),
+        Read::Failed(why) => f.unknown("rdma.devices", why),
+    }
 }
 
 fn kernel(out: &ProbeOutput, f: &mut Facts) {
@@ -236,7 +290,7 @@ fn kernel(out: &ProbeOutput, f: &mut Facts) {
         let mut w = t.split_whitespace();
         if let (Some("Linux"), Some("version"), Some(rel)) = (w.next(), w.next(), w.next()) {
             f.kernel_release = Some(rel.to_string());
-            f.kernel_evidence = Some(Evidence::new("/proc/version", first_line(t)));
+            f.kernel_evidence = Some(Evidence::new("/proc/version", first_line(&t)));
             return;
         }
     }
@@ -249,7 +303,7 @@ fn kernel(out: &ProbeOutput, f: &mut Facts) {
 fn modules_fact(out: &ProbeOutput, f: &mut Facts) {
     match read(out, Kind::File, "/proc/modules") {
         Read::Text(t) => {
-            let (good, bad) = modules::parse(t);
+            let (good, bad) = modules::parse(&t);
             if let Some(b) = bad.first() {
                 f.unknown(
                     "modules",
@@ -273,9 +327,9 @@ fn module<'a>(f: &'a Facts, name: &str) -> Option<&'a Module> {
     f.modules.as_ref()?.iter().find(|m| m.name == name)
 }
 
-fn sys_module_listing(out: &ProbeOutput) -> Option<Vec<&str>> {
+fn sys_module_listing(out: &ProbeOutput) -> Option<Vec<String>> {
     match read(out, Kind::Dir, "/sys/module") {
-        Read::Text(t) => Some(t.lines().map(str::trim).collect()),
+        Read::Text(t) => Some(t.lines().map(|l| l.trim().to_string()).collect()),
         _ => None,
     }
 }
@@ -283,12 +337,12 @@ fn sys_module_listing(out: &ProbeOutput) -> Option<Vec<&str>> {
 fn driver_fact(out: &ProbeOutput, f: &mut Facts) {
     const VERSION: &str = "/proc/driver/nvidia/version";
     let sys_version = match read(out, Kind::File, "/sys/module/nvidia/version") {
-        Read::Text(t) => driver::parse_sys_version(t).map(|v| (v, t.trim().to_string())),
+        Read::Text(t) => driver::parse_sys_version(&t).map(|v| (v, t.trim().to_string())),
         _ => None,
     };
     let banner_read = read(out, Kind::File, VERSION);
-    if let Read::Text(t) = banner_read
-        && let Some(b) = driver::parse_banner(t)
+    if let Read::Text(ref t) = banner_read
+        && let Some(b) = driver::parse_banner(&t)
     {
         let mut evidence = vec![Evidence::new(VERSION, b.line.clone())];
         let version = b.version.clone().or_else(|| {
@@ -337,7 +391,7 @@ fn driver_fact(out: &ProbeOutput, f: &mut Facts) {
     let why = match banner_read {
         Read::Text(t) => format!(
             "{VERSION} does not name a kernel module: {:?}",
-            first_line(t)
+            first_line(&t)
         ),
         Read::Absent if f.modules.is_none() => {
             format!("{VERSION} is absent and /proc/modules could not be read")
@@ -361,7 +415,7 @@ fn peermem_loaded(out: &ProbeOutput, f: &mut Facts) {
         return;
     }
     match sys_module_listing(out) {
-        Some(list) if list.contains(&"nvidia_peermem") => {
+        Some(list) if list.iter().any(|m| m == "nvidia_peermem") => {
             f.peermem_loaded = Some(true);
             f.peermem_loaded_evidence = vec![Evidence::new("/sys/module", "nvidia_peermem")];
         }
@@ -374,37 +428,93 @@ fn peermem_loaded(out: &ProbeOutput, f: &mut Facts) {
     }
 }
 
-fn peermem_configured(out: &ProbeOutput, f: &mut Facts) {
-    let mut evidence = Vec::new();
-    let mut failures = Vec::new();
-    for (folder, parse) in [
-        (
-            "/etc/modules-load.d",
-            modconf::modules_load as fn(&str) -> _,
-        ),
-        ("/etc/modprobe.d", modconf::modprobe),
-    ] {
-        match read(out, Kind::Dir, folder) {
+/// Folders that hold boot configuration (`modprobe.d/`, `modules-load.d/`), in the precedence
+/// order of modprobe.d(5) and modules-load.d(5): a file in an earlier folder overrides a
+/// same-named one in a later folder.
+pub const BOOT_CONFIG_DIRS: [&str; 5] = ["/etc", "/run", "/usr/local/lib", "/usr/lib", "/lib"];
+
+/// The files of one boot-configuration kind (`modprobe.d` or `modules-load.d`) that take
+/// effect: per file name, the one in the first folder that has it; a masked one (a symlink to
+/// /dev/null) hides the same name in later folders and contributes nothing. Reads that failed
+/// for a file that would take effect, or for a whole folder, go to `failures`.
+fn boot_config<'a>(
+    out: &'a ProbeOutput,
+    kind: &str,
+    failures: &mut Vec<String>,
+) -> Vec<(String, std::borrow::Cow<'a, str>)> {
+    let mut chosen: BTreeMap<String, Option<(String, std::borrow::Cow<'a, str>)>> = BTreeMap::new();
+    for base in BOOT_CONFIG_DIRS {
+        let folder = format!("{base}/{kind}");
+        if out
+            .get(Kind::Dir, &folder)
+            .is_some_and(|s| s.status == Status::Same)
+        {
+            continue;
+        }
+        let listing = match read(out, Kind::Dir, &folder) {
             Read::Absent => continue,
             Read::Failed(why) => {
                 failures.push(why);
                 continue;
             }
-            Read::Text(_) => {}
-        }
-        for s in out.with_prefix(Kind::File, folder) {
-            match read(out, Kind::File, &s.name) {
-                Read::Text(t) => evidence.extend(
-                    parse(t)
-                        .into_iter()
-                        .map(|l| Evidence::new(s.name.clone(), l.line)),
-                ),
+            Read::Text(t) => t,
+        };
+        for name in listing.lines().filter(|n| n.ends_with(".conf")) {
+            if chosen.contains_key(name) {
+                continue;
+            }
+            let path = format!("{folder}/{name}");
+            if out
+                .get(Kind::File, &path)
+                .is_some_and(|s| s.status == Status::Masked)
+            {
+                chosen.insert(name.to_string(), None);
+                continue;
+            }
+            match read(out, Kind::File, &path) {
+                Read::Text(t) => {
+                    chosen.insert(name.to_string(), Some((path, t)));
+                }
+                // Listed, then gone before it was read: like a file that was never there.
                 Read::Absent => {}
-                Read::Failed(why) => failures.push(why),
+                Read::Failed(why) => {
+                    failures.push(why);
+                    chosen.insert(name.to_string(), None);
+                }
             }
         }
     }
-    if !evidence.is_empty() {
+    chosen.into_values().flatten().collect()
+}
+
+fn peermem_configured(out: &ProbeOutput, f: &mut Facts) {
+    let mut evidence = Vec::new();
+    let mut masks = Vec::new();
+    let mut failures = Vec::new();
+    for (path, text) in boot_config(out, "modules-load.d", &mut failures) {
+        evidence.extend(
+            modconf::modules_load(&text)
+                .into_iter()
+                .map(|l| Evidence::new(path.clone(), l.line)),
+        );
+    }
+    for (path, text) in boot_config(out, "modprobe.d", &mut failures) {
+        evidence.extend(
+            modconf::modprobe(&text)
+                .into_iter()
+                .map(|l| Evidence::new(path.clone(), l.line)),
+        );
+        masks.extend(
+            modconf::masks(&text)
+                .into_iter()
+                .map(|l| Evidence::new(path.clone(), l.line)),
+        );
+    }
+    if !masks.is_empty() {
+        // `install nvidia-peermem /bin/false` runs instead of every load, whatever asks for it.
+        f.peermem_configured = Some(false);
+        f.peermem_configured_evidence = masks;
+    } else if !evidence.is_empty() {
         f.peermem_configured = Some(true);
         f.peermem_configured_evidence = evidence;
     } else if failures.is_empty() {
@@ -427,7 +537,7 @@ fn dma_buf_inputs(out: &ProbeOutput, f: &mut Facts) {
         let name = format!("/boot/config-{rel}");
         match read(out, Kind::Grep, &name) {
             Read::Text(t) => {
-                f.kernel_config = Some((name, kconfig::parse(t)));
+                f.kernel_config = Some((name, kconfig::parse(&t)));
                 return;
             }
             Read::Absent => {}
@@ -437,7 +547,7 @@ fn dma_buf_inputs(out: &ProbeOutput, f: &mut Facts) {
     const GZ: &str = "/proc/config.gz";
     match read(out, Kind::Grep, GZ) {
         Read::Text(t) => {
-            f.kernel_config = Some((GZ.to_string(), kconfig::parse(t)));
+            f.kernel_config = Some((GZ.to_string(), kconfig::parse(&t)));
             return;
         }
         Read::Absent => {}
@@ -446,7 +556,7 @@ fn dma_buf_inputs(out: &ProbeOutput, f: &mut Facts) {
     if let Some(s) = out.get(Kind::Hex, GZ) {
         let decoded = match read(out, Kind::Hex, GZ) {
             Read::Text(t) => {
-                kconfig::decode_od_hex(t).and_then(|bytes| kconfig::gunzip(&bytes, 16 << 20))
+                kconfig::decode_od_hex(&t).and_then(|bytes| kconfig::gunzip(&bytes, 16 << 20))
             }
             _ => Err(why_not(GZ, s)),
         };
@@ -477,7 +587,7 @@ fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
                     continue;
                 };
                 if let Read::Text(t) = read(out, Kind::File, &s.name)
-                    && let Some(v) = sysfs::parse_hex(t)
+                    && let Some(v) = sysfs::parse_hex(&t)
                 {
                     attrs.entry(bus).or_default().insert(attr, v);
                 }
@@ -519,7 +629,7 @@ fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
             for bus in entries.into_iter().take(MAX_GPUS) {
                 let name = format!("{PROC}/{bus}/information");
                 match read(out, Kind::File, &name) {
-                    Read::Text(t) => gpus.push(sysfs::parse_information(bus, t)),
+                    Read::Text(t) => gpus.push(sysfs::parse_information(bus, &t)),
                     // Listed by the driver even if its information file could not be read.
                     _ => gpus.push(sysfs::parse_information(bus, "")),
                 }

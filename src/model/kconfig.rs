@@ -53,12 +53,18 @@ pub fn decode_od_hex(text: &str) -> Result<Vec<u8>, String> {
 
 /// Gunzips `/proc/config.gz` bytes into text, reading at most `limit` bytes of output.
 pub fn gunzip(bytes: &[u8], limit: u64) -> Result<String, String> {
-    let mut out = String::new();
+    let mut out = Vec::new();
     flate2::read::GzDecoder::new(bytes)
-        .take(limit)
-        .read_to_string(&mut out)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut out)
         .map_err(|e| format!("/proc/config.gz: {e}"))?;
-    Ok(out)
+    if out.len() as u64 > limit {
+        return Err(format!(
+            "/proc/config.gz decompresses to more than {limit} bytes (cut at the cap: not trusted)"
+        ));
+    }
+    // Bytes that are not UTF-8 (a comment) never hide the options around them.
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
-//! Whether nvidia-peermem is configured to load at boot: `/etc/modules-load.d/*.conf`
-//! (modules-load.d(5): one module name per line, `#` and `;` comments) and
-//! `/etc/modprobe.d/*.conf` (modprobe.d(5): `softdep` and `install` lines, `\` continuations).
-//! Module names compare with `-` and `_` as the same character, as modprobe does.
+//! Whether nvidia-peermem is configured to load at boot: `modules-load.d/*.conf`
+//! (modules-load.d(5): one module name per line, `#` and `;` comments) and `modprobe.d/*.conf`
+//! (modprobe.d(5): `softdep` and `install` lines, `\` continuations), and whether it is masked
+//! (`install nvidia-peermem /bin/false`). Module names compare with `-` and `_` as the same
+//! character, as modprobe does. Callers decode the files lossily, so a byte that is not UTF-8 (a
+//! Latin-1 comment) never hides a directive.
 
 /// One line that loads nvidia-peermem, for evidence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +36,28 @@ pub fn modules_load(text: &str) -> Vec<LoadLine> {
 /// ... nvidia-peermem`, or `install X ... modprobe ... nvidia-peermem` for a module X other than
 /// nvidia-peermem itself (`install nvidia-peermem /bin/false` disables it instead).
 pub fn modprobe(text: &str) -> Vec<LoadLine> {
+    logical_lines(text)
+        .into_iter()
+        .filter(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                ["softdep", module, rest @ ..] => {
+                    !is_peermem(module) && rest.iter().any(|w| !w.ends_with(':') && is_peermem(w))
+                }
+                ["install", module, rest @ ..] => {
+                    !is_peermem(module)
+                        && rest.iter().any(|w| w.ends_with("modprobe"))
+                        && rest.iter().any(|w| is_peermem(w.trim_end_matches(';')))
+                }
+                _ => false,
+            }
+        })
+        .map(|line| LoadLine { line })
+        .collect()
+}
+
+/// Logical lines of a modprobe.d file: `\` continuations joined, comments dropped.
+fn logical_lines(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut logical = String::new();
     for raw in text.lines() {
@@ -44,27 +68,34 @@ pub fn modprobe(text: &str) -> Vec<LoadLine> {
         }
         logical.push_str(raw);
         let line = std::mem::take(&mut logical);
-        let t = line.trim();
-        if t.starts_with('#') {
-            continue;
-        }
-        let words: Vec<&str> = t.split_whitespace().collect();
-        let loads = match words.as_slice() {
-            ["softdep", module, rest @ ..] => {
-                !is_peermem(module) && rest.iter().any(|w| !w.ends_with(':') && is_peermem(w))
-            }
-            ["install", module, rest @ ..] => {
-                !is_peermem(module)
-                    && rest.iter().any(|w| w.ends_with("modprobe"))
-                    && rest.iter().any(|w| is_peermem(w.trim_end_matches(';')))
-            }
-            _ => false,
-        };
-        if loads {
-            out.push(LoadLine { line });
+        if !line.trim().starts_with('#') {
+            out.push(line);
         }
     }
+    if !logical.trim().is_empty() && !logical.trim().starts_with('#') {
+        out.push(logical);
+    }
     out
+}
+
+/// Lines of a modprobe.d file that mask nvidia-peermem: `install nvidia-peermem /bin/false` (or
+/// `true`, any path): modprobe runs that command instead of loading the module, whoever asks
+/// for it (modules-load.d, a softdep, an explicit `modprobe`).
+pub fn masks(text: &str) -> Vec<LoadLine> {
+    logical_lines(text)
+        .into_iter()
+        .filter(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                ["install", module, cmd, ..] => {
+                    let base = cmd.rsplit('/').next().unwrap_or(cmd);
+                    is_peermem(module) && matches!(base, "false" | "true")
+                }
+                _ => false,
+            }
+        })
+        .map(|line| LoadLine { line })
+        .collect()
 }
 
 #[cfg(test)]
@@ -99,5 +130,20 @@ mod tests {
         );
         assert!(modprobe("# softdep nvidia post: nvidia-peermem\n").is_empty());
         assert!(modprobe("softdep nvidia post: nvidia-uvm\n").is_empty());
+    }
+
+    #[test]
+    fn install_false_or_true_masks_peermem() {
+        assert_eq!(
+            masks("blacklist nvidia_peermem\ninstall nvidia-peermem /bin/false\n").len(),
+            1
+        );
+        assert_eq!(masks("install nvidia_peermem /usr/bin/true\n").len(), 1);
+        assert!(
+            masks("install nvidia-peermem /sbin/modprobe --ignore-install nvidia-peermem\n")
+                .is_empty()
+        );
+        assert!(masks("# install nvidia-peermem /bin/false\n").is_empty());
+        assert!(masks("blacklist nvidia_peermem\n").is_empty());
     }
 }

@@ -1,5 +1,5 @@
 //! The per-node report and the snapshot document (design/domain.md "Snapshot JSON",
-//! schema_version 1). Unknown values are `null`; an unreachable node has `name`, `status`,
+//! schema_version 2). Unknown values are `null`; an unreachable node has `name`, `status`,
 //! `reasons` and every fact `null`.
 
 use std::collections::BTreeMap;
@@ -11,7 +11,7 @@ use super::driver::Flavor;
 use super::facts::{Evidence, Facts, SmiOutcome};
 use super::smi::SmiFailure;
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelJson {

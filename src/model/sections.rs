@@ -43,6 +43,14 @@ pub enum Status {
     MissingTool(String),
     /// No end line arrived: the node's deadline or the output cap cut the section off.
     Incomplete,
+    /// A FIFO, socket or device where a file was expected: never opened (it could hang).
+    NotRegular,
+    /// A boot-configuration file that is a symlink to /dev/null: it masks same-named files.
+    Masked,
+    /// A folder that resolves to one already read (its body names that one); read once.
+    Same,
+    /// Output cut at a cap of this many bytes (a decompressed kernel config): not trusted.
+    Cut(u64),
     /// An end line this version does not understand.
     Unrecognized(String),
 }
@@ -75,7 +83,7 @@ impl Section {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProbeOutput {
     pub sections: Vec<Section>,
-    /// The final `meta done` section arrived: the script ran to its end.
+    /// The trailer section (`meta complete`, status ok) arrived: the script ran to its end.
     pub complete: bool,
     /// Bytes outside any section (stray output); kept for the detail view, never parsed as facts.
     pub stray_bytes: usize,
@@ -104,12 +112,19 @@ impl ProbeOutput {
 
     /// The `meta probe` section's `key value` lines.
     pub fn meta(&self, key: &str) -> Option<String> {
-        let s = self.get(Kind::Meta, "probe")?;
-        let text = s.text().ok()?;
-        text.lines().find_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            (k == key).then(|| v.to_string())
-        })
+        self.meta_all(key).next()
+    }
+
+    /// Every value of `key` among the `meta probe` section's `key value` lines.
+    pub fn meta_all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = String> + 'a {
+        self.get(Kind::Meta, "probe")
+            .and_then(|s| s.text().ok())
+            .into_iter()
+            .flat_map(str::lines)
+            .filter_map(move |l| {
+                let (k, v) = l.split_once(' ')?;
+                (k == key).then(|| v.to_string())
+            })
     }
 
     /// Whether the probe reported tool `name` as installed (`None` when it did not say).
@@ -120,6 +135,21 @@ impl ProbeOutput {
         text.lines()
             .find_map(|l| l.strip_prefix(&want))
             .map(|v| v == "yes")
+    }
+}
+
+impl Kind {
+    /// The word the probe writes for this kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Meta => "meta",
+            Kind::File => "file",
+            Kind::Dir => "dir",
+            Kind::Grep => "grep",
+            Kind::Hex => "hex",
+            Kind::Cmd => "cmd",
+            Kind::Other => "other",
+        }
     }
 }
 
@@ -146,6 +176,13 @@ fn parse_status(s: &str) -> Status {
         "error" => num().map_or_else(|| Status::Unrecognized(s.to_string()), Status::Error),
         "rc" => num().map_or_else(|| Status::Unrecognized(s.to_string()), Status::Rc),
         "missing-tool" => Status::MissingTool(rest.trim().to_string()),
+        "not-regular" => Status::NotRegular,
+        "masked" => Status::Masked,
+        "same" => Status::Same,
+        "cut" => rest
+            .trim()
+            .parse::<u64>()
+            .map_or_else(|_| Status::Unrecognized(s.to_string()), Status::Cut),
         _ => Status::Unrecognized(s.to_string()),
     }
 }
@@ -219,7 +256,7 @@ pub fn parse(output: &[u8], boundary: &str) -> ProbeOutput {
     out.complete = out
         .sections
         .iter()
-        .any(|s| s.kind == Kind::Meta && s.name == "done" && s.status == Status::Ok);
+        .any(|s| s.kind == Kind::Meta && s.name == "complete" && s.status == Status::Ok);
     for (i, s) in out.sections.iter().enumerate() {
         out.index.entry((s.kind, s.name.clone())).or_insert(i);
     }
@@ -235,7 +272,7 @@ mod tests {
     #[test]
     fn body_is_exact_with_and_without_trailing_newline() {
         let raw = format!(
-            "{B} file /a\nline\n\n{B} end ok\n{B} file /b\nno newline\n{B} end ok\n{B} meta done\n\n{B} end ok\n"
+            "{B} file /a\nline\n\n{B} end ok\n{B} file /b\nno newline\n{B} end ok\n{B} meta complete\n\n{B} end ok\n"
         );
         let p = parse(raw.as_bytes(), B);
         assert_eq!(p.sections[0].body, b"line\n");

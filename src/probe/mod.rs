@@ -6,6 +6,7 @@
 //! deadline are kept. Locally the script runs in its own process group, killed as a group at the
 //! deadline, so a hung child cannot keep the pipe open.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -17,8 +18,39 @@ pub mod known_hosts;
 pub mod scan;
 pub mod ssh;
 
-/// The probe script (protocol 1); the same text runs locally and over SSH.
+/// The probe script (protocol 2); the same text runs locally and over SSH.
 pub const SCRIPT: &str = include_str!("probe.sh");
+
+/// The probe's protocol version: the `protocol` line of its `meta probe` section.
+pub const PROTOCOL: &str = "2";
+
+/// The command that runs the probe, locally and on a node: the script and its parameters come
+/// on stdin ([`probe_stdin`]), so the boundary never appears in any argv or environment there.
+pub const COMMAND: &str = "sh -s";
+
+/// What the probe's `sh -s` reads: a header of shell assignments (boundary `B`, root prefix `R`,
+/// nvidia-smi limit `T` and node deadline `D`, both in whole seconds) and then the script.
+/// Plain assignments are not exported: no command the script runs is given them.
+pub fn probe_stdin(
+    boundary: &str,
+    root: &str,
+    smi_timeout_secs: u64,
+    deadline: Duration,
+) -> Vec<u8> {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let root = if root == "/" { "" } else { root };
+    let deadline_secs = deadline.as_millis().div_ceil(1000).max(1);
+    let mut out = format!(
+        "B={} R={} T={} D={}\n",
+        quote(boundary),
+        quote(root),
+        smi_timeout_secs,
+        deadline_secs
+    )
+    .into_bytes();
+    out.extend_from_slice(SCRIPT.as_bytes());
+    out
+}
 
 /// Most bytes of probe output read from one node: 1 MiB (architecture.md decision 1).
 pub const OUTPUT_CAP: usize = 1 << 20;
@@ -54,8 +86,10 @@ pub enum RunEnd {
     Completed,
     /// The per-node deadline passed; output read until then is kept.
     Deadline,
-    /// More than the output cap arrived; reading stopped there.
+    /// More than the output cap arrived (stdout and stderr together); reading stopped there.
     CapExceeded,
+    /// The connection dropped before the command's exit was reported.
+    ConnectionClosed,
 }
 
 /// The raw result of one probe run.
@@ -65,6 +99,8 @@ pub struct RawRun {
     pub output: Vec<u8>,
     pub end: RunEnd,
     pub duration: Duration,
+    /// How the probe process ended, when known: `exit status 2`, `killed by signal KILL`.
+    pub exit: Option<String>,
 }
 
 /// A fresh random section boundary: `gpufleet-` and 32 hex digits (128 bits from the OS RNG).
@@ -92,12 +128,15 @@ pub async fn run_local_cancellable(
     let boundary = new_boundary();
     let start = Instant::now();
     let deadline = tokio::time::Instant::now() + settings.deadline;
+    let root = settings.root.to_string_lossy();
+    let stdin = probe_stdin(
+        &boundary,
+        &root,
+        settings.nvidia_smi_timeout_secs,
+        settings.deadline,
+    );
     let mut child = tokio::process::Command::new("sh")
         .arg("-s")
-        .arg("--")
-        .arg(&boundary)
-        .arg(&settings.root)
-        .arg(settings.nvidia_smi_timeout_secs.to_string())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -105,9 +144,10 @@ pub async fn run_local_cancellable(
         .kill_on_drop(true)
         .spawn()?;
     let pgid = child.id();
+    let stdin_bytes = stdin;
     if let Some(mut stdin) = child.stdin.take() {
         // The script is far smaller than a pipe buffer; a shell that exits early is not an error.
-        let _ = stdin.write_all(SCRIPT.as_bytes()).await;
+        let _ = stdin.write_all(&stdin_bytes).await;
     }
     let mut output = Vec::new();
     let mut end = RunEnd::Completed;
@@ -141,7 +181,7 @@ pub async fn run_local_cancellable(
     if let Some(pid) = pgid {
         kill_tree(pid);
     }
-    let _ = child.wait().await;
+    let status = child.wait().await.ok();
     if cancelled {
         return Ok(None);
     }
@@ -150,7 +190,24 @@ pub async fn run_local_cancellable(
         output,
         end,
         duration: start.elapsed(),
+        exit: status.and_then(|st| describe_exit(st.code(), st.signal())),
     }))
+}
+
+/// How a process ended, in words: `exit status 2`, `killed by signal KILL` (`None` for 0).
+pub fn describe_exit(code: Option<i32>, signal: Option<i32>) -> Option<String> {
+    match (code, signal) {
+        (Some(0), _) => None,
+        (Some(c), _) => Some(format!("exit status {c}")),
+        (None, Some(sig)) => Some(format!(
+            "killed by signal {}",
+            nix::sys::signal::Signal::try_from(sig).map_or_else(
+                |_| sig.to_string(),
+                |s| s.as_str().trim_start_matches("SIG").to_string()
+            )
+        )),
+        (None, None) => None,
+    }
 }
 
 /// Kills process `pid`, its process group, and every descendant of it: `timeout` puts
@@ -219,16 +276,28 @@ pub fn report(
         );
     }
     let out = model::sections::parse(&run.output, &run.boundary);
-    if out.meta("protocol").as_deref() != Some("1") {
-        let why = if run.output.is_empty() {
-            "the probe printed nothing (is `sh` the node's shell, or does a forced command run instead?)"
-                .to_string()
+    if out.meta("protocol").as_deref() != Some(PROTOCOL) {
+        let why = if run.output.is_empty() && run.end == RunEnd::Deadline {
+            format!(
+                "the node deadline passed ({} ms) before the probe printed anything (a hung login script, or a node too loaded to start sh)",
+                duration_ms
+            )
+        } else if run.output.is_empty() && run.end == RunEnd::ConnectionClosed {
+            "the connection closed before the probe printed anything".to_string()
+        } else if run.output.is_empty() {
+            format!(
+                "the probe printed nothing{} (is `sh` the node's shell, or does a forced command run instead?)",
+                run.exit
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            )
         } else {
             let first = String::from_utf8_lossy(&run.output);
             let first = first.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
             let first: String = first.chars().take(120).collect();
             format!(
-                "the probe output has no protocol 1 header ({} bytes, {} sections); the node printed: {:?}",
+                "the probe output has no protocol {PROTOCOL} header ({} bytes, {} sections); the node printed: {:?}",
                 run.output.len(),
                 out.sections.len(),
                 first
@@ -243,27 +312,16 @@ pub fn report(
             duration_ms,
         );
     }
-    if let Some(root) = out.meta("root-missing") {
-        return NodeReport::unreachable(
-            fallback(),
-            Code::ProbeOutputInvalid,
-            format!(
-                "the root prefix {root} has no proc/ folder on the node: is the node's `root` right?"
-            ),
-            Vec::new(),
-            scanned_at,
-            duration_ms,
-        );
-    }
     let mut facts = model::collect(&out);
-    if run.end == RunEnd::Deadline {
-        facts.unknowns.push(model::facts::Unknown {
-            fact: "probe",
-            why: format!(
-                "the probe was stopped at the node deadline ({} ms); facts read before it are kept",
-                duration_ms
-            ),
-        });
+    if let Some(cut) = &mut facts.incomplete {
+        cut.why = match run.end {
+            RunEnd::Deadline => format!("the node deadline passed after {duration_ms} ms"),
+            RunEnd::ConnectionClosed => "the connection closed".to_string(),
+            RunEnd::CapExceeded | RunEnd::Completed => match &run.exit {
+                Some(e) => format!("end of output: the probe ended ({e})"),
+                None => "end of output".to_string(),
+            },
+        };
     }
     let assessment = model::assess(&facts, thresholds);
     let name = name
@@ -285,6 +343,7 @@ mod tests {
             output: include_bytes!("../../docs/examples/h200-probe-raw.txt").to_vec(),
             end: RunEnd::Completed,
             duration: Duration::from_millis(100),
+            exit: None,
         };
         let n = report(
             None,
@@ -316,6 +375,7 @@ mod tests {
                 output: output.to_vec(),
                 end: RunEnd::Completed,
                 duration: Duration::ZERO,
+                exit: None,
             };
             let n = report(
                 Some("n1".into()),

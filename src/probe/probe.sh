@@ -1,39 +1,103 @@
-# gpufleet probe, protocol 1. Read-only: it reads files and runs nvidia-smi, and writes nothing.
-# Run as: sh -s -- BOUNDARY ROOT SMI_TIMEOUT_SECS   (this script on stdin)
-# Output: sections, each framed by the random BOUNDARY that gpufleet generated for this run:
-#   BOUNDARY <kind> <name>\n<body>\nBOUNDARY end <status>\n
+# gpufleet probe, protocol 2. Read-only: it reads files and runs nvidia-smi, and writes nothing.
+# Run as `sh -s` with this on stdin, after a header of four assignments that gpufleet writes
+# (never in any argv or environment on the node, so no other user can read the boundary from
+# /proc/*/cmdline or /proc/*/environ; no command this script runs is given it):
+#   B='<boundary>' R='<root prefix>' T=<nvidia-smi limit, s> D=<node deadline, s>
+# Output: sections, each framed by the random boundary B that gpufleet generated for this run:
+#   B <kind> <name>\n<body>\nB end <status>\n
 # kinds: meta, file (a file's bytes), dir (ls -1 of a folder), grep (matching lines of a file),
 #        hex (od -An -v -tx1 of a binary file), cmd (a command's stdout and stderr).
-# status: ok | absent | denied | error <rc> | rc <rc> (cmd) | timeout | missing-tool <name>
-# Files first, nvidia-smi last. gpufleet enforces the output cap and the per-node deadline.
-B=$1
-R=${2:-/}
-T=${3:-10}
-case $R in */) R=${R%/} ;; esac
+# status: ok | absent | denied | error <rc> | rc <rc> (cmd) | timeout | missing-tool <name> |
+#         not-regular (a FIFO, socket or device: never opened) | masked (a symlink to /dev/null) |
+#         same (a folder that resolves to one already read; the body names it)
+# The last section is the trailer `meta complete`: without it the output is incomplete.
+# Files first, nvidia-smi last. gpufleet enforces the output cap and the per-node deadline; this
+# script bounds itself too: a watchdog kills its whole process group D seconds after it starts.
+# Root prefix R: every path is resolved under R as chroot would (absolute symlinks restart at R,
+# `..` never climbs above it); what cannot be confined is `denied`, never read from outside R.
+case ${B:-} in gpufleet-*) ;; *) echo "gpufleet probe: no boundary on stdin" >&2; exit 2 ;; esac
+R=${R:-}
+T=${T:-10}
+D=${D:-60}
+case $R in / | */) R=${R%/} ;; esac
 LC_ALL=C
 export LC_ALL
 have() { command -v "$1" >/dev/null 2>&1; }
 begin() { printf '%s %s %s\n' "$B" "$1" "$2"; }
 end() { printf '\n%s end %s\n' "$B" "$1"; }
 
-# readf NAME PATH: the bytes of PATH, reported under NAME (the path on the node).
-readf() {
+# The watchdog: D seconds after the start it kills this probe's process group (this shell and
+# every command it started), also when gpufleet or the connection is gone. Ended at the trailer.
+W=
+if have sleep; then
+  (
+    trap 'kill "$s" 2>/dev/null; exit 0' TERM
+    sleep "$D" &
+    s=$!
+    wait "$s"
+    kill -KILL 0
+  ) </dev/null >/dev/null 2>&1 &
+  W=$!
+fi
+
+# confine PATH: sets P to where PATH (absolute, as on the node) is under the root prefix, every
+# symlink resolved under it. Fails (1) after 40 links (a loop) or when a link cannot be read.
+confine() {
+  P=$1
+  [ -z "$R" ] && return 0
+  _rest=$1
+  _cur=
+  _n=0
+  while :; do
+    while :; do case $_rest in /*) _rest=${_rest#/} ;; *) break ;; esac; done
+    [ -n "$_rest" ] || break
+    _c=${_rest%%/*}
+    case $_rest in */*) _rest=${_rest#*/} ;; *) _rest= ;; esac
+    case $_c in
+      .) continue ;;
+      ..) _cur=${_cur%/*}; continue ;;
+    esac
+    if [ -h "$R$_cur/$_c" ]; then
+      _n=$((_n + 1))
+      [ "$_n" -le 40 ] || return 1
+      have readlink || return 1
+      _t=$(readlink "$R$_cur/$_c" 2>/dev/null) || return 1
+      [ -n "$_t" ] || return 1
+      case $_t in /*) _cur= ;; esac
+      _rest=$_t/$_rest
+    else
+      _cur=$_cur/$_c
+    fi
+  done
+  P=$R$_cur
+}
+
+# check NAME: confines NAME into P; on failure, or when P is absent, unreadable or not a regular
+# file or folder, ends the open section with that status and fails.
+check() {
+  if ! confine "$1"; then end denied; return 1; fi
+  if [ ! -e "$P" ]; then end absent; return 1; fi
+  if [ -p "$P" ] || [ -c "$P" ] || [ -b "$P" ] || [ -S "$P" ]; then end not-regular; return 1; fi
+  if [ ! -r "$P" ]; then end denied; return 1; fi
+  return 0
+}
+
+# file NAME: the bytes of NAME (a path on the node).
+file() {
   begin file "$1"
-  if [ ! -e "$2" ]; then end absent
-  elif [ ! -r "$2" ]; then end denied
-  elif [ -d "$2" ]; then end "error 21"
-  elif cat "$2" 2>/dev/null; then end ok
+  check "$1" || return 0
+  if [ -d "$P" ]; then end "error 21"
+  elif cat "$P" 2>/dev/null; then end ok
   else end "error $?"
   fi
 }
-file() { readf "$1" "$R$1"; }
 
 # dir NAME: ls -1 of the folder NAME.
 dir() {
   begin dir "$1"
-  if [ ! -e "$R$1" ]; then end absent
-  elif [ ! -r "$R$1" ]; then end denied
-  elif ls -1 "$R$1" 2>/dev/null; then end ok
+  check "$1" || return 0
+  if [ ! -d "$P" ]; then end "error 20"
+  elif ls -1 "$P" 2>/dev/null; then end ok
   else end "error $?"
   fi
 }
@@ -41,48 +105,55 @@ dir() {
 # grepf NAME ERE: lines of NAME matching ERE (none is an answer, not an error).
 grepf() {
   begin grep "$1"
-  if [ ! -e "$R$1" ]; then end absent
-  elif [ ! -r "$R$1" ]; then end denied
-  else
-    grep -E "$2" "$R$1" 2>/dev/null
-    rc=$?
-    if [ "$rc" -le 1 ]; then end ok; else end "error $rc"; fi
-  fi
+  check "$1" || return 0
+  grep -E "$2" "$P" 2>/dev/null
+  rc=$?
+  if [ "$rc" -le 1 ]; then end ok; else end "error $rc"; fi
 }
+
+# GNU timeout moves its command into a process group of its own, out of the watchdog's reach,
+# unless --foreground; other timeouts (busybox) stay in ours.
+TO=
+if have timeout; then
+  if timeout --foreground 5 true </dev/null >/dev/null 2>&1; then TO='timeout --foreground'; else TO=timeout; fi
+fi
 
 # limited CMD...: runs CMD with the per-call time limit T; exit 124 or 137 means it timed out.
 limited() {
-  if have timeout; then
-    timeout -k 2 "$T" "$@"
+  if [ -n "$TO" ]; then
+    $TO -k 2 "$T" "$@" </dev/null
     return $?
   fi
-  "$@" &
-  p=$!
+  "$@" </dev/null &
+  _p=$!
   (
-    s=0
-    while [ "$s" -lt "$T" ]; do
+    _s=0
+    while [ "$_s" -lt "$T" ]; do
       sleep 1
-      kill -0 "$p" 2>/dev/null || exit 0
-      s=$((s + 1))
+      kill -0 "$_p" 2>/dev/null || exit 0
+      _s=$((_s + 1))
     done
-    kill -9 "$p" 2>/dev/null
-  ) >/dev/null 2>&1 &
-  w=$!
-  wait "$p"
-  rc=$?
-  kill "$w" 2>/dev/null
-  return $rc
+    kill -9 "$_p" 2>/dev/null
+  ) </dev/null >/dev/null 2>&1 &
+  _w=$!
+  wait "$_p"
+  _rc=$?
+  kill "$_w" 2>/dev/null
+  return $_rc
 }
 
 CFG='^(# )?CONFIG_(DMA_SHARED_BUFFER|INFINIBAND|INFINIBAND_USER_MEM|PCI_P2PDMA|MODULES)[= ]'
+# The kernel config is read decompressed up to 4 MiB; a longer one is cut, never "lacks it".
+CFG_CAP=4194304
 
 begin meta probe
-echo "protocol 1"
+echo "protocol 2"
 echo "uid $(id -u 2>/dev/null)"
-[ -d "$R/proc" ] || printf 'root-missing %s\n' "${R:-/}"
-for t in cat ls grep gzip timeout od chroot id; do
+for d in proc sys; do [ -d "$R/$d" ] || echo "root-missing $d"; done
+for t in cat ls grep gzip timeout od head tail readlink sleep chroot id; do
   if have "$t"; then echo "tool $t yes"; else echo "tool $t no"; fi
 done
+[ -n "$W" ] && echo "watchdog ${D}s"
 end ok
 
 file /proc/sys/kernel/osrelease
@@ -95,68 +166,88 @@ file /sys/module/nvidia/version
 file /proc/modules
 dir /sys/module
 
+# entries NAME: the names in folder NAME (confined), one per line, for `| while read`.
+entries() { confine "$1" && [ -d "$P" ] && [ -r "$P" ] && ls -1 "$P" 2>/dev/null; }
+
 dir /proc/driver/nvidia/gpus
-if [ -d "$R/proc/driver/nvidia/gpus" ]; then
-  for g in "$R"/proc/driver/nvidia/gpus/*; do
-    [ -e "$g" ] || continue
-    file "/proc/driver/nvidia/gpus/${g##*/}/information"
-  done
-fi
+entries /proc/driver/nvidia/gpus | while IFS= read -r g; do
+  file "/proc/driver/nvidia/gpus/$g/information"
+done
 
-# NVIDIA PCI devices. sysfs entries are symlinks; a tree copied without symlink support
-# (a checkout with core.symlinks=false) holds the link target as a file, which is followed too.
+# PCI functions: the vendor of every one (so a cut-off scan is seen as such), then the device and
+# class of NVIDIA ones.
 dir /sys/bus/pci/devices
-if [ -d "$R/sys/bus/pci/devices" ]; then
-  for d in "$R"/sys/bus/pci/devices/*; do
-    [ -e "$d" ] || continue
-    dd=$d
-    if [ ! -d "$d" ] && [ -f "$d" ] && [ -r "$d" ]; then
-      t=$(cat "$d" 2>/dev/null)
-      case $t in /*) dd=$R$t ;; *) dd=${d%/*}/$t ;; esac
-    fi
-    v=$(cat "$dd/vendor" 2>/dev/null)
-    [ "$v" = 0x10de ] || continue
-    n=/sys/bus/pci/devices/${d##*/}
-    readf "$n/vendor" "$dd/vendor"
-    readf "$n/device" "$dd/device"
-    readf "$n/class" "$dd/class"
-  done
-fi
-
-for c in /etc/modules-load.d /etc/modprobe.d; do
-  dir "$c"
-  if [ -d "$R$c" ]; then
-    for f in "$R$c"/*.conf; do
-      [ -e "$f" ] || continue
-      file "$c/${f##*/}"
-    done
+entries /sys/bus/pci/devices | while IFS= read -r d; do
+  n=/sys/bus/pci/devices/$d
+  v=
+  begin file "$n/vendor"
+  if check "$n/vendor"; then
+    if v=$(cat "$P" 2>/dev/null); then printf '%s\n' "$v"; end ok; else end "error $?"; fi
   fi
+  [ "$v" = 0x10de ] || continue
+  file "$n/device"
+  file "$n/class"
+done
+
+dir /sys/class/infiniband
+
+# Boot configuration, in modprobe.d(5) / modules-load.d(5) order; a folder that resolves to one
+# already read (/lib -> usr/lib on merged-/usr systems) is read once; a .conf that is a symlink
+# to /dev/null is reported masked, never followed.
+seen=
+for c in modprobe.d modules-load.d; do
+  for base in /etc /run /usr/local/lib /usr/lib /lib; do
+    n=$base/$c
+    begin dir "$n"
+    check "$n" || continue
+    if [ -n "$R" ]; then real=$P; else real=$(cd "$P" 2>/dev/null && pwd -P) || real=$P; fi
+    case " $seen " in
+      *" $real "*) printf '%s' "$real"; end same; continue ;;
+    esac
+    seen="$seen $real"
+    if [ ! -d "$P" ]; then end "error 20"; continue; fi
+    if ! ls -1 "$P" 2>/dev/null; then end "error $?"; continue; fi
+    end ok
+    entries "$n" | while IFS= read -r f; do
+      case $f in *.conf) ;; *) continue ;; esac
+      if [ -h "$real/$f" ] && [ "$(readlink "$real/$f" 2>/dev/null)" = /dev/null ]; then
+        begin file "$n/$f"
+        end masked
+      else
+        file "$n/$f"
+      fi
+    done
+  done
 done
 
 grepf /proc/kallsyms '[[:space:]]ib_umem_dmabuf_get([[:space:]]|$)'
 
-rel=$(cat "$R/proc/sys/kernel/osrelease" 2>/dev/null)
+rel=$(confine /proc/sys/kernel/osrelease && [ -f "$P" ] && cat "$P" 2>/dev/null)
 case $rel in '' | *[!A-Za-z0-9._+~-]*) rel= ;; esac
 [ -n "$rel" ] && grepf "/boot/config-$rel" "$CFG"
 
-p=$R/proc/config.gz
-if [ ! -e "$p" ]; then
-  begin grep /proc/config.gz; end absent
-elif [ ! -r "$p" ]; then
-  begin grep /proc/config.gz; end denied
-elif have gzip; then
-  begin grep /proc/config.gz
-  if cfg=$(gzip -dc <"$p" 2>/dev/null); then
-    printf '%s\n' "$cfg" | grep -E "$CFG"
-    end ok
+begin grep /proc/config.gz
+if check /proc/config.gz; then
+  if have gzip && have head && have tail; then
+    # A stream longer than the cap (a gzip bomb) is cut: the config is then unknown.
+    big=$(gzip -dc <"$P" 2>/dev/null | head -c $((CFG_CAP + 1)) | tail -c +$((CFG_CAP + 1)) | grep -c '')
+    if [ "${big:-0}" != 0 ]; then
+      end "cut $CFG_CAP"
+    else
+      gzip -dc <"$P" 2>/dev/null | head -c "$CFG_CAP" | grep -E "$CFG"
+      end ok
+    fi
   else
-    end "error $?"
+    miss=gzip
+    for t in head tail; do have "$t" || miss=$t; done
+    have gzip || miss=gzip
+    end "missing-tool $miss"
+    if have od && have head; then
+      # gpufleet decompresses it, also capped at 4 MiB.
+      begin hex /proc/config.gz
+      if head -c 1048576 "$P" 2>/dev/null | od -An -v -tx1; then end ok; else end "error $?"; fi
+    fi
   fi
-elif have od; then
-  begin hex /proc/config.gz
-  if od -An -v -tx1 "$p" 2>/dev/null; then end ok; else end "error $?"; fi
-else
-  begin grep /proc/config.gz; end "missing-tool gzip"
 fi
 
 # nvidia-smi: from PATH; else /usr/local/nvidia/bin (where NVIDIA's container images and many
@@ -167,15 +258,17 @@ if have nvidia-smi; then
   smi=path
 elif [ -z "$R" ] && [ -x /usr/local/nvidia/bin/nvidia-smi ]; then
   smi=local-nvidia
-elif [ -x "$R/run/nvidia/driver/usr/bin/nvidia-smi" ]; then
+elif confine /run/nvidia/driver/usr/bin/nvidia-smi && [ -f "$P" ] && [ -x "$P" ]; then
+  DR=$R/run/nvidia/driver
+  confine /run/nvidia/driver && DR=$P
   if [ "$(id -u 2>/dev/null)" = 0 ] && have chroot; then smi=chroot; else smi=driver-root; fi
 fi
 run_smi() {
   case $smi in
     path) limited nvidia-smi "$@" ;;
     local-nvidia) limited /usr/local/nvidia/bin/nvidia-smi "$@" ;;
-    chroot) limited chroot "$R/run/nvidia/driver" nvidia-smi "$@" ;;
-    *) limited "$R/run/nvidia/driver/usr/bin/nvidia-smi" "$@" ;;
+    chroot) limited chroot "$DR" nvidia-smi "$@" ;;
+    *) limited "$DR/usr/bin/nvidia-smi" "$@" ;;
   esac
 }
 fields=index,name,uuid,pci.bus_id,pci.device_id,driver_version,compute_cap
@@ -211,5 +304,6 @@ else
   done
 fi
 
-begin meta done
+[ -n "$W" ] && kill -TERM "$W" 2>/dev/null
+begin meta complete
 end ok

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use tokio::net::TcpStream;
 
 use super::known_hosts::{KnownHosts, Verdict, fingerprint};
-use super::{ProbeSettings, RawRun, RunEnd, SCRIPT, new_boundary};
+use super::{COMMAND, ProbeSettings, RawRun, RunEnd, new_boundary, probe_stdin};
 use crate::inventory::Node;
 use crate::model::Code;
 
@@ -325,16 +325,6 @@ async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<()
     Err(Unreachable::new(Code::SshAuthFailed, msg))
 }
 
-/// The remote command: the probe on stdin of `sh -s` with its arguments quoted.
-pub fn remote_command(boundary: &str, root: &str, smi_timeout_secs: u64) -> String {
-    let q = |s: &str| {
-        shlex::try_quote(s)
-            .map(|c| c.into_owned())
-            .unwrap_or_else(|_| "/".into())
-    };
-    format!("sh -s -- {} {} {}", q(boundary), q(root), smi_timeout_secs)
-}
-
 fn client_config(ssh: &SshSettings) -> client::Config {
     client::Config {
         inactivity_timeout: None,
@@ -355,11 +345,25 @@ pub struct Session {
 /// What one command printed and how it ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecOutput {
-    /// stdout, then stderr, as they arrived (capped).
+    /// stdout (and stderr too when asked for), as they arrived (capped).
     pub output: Vec<u8>,
     /// The exit status; `None` when the command was cut off or killed by a signal.
     pub exit_status: Option<u32>,
+    /// The signal that killed the command (`KILL`), as the server reported it.
+    pub exit_signal: Option<String>,
     pub end: RunEnd,
+}
+
+impl ExecOutput {
+    /// How the command ended, in words (`exit status 2`, `killed by signal KILL`); `None` for a
+    /// zero exit or when the server did not say.
+    pub fn describe_exit(&self) -> Option<String> {
+        match (&self.exit_signal, self.exit_status) {
+            (Some(sig), _) => Some(format!("killed by signal {sig}")),
+            (None, Some(s)) => super::describe_exit(i32::try_from(s).ok(), None),
+            (None, None) => None,
+        }
+    }
 }
 
 /// Opens a TCP connection (within `connect_timeout`), checks the host key, and logs in (the
@@ -437,9 +441,9 @@ pub async fn connect(
 
 impl Session {
     /// Runs `command` (a shell command line for the login shell), feeding `stdin`, until it
-    /// ends, `deadline` passes, or `cap` bytes have arrived. Output before the deadline is
-    /// kept; stderr is kept too when `with_stderr`. Errors only when the session cannot start
-    /// the command.
+    /// ends, `deadline` passes, or `cap` bytes have arrived (stdout and stderr together: a
+    /// stderr flood counts too). Output before the deadline is kept; stderr is kept too when
+    /// `with_stderr`. Errors only when the session cannot start the command.
     pub async fn exec(
         &self,
         command: &str,
@@ -451,6 +455,8 @@ impl Session {
         let mut output = Vec::new();
         let mut end = RunEnd::Completed;
         let mut exit_status = None;
+        let mut exit_signal = None;
+        let mut dropped_stderr = 0usize;
         let start = async {
             let ch = self.handle.channel_open_session().await?;
             ch.exec(true, command.as_bytes()).await?;
@@ -474,10 +480,21 @@ impl Session {
                         end = RunEnd::Deadline;
                         break;
                     }
-                    Ok(None) => break,
-                    Ok(Some(ChannelMsg::ExtendedData { .. })) if !with_stderr => {}
+                    Ok(None) => {
+                        if exit_status.is_none() && exit_signal.is_none() {
+                            end = RunEnd::ConnectionClosed;
+                        }
+                        break;
+                    }
+                    Ok(Some(ChannelMsg::ExtendedData { data, .. })) if !with_stderr => {
+                        dropped_stderr = dropped_stderr.saturating_add(data.len());
+                        if output.len().saturating_add(dropped_stderr) > cap {
+                            end = RunEnd::CapExceeded;
+                            break;
+                        }
+                    }
                     Ok(Some(ChannelMsg::Data { data } | ChannelMsg::ExtendedData { data, .. })) => {
-                        let room = cap - output.len();
+                        let room = cap.saturating_sub(output.len().saturating_add(dropped_stderr));
                         output.extend_from_slice(&data[..data.len().min(room)]);
                         if data.len() > room {
                             end = RunEnd::CapExceeded;
@@ -485,6 +502,9 @@ impl Session {
                         }
                     }
                     Ok(Some(ChannelMsg::ExitStatus { exit_status: s })) => exit_status = Some(s),
+                    Ok(Some(ChannelMsg::ExitSignal { signal_name, .. })) => {
+                        exit_signal = Some(format!("{signal_name:?}"));
+                    }
                     Ok(Some(ChannelMsg::Close)) => break,
                     Ok(Some(_)) => {}
                 }
@@ -493,6 +513,7 @@ impl Session {
         Ok(ExecOutput {
             output,
             exit_status,
+            exit_signal,
             end,
         })
     }
@@ -519,42 +540,24 @@ pub async fn run_ssh(
     let start = Instant::now();
     let session = connect(node, ssh, keys).await?;
     let boundary = new_boundary();
-    let command = remote_command(&boundary, &node.root, probe.nvidia_smi_timeout_secs);
+    let stdin = probe_stdin(
+        &boundary,
+        &node.root,
+        probe.nvidia_smi_timeout_secs,
+        probe.deadline,
+    );
     let deadline = tokio::time::Instant::now() + probe.deadline;
-    // The probe's stderr is left out: it could land inside a section's bytes.
+    // The probe's stderr is left out (it could land inside a section's bytes) but counts
+    // toward the output cap.
     let out = session
-        .exec(
-            &command,
-            SCRIPT.as_bytes(),
-            deadline,
-            probe.output_cap,
-            false,
-        )
+        .exec(COMMAND, &stdin, deadline, probe.output_cap, false)
         .await?;
     session.close().await;
     Ok(RawRun {
         boundary,
+        exit: out.describe_exit(),
         output: out.output,
         end: out.end,
         duration: start.elapsed(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn remote_command_quotes_the_root() {
-        assert_eq!(
-            remote_command("gpufleet-ab", "/", 10),
-            "sh -s -- gpufleet-ab / 10"
-        );
-        let cmd = remote_command("gpufleet-ab", "/host dir/$(x)'", 5);
-        assert_eq!(
-            shlex::split(&cmd).unwrap(),
-            ["sh", "-s", "--", "gpufleet-ab", "/host dir/$(x)'", "5"]
-        );
-        assert!(!cmd.contains("dir/$(x)' "), "{cmd}");
-    }
 }

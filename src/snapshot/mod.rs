@@ -156,6 +156,7 @@ pub fn status_style(s: NodeStatus) -> Style {
         NodeStatus::Blocked => AnsiColor::Magenta,
         NodeStatus::Attention | NodeStatus::Unreachable => AnsiColor::Red,
         NodeStatus::NoDriver => AnsiColor::Blue,
+        NodeStatus::Unknown => AnsiColor::BrightWhite,
     };
     Style::new().fg_color(Some(c.into())).bold()
 }
@@ -307,12 +308,16 @@ impl Sink for TableSink<'_> {
 }
 
 /// Exit code of `gpufleet snapshot`: 0 once the snapshot is produced; with `check`
-/// (for CI gates), 0 when every node is `ready`, 1 when any is not, 2 when any is unreachable.
+/// (for CI gates), 0 when every node is `ready`, 1 when any is not, 2 when any is `unreachable`
+/// or `unknown` (domain.md "Snapshot JSON": exit codes).
 pub fn exit_code(nodes: &[NodeReport], check: bool) -> u8 {
     if !check {
         return 0;
     }
-    if nodes.iter().any(|n| n.status == NodeStatus::Unreachable) {
+    if nodes
+        .iter()
+        .any(|n| matches!(n.status, NodeStatus::Unreachable | NodeStatus::Unknown))
+    {
         2
     } else if nodes.iter().all(|n| n.status == NodeStatus::Ready) {
         0

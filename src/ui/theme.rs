@@ -162,6 +162,7 @@ impl Theme {
             NodeStatus::Blocked => "blocked",
             NodeStatus::Attention | NodeStatus::Unreachable => "crit",
             NodeStatus::NoDriver => "unknown",
+            NodeStatus::Unknown => "unknown",
         })
     }
 }
