@@ -131,12 +131,16 @@ fn garbage_and_invalid_utf8_make_facts_unknown_not_a_crash() {
         unknown.iter().any(|m| m.contains("/proc/modules")),
         "{unknown:?}"
     );
+    // Bytes that are not UTF-8 are decoded lossily (byte-safe): os-release is still read.
     assert!(
-        unknown.iter().any(|m| m.contains("/etc/os-release")),
+        !unknown.iter().any(|m| m.contains("/etc/os-release")),
         "{unknown:?}"
     );
     assert_eq!(n["modules"], Value::Null);
-    assert_eq!(n["os"]["pretty_name"], Value::Null);
+    assert_eq!(n["os"]["pretty_name"], "\u{fffd}(");
+    // A fact `ready` rests on is unknown (peermem loaded comes from /proc/modules and
+    // /sys/module): never ready.
+    assert_ne!(n["status"], "ready");
     // Facts from other files are still there.
     assert_eq!(n["driver"]["flavor"], "open");
     assert_eq!(n["kernel"]["release"], "6.6.43-custom");
@@ -175,6 +179,7 @@ fn restricted_path(without: &[&str]) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     for tool in [
         "sh", "cat", "ls", "grep", "id", "gzip", "od", "sleep", "dirname", "awk", "timeout",
+        "head", "tail", "readlink",
     ] {
         if without.contains(&tool) {
             continue;
@@ -223,28 +228,77 @@ fn without_gzip_the_config_gz_travels_as_hex() {
     assert_eq!(n["status"], "ready");
 }
 
+fn messages(n: &Value) -> Vec<String> {
+    n["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["message"].as_str().unwrap().to_string())
+        .collect()
+}
+
 #[test]
-fn a_read_that_never_ends_keeps_the_sections_before_the_deadline() {
+fn a_fifo_is_never_opened_and_its_facts_are_unknown() {
     let (_t, node) = scratch("h200-open-580-k6.18-real");
     let modules = node.join("root/proc/modules");
     std::fs::remove_file(&modules).unwrap();
     let ok = Command::new("mkfifo").arg(&modules).status().unwrap();
     assert!(ok.success());
     let start = Instant::now();
-    let n = json_node(&node, &["--deadline", "3"]);
+    let n = json_node(&node, &["--deadline", "20"]);
+    assert!(
+        start.elapsed() < Duration::from_secs(8),
+        "a FIFO was opened"
+    );
+    assert_eq!(n["kernel"]["release"], "6.18.44-fc-v657-gpu");
+    assert_eq!(n["modules"], Value::Null);
+    assert!(
+        messages(&n).iter().any(|m| m.contains("FIFO")),
+        "{:?}",
+        messages(&n)
+    );
+    assert!(!codes(&n).contains(&"probe-incomplete".to_string()));
+}
+
+/// A `cat` that hangs on one file (a wedged NFS mount, a hung sysfs read) and is plain `cat`
+/// for every other.
+fn hanging_cat(bin: &Path, suffix: &str) {
+    let script = format!(
+        "#!/bin/sh\ncase \"$1\" in *{suffix}) exec sleep 300 ;; esac\nexec /bin/cat \"$@\"\n"
+    );
+    std::fs::write(bin.join("cat"), script).unwrap();
+    let mut perm = std::fs::metadata(bin.join("cat")).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(bin.join("cat"), perm).unwrap();
+}
+
+#[test]
+fn a_read_that_never_ends_keeps_the_sections_before_the_deadline() {
+    let (_t, node) = scratch("h200-open-580-k6.18-real");
+    let (bin, tools) = restricted_path(&["cat"]);
+    hanging_cat(bin.path(), "/proc/modules");
+    let path = format!("{}:{tools}", node.join("bin").display());
+    let start = Instant::now();
+    let out = gpufleet(&node, &path, &["--format", "json", "--deadline", "3"]);
     assert!(start.elapsed() < Duration::from_secs(8));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = &doc["nodes"][0];
     // Read before /proc/modules: kept.
     assert_eq!(n["kernel"]["release"], "6.18.44-fc-v657-gpu");
     assert_eq!(n["driver"]["flavor"], "open");
-    // From /proc/modules on: unknown, and said so.
+    // From /proc/modules on: unknown, never absent, and said so.
     assert_eq!(n["modules"], Value::Null);
-    let msgs: Vec<String> = n["reasons"]
+    assert_eq!(n["status"], "unknown", "{n:#}");
+    let incomplete = n["reasons"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r["message"].as_str().unwrap().to_string())
-        .collect();
-    assert!(msgs.iter().any(|m| m.contains("deadline")), "{msgs:?}");
+        .find(|r| r["code"] == "probe-incomplete")
+        .unwrap_or_else(|| panic!("no probe-incomplete: {n:#}"));
+    let m = incomplete["message"].as_str().unwrap();
+    assert!(m.contains("deadline"), "{m}");
+    assert!(m.contains("/proc/modules"), "{m}");
+    assert!(codes(n).contains(&"verdict-incomplete".to_string()));
 }
 
 #[test]

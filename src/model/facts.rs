@@ -304,8 +304,10 @@ fn modules_fact(out: &ProbeOutput, f: &mut Facts) {
     match read(out, Kind::File, "/proc/modules") {
         Read::Text(t) => {
             let (good, bad) = modules::parse(&t);
-            if let Some(b) = bad.first() {
-                f.unknown(
+            // A line that is not understood could be any module (nvidia_peermem too): the list
+            // is then not known whole, so nothing is concluded from what it lacks.
+            match bad.first() {
+                Some(b) => f.unknown(
                     "modules",
                     format!(
                         "/proc/modules: {} line(s) not understood, first: {:?} ({})",
@@ -313,9 +315,9 @@ fn modules_fact(out: &ProbeOutput, f: &mut Facts) {
                         b.line,
                         b.why
                     ),
-                );
+                ),
+                None => f.modules = Some(good),
             }
-            f.modules = Some(good);
         }
         // A kernel without loadable modules has no /proc/modules: nothing is loaded.
         Read::Absent => f.modules = Some(Vec::new()),
@@ -342,7 +344,7 @@ fn driver_fact(out: &ProbeOutput, f: &mut Facts) {
     };
     let banner_read = read(out, Kind::File, VERSION);
     if let Read::Text(ref t) = banner_read
-        && let Some(b) = driver::parse_banner(&t)
+        && let Some(b) = driver::parse_banner(t)
     {
         let mut evidence = vec![Evidence::new(VERSION, b.line.clone())];
         let version = b.version.clone().or_else(|| {

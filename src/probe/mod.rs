@@ -143,7 +143,9 @@ pub async fn run_local_cancellable(
         .process_group(0)
         .kill_on_drop(true)
         .spawn()?;
-    let pgid = child.id();
+    // Whatever ends this function (the deadline, Ctrl-C, or the future dropped when a TUI scan
+    // is cancelled or the TUI quits), the probe's whole process tree is killed.
+    let mut tree = TreeGuard(child.id());
     let stdin_bytes = stdin;
     if let Some(mut stdin) = child.stdin.take() {
         // The script is far smaller than a pipe buffer; a shell that exits early is not an error.
@@ -178,9 +180,7 @@ pub async fn run_local_cancellable(
             }
         }
     }
-    if let Some(pid) = pgid {
-        kill_tree(pid);
-    }
+    tree.kill();
     let status = child.wait().await.ok();
     if cancelled {
         return Ok(None);
@@ -192,6 +192,25 @@ pub async fn run_local_cancellable(
         duration: start.elapsed(),
         exit: status.and_then(|st| describe_exit(st.code(), st.signal())),
     }))
+}
+
+/// Kills a local probe's process tree ([`kill_tree`]) when dropped.
+struct TreeGuard(Option<u32>);
+
+impl TreeGuard {
+    /// Kills the tree once; later calls (and the drop) do nothing, so a pid reused after the
+    /// child was reaped is never signalled.
+    fn kill(&mut self) {
+        if let Some(pid) = self.0.take() {
+            kill_tree(pid);
+        }
+    }
+}
+
+impl Drop for TreeGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 /// How a process ended, in words: `exit status 2`, `killed by signal KILL` (`None` for 0).

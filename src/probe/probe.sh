@@ -111,24 +111,38 @@ grepf() {
   if [ "$rc" -le 1 ]; then end ok; else end "error $rc"; fi
 }
 
-# GNU timeout moves its command into a process group of its own, out of the watchdog's reach,
-# unless --foreground; other timeouts (busybox) stay in ours.
-TO=
-if have timeout; then
-  if timeout --foreground 5 true </dev/null >/dev/null 2>&1; then TO='timeout --foreground'; else TO=timeout; fi
-fi
+# uptime_s: sets U to this machine's uptime in whole seconds (/proc/uptime of the live kernel,
+# not the root prefix: it is a clock here, not a fact), or empty.
+uptime_s() {
+  U=
+  read -r U _x </proc/uptime 2>/dev/null
+  U=${U%%.*}
+  case $U in '' | *[!0-9]*) U= ;; esac
+}
+uptime_s
+S0=$U
 
-# limited CMD...: runs CMD with the per-call time limit T; exit 124 or 137 means it timed out.
+# limited CMD...: runs CMD with the per-call time limit T, cut to what is left of the node
+# deadline D; exit 124 or 137 means it timed out. `timeout` runs CMD in a process group of its
+# own (out of the watchdog's reach) and kills that whole group itself within the limit + 1 s,
+# which ends before D; without `timeout`, CMD stays in the probe's group, which the watchdog kills.
 limited() {
-  if [ -n "$TO" ]; then
-    $TO -k 2 "$T" "$@" </dev/null
+  _lim=$T
+  uptime_s
+  if [ -n "$S0" ] && [ -n "$U" ]; then
+    _left=$((D - (U - S0) - 2))
+    [ "$_left" -lt "$_lim" ] && _lim=$_left
+  fi
+  [ "$_lim" -ge 1 ] || return 124
+  if have timeout; then
+    timeout -k 1 "$_lim" "$@" </dev/null
     return $?
   fi
   "$@" </dev/null &
   _p=$!
   (
     _s=0
-    while [ "$_s" -lt "$T" ]; do
+    while [ "$_s" -lt "$_lim" ]; do
       sleep 1
       kill -0 "$_p" 2>/dev/null || exit 0
       _s=$((_s + 1))

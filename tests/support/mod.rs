@@ -181,13 +181,19 @@ impl Sshd {
             Some(b) if b.is_dir() => format!("{}:/usr/bin:/bin", b.display()),
             _ => "/usr/bin:/bin".to_string(),
         };
+        // `extra` may set the session PATH itself (a node without some tool).
+        let setenv = if extra.contains("SetEnv PATH=") {
+            String::new()
+        } else {
+            format!("SetEnv PATH={path}\n")
+        };
         let cfg = dir.join("sshd_config");
         std::fs::write(
             &cfg,
             format!(
                 "ListenAddress {addr}:{port}\nHostKey {}\nPidFile {}\nAuthorizedKeysFile {}\n\
                  UsePAM no\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-                 PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nSetEnv PATH={path}\n\
+                 PubkeyAuthentication yes\nPermitRootLogin prohibit-password\n{setenv}\
                  LogLevel ERROR\nMaxStartups 200:30:400\n{extra}\n",
                 host_key.display(),
                 dir.join("sshd.pid").display(),
