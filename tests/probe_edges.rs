@@ -494,3 +494,149 @@ fn a_root_without_proc_and_empty_selections_are_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("shorter than the node deadline"));
 }
+
+fn write(path: &Path, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The h200 fixture (ready, nothing configured) with boot-configuration files added.
+fn h200_with(files: &[(&str, &[u8])]) -> (tempfile::TempDir, PathBuf) {
+    let (t, node) = scratch("h200-open-580-k6.18-real");
+    for (rel, bytes) in files {
+        write(&node.join("root").join(rel), bytes);
+    }
+    (t, node)
+}
+
+#[test]
+fn a_latin1_comment_never_hides_a_peermem_directive() {
+    let (_t, node) = h200_with(&[(
+        "etc/modprobe.d/mlx.conf",
+        b"# maintained by J\xe9r\xf4me\nsoftdep nvidia post: nvidia-peermem\n",
+    )]);
+    let n = json_node(&node, &[]);
+    assert_eq!(n["peermem"]["configured"], true, "{n:#}");
+    assert_eq!(n["status"], "migrate");
+}
+
+#[test]
+fn peermem_is_configured_from_every_boot_configuration_folder() {
+    for dir in ["etc", "run", "usr/local/lib", "usr/lib", "lib"] {
+        let (_t, node) = h200_with(&[(
+            &format!("{dir}/modules-load.d/rdma.conf"),
+            b"ib_umad\nnvidia-peermem\n",
+        )]);
+        let n = json_node(&node, &[]);
+        assert_eq!(n["peermem"]["configured"], true, "{dir}: {n:#}");
+        let ev = n["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["code"] == "peermem-configured")
+            .unwrap();
+        assert_eq!(
+            ev["evidence"][0]["source"],
+            format!("/{dir}/modules-load.d/rdma.conf")
+        );
+    }
+}
+
+#[test]
+fn a_same_named_file_in_etc_overrides_and_a_dev_null_link_masks() {
+    // /etc/modules-load.d/rdma.conf replaces /usr/lib's file of the same name.
+    let (_t, node) = h200_with(&[
+        ("usr/lib/modules-load.d/rdma.conf", b"nvidia-peermem\n"),
+        ("etc/modules-load.d/rdma.conf", b"ib_umad\n"),
+    ]);
+    assert_eq!(json_node(&node, &[])["peermem"]["configured"], false);
+    // A symlink to /dev/null in /etc masks it (decided by name, under the root prefix).
+    let (_t, node) = h200_with(&[("usr/lib/modules-load.d/rdma.conf", b"nvidia-peermem\n")]);
+    std::fs::create_dir_all(node.join("root/etc/modules-load.d")).unwrap();
+    std::os::unix::fs::symlink("/dev/null", node.join("root/etc/modules-load.d/rdma.conf"))
+        .unwrap();
+    let n = json_node(&node, &[]);
+    assert_eq!(n["peermem"]["configured"], false, "{n:#}");
+    assert_eq!(n["status"], "ready");
+    // `install nvidia-peermem /bin/false` masks it wherever it is asked for.
+    let (_t, node) = h200_with(&[
+        ("usr/lib/modules-load.d/rdma.conf", b"nvidia-peermem\n"),
+        (
+            "etc/modprobe.d/no-peermem.conf",
+            b"blacklist nvidia_peermem\ninstall nvidia-peermem /bin/false\n",
+        ),
+    ]);
+    assert_eq!(json_node(&node, &[])["peermem"]["configured"], false);
+}
+
+#[test]
+fn a_merged_usr_lib_link_is_read_once() {
+    // /lib -> usr/lib as on merged-/usr systems: one folder, read once (no duplicate evidence).
+    let (_t, node) = h200_with(&[("usr/lib/modules-load.d/rdma.conf", b"nvidia-peermem\n")]);
+    std::os::unix::fs::symlink("usr/lib", node.join("root/lib")).unwrap();
+    let n = json_node(&node, &[]);
+    let ev = n["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["code"] == "peermem-configured")
+        .unwrap()["evidence"]
+        .clone();
+    assert_eq!(ev.as_array().unwrap().len(), 1, "{ev:#}");
+}
+
+#[test]
+fn an_unreadable_boot_configuration_file_is_unknown_never_ready() {
+    let (_t, node) = h200_with(&[("etc/modprobe.d/secret.conf", b"options nvidia x=1\n")]);
+    // A directory where a file is expected makes the read fail (tests run as root, so
+    // permissions cannot deny it).
+    std::fs::remove_file(node.join("root/etc/modprobe.d/secret.conf")).unwrap();
+    std::fs::create_dir_all(node.join("root/etc/modprobe.d/secret.conf")).unwrap();
+    let n = json_node(&node, &[]);
+    assert_eq!(n["peermem"]["configured"], Value::Null, "{n:#}");
+    assert_eq!(n["status"], "unknown");
+    assert!(codes(&n).contains(&"verdict-incomplete".to_string()));
+}
+
+/// The shipped recipes' "stop loading nvidia-peermem" step, run with its /etc paths pointed at
+/// a fixture's root/etc: peermem is no longer configured, and /usr/lib is not touched.
+#[test]
+fn the_shipped_recipe_masks_peermem_from_etc_only() {
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/recipes.example.toml"),
+    )
+    .unwrap();
+    let recipes: toml::Table = text.parse().unwrap();
+    for name in ["ubuntu-open", "rhel-open"] {
+        let steps = recipes["recipes"][name]["steps"].as_array().unwrap();
+        let step = steps
+            .iter()
+            .find(|s| s["name"].as_str().unwrap().contains("nvidia-peermem"))
+            .unwrap()["run"]
+            .as_str()
+            .unwrap();
+        let (_t, node) = h200_with(&[
+            ("usr/lib/modules-load.d/rdma.conf", b"nvidia-peermem\n"),
+            ("etc/modules-load.d/nvidia-peermem.conf", b"nvidia-peermem\n"),
+            (
+                "etc/modprobe.d/mlx.conf",
+                b"# J\xe9r\xf4me\nsoftdep nvidia post: nvidia-peermem\noptions nvidia NVreg_X=1\n",
+            ),
+        ]);
+        assert_eq!(json_node(&node, &[])["peermem"]["configured"], true);
+        let root = node.join("root");
+        let cmd = step.replace("/etc/", &format!("{}/etc/", root.display()));
+        let st = Command::new("sh").args(["-c", &cmd]).status().unwrap();
+        assert!(st.success(), "{name}: {cmd}");
+        let n = json_node(&node, &[]);
+        assert_eq!(n["peermem"]["configured"], false, "{name}: {n:#}");
+        assert_eq!(
+            std::fs::read(root.join("usr/lib/modules-load.d/rdma.conf")).unwrap(),
+            b"nvidia-peermem\n",
+            "{name}: a package-owned file was edited"
+        );
+        // The admin's other lines stay.
+        let mlx = std::fs::read(root.join("etc/modprobe.d/mlx.conf")).unwrap();
+        assert!(mlx.windows(9).any(|w| w == b"NVreg_X=1"), "{name}");
+    }
+}
