@@ -617,7 +617,10 @@ fn the_shipped_recipe_masks_peermem_from_etc_only() {
             .unwrap();
         let (_t, node) = h200_with(&[
             ("usr/lib/modules-load.d/rdma.conf", b"nvidia-peermem\n"),
-            ("etc/modules-load.d/nvidia-peermem.conf", b"nvidia-peermem\n"),
+            (
+                "etc/modules-load.d/nvidia-peermem.conf",
+                b"nvidia-peermem\n",
+            ),
             (
                 "etc/modprobe.d/mlx.conf",
                 b"# J\xe9r\xf4me\nsoftdep nvidia post: nvidia-peermem\noptions nvidia NVreg_X=1\n",

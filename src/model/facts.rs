@@ -580,32 +580,46 @@ fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
     match read(out, Kind::Dir, PCI) {
         Read::Absent => f.pci_gpus = Some(Vec::new()),
         Read::Failed(why) => f.unknown("gpus (PCI)", why),
-        Read::Text(_) => {
-            // Attribute files of NVIDIA functions, grouped by bus id.
-            let mut attrs: BTreeMap<&str, BTreeMap<&str, u32>> = BTreeMap::new();
-            for s in out.with_prefix(Kind::File, PCI) {
-                let rest = &s.name[PCI.len()..];
-                let Some((bus, attr)) = rest.trim_start_matches('/').split_once('/') else {
-                    continue;
-                };
-                if let Read::Text(t) = read(out, Kind::File, &s.name)
-                    && let Some(v) = sysfs::parse_hex(&t)
-                {
-                    attrs.entry(bus).or_default().insert(attr, v);
+        Read::Text(listing) => {
+            // Every listed function's vendor, and the device and class of NVIDIA ones, must
+            // have arrived: a function whose files are missing or unreadable could be a GPU.
+            let mut gpus = Vec::new();
+            let mut failed = Vec::new();
+            let attr = |bus: &str, name: &str| -> Result<Option<u32>, String> {
+                match read(out, Kind::File, &format!("{PCI}/{bus}/{name}")) {
+                    Read::Text(t) => Ok(sysfs::parse_hex(&t)),
+                    Read::Absent => Ok(None),
+                    Read::Failed(why) => Err(why),
+                }
+            };
+            for bus in listing.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                let dev = attr(bus, "vendor").and_then(|vendor| {
+                    if vendor != Some(0x10de) {
+                        return Ok(None);
+                    }
+                    let (device, class) = (attr(bus, "device")?, attr(bus, "class")?);
+                    Ok(sysfs::normalize_bus_id(bus)
+                        .zip(device)
+                        .zip(class)
+                        .and_then(|((bus_id, device), class)| {
+                            Some(PciDevice {
+                                bus_id,
+                                device_id: u16::try_from(device).ok()?,
+                                class,
+                            })
+                        }))
+                });
+                match dev {
+                    Ok(Some(d)) if d.is_gpu() => gpus.push(d),
+                    Ok(_) => {}
+                    Err(why) => failed.push(why),
                 }
             }
-            let gpus = attrs
-                .into_iter()
-                .filter_map(|(bus, a)| {
-                    let dev = PciDevice {
-                        bus_id: sysfs::normalize_bus_id(bus)?,
-                        device_id: u16::try_from(*a.get("device")?).ok()?,
-                        class: *a.get("class")?,
-                    };
-                    (a.get("vendor") == Some(&0x10de) && dev.is_gpu()).then_some(dev)
-                })
-                .collect();
-            f.pci_gpus = Some(gpus);
+            if failed.is_empty() {
+                f.pci_gpus = Some(gpus);
+            } else {
+                f.unknown("gpus (PCI)", failed.join("; "));
+            }
         }
     }
     const PROC: &str = "/proc/driver/nvidia/gpus";

@@ -159,6 +159,7 @@ limited() {
 CFG='^(# )?CONFIG_(DMA_SHARED_BUFFER|INFINIBAND|INFINIBAND_USER_MEM|PCI_P2PDMA|MODULES)[= ]'
 # The kernel config is read decompressed up to 4 MiB; a longer one is cut, never "lacks it".
 CFG_CAP=4194304
+HEX_CAP=262144
 
 begin meta probe
 echo "protocol 2"
@@ -256,10 +257,18 @@ if check /proc/config.gz; then
     for t in head tail; do have "$t" || miss=$t; done
     have gzip || miss=gzip
     end "missing-tool $miss"
-    if have od && have head; then
-      # gpufleet decompresses it, also capped at 4 MiB.
+    if have od && have head && have tail; then
+      # gpufleet decompresses it (also capped at 4 MiB). At most 256 KiB travel as hex (about
+      # 800 KiB of text, under the output cap); a real config.gz is 30-150 KiB.
       begin hex /proc/config.gz
-      if head -c 1048576 "$P" 2>/dev/null | od -An -v -tx1; then end ok; else end "error $?"; fi
+      big=$(head -c $((HEX_CAP + 1)) "$P" 2>/dev/null | tail -c +$((HEX_CAP + 1)) | grep -c '')
+      if [ "${big:-0}" != 0 ]; then
+        end "cut $HEX_CAP"
+      elif od -An -v -tx1 "$P" 2>/dev/null; then
+        end ok
+      else
+        end "error $?"
+      fi
     fi
   fi
 fi
