@@ -231,7 +231,7 @@ pub struct ScanArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub concurrency: Option<u64>,
 
-    /// Seconds to open each TCP connection [default: 10, or the config's]
+    /// Seconds to resolve each node's name and open its TCP connection [default: 10, or the config's]
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub connect_timeout: Option<u64>,
 

@@ -346,3 +346,45 @@ fn an_openssh_client_config_fills_what_the_inventory_leaves_out() {
     let (_, doc) = fleet.snapshot(&["--ssh-config", "none"]);
     assert_eq!(node(&doc, "h200")["status"], "unreachable");
 }
+
+/// Scans the nodes `(name, host, port)` (no sshd behind them) with the real binary
+/// (`snapshot --format json`); returns the document and how long the scan took.
+fn scan_peers(octet: u8, peers: &[(&str, &str, u16)]) -> (serde_json::Value, Duration) {
+    let fleet = Fleet::start(&[], octet);
+    let mut text = fleet.inventory_text();
+    for (name, host, port) in peers {
+        text.push_str(&format!(
+            "[[nodes]]\nname = \"{name}\"\nhost = \"{host}\"\nport = {port}\n"
+        ));
+    }
+    fleet.write_inventory(&text);
+    let start = Instant::now();
+    let (_, doc) = fleet.snapshot(&[]);
+    (doc, start.elapsed())
+}
+
+/// The one reason of unreachable node `name`: (code, message).
+fn unreachable_reason(doc: &serde_json::Value, name: &str) -> (String, String) {
+    let n = node(doc, name);
+    assert_eq!(n["status"], "unreachable", "{name}: {n:#}");
+    assert_eq!(n["reasons"].as_array().unwrap().len(), 1, "{name}: {n:#}");
+    for fact in ["kernel", "driver", "gpus"] {
+        assert!(n[fact].is_null(), "{name}: {fact} should be null");
+    }
+    let r = &n["reasons"][0];
+    (
+        r["code"].as_str().unwrap().to_string(),
+        r["message"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Fault matrix: a host name that does not resolve (`.invalid` never does, RFC 2606).
+#[test]
+fn a_name_that_does_not_resolve_is_ssh_resolve_failed() {
+    let (doc, took) = scan_peers(55, &[("nowhere", "gpu-07.invalid", 22)]);
+    let (code, msg) = unreachable_reason(&doc, "nowhere");
+    assert_eq!(code, "ssh-resolve-failed", "{msg}");
+    assert!(msg.starts_with("cannot resolve gpu-07.invalid: "), "{msg}");
+    // Resolution runs under the connect timeout (3 s in the test config).
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+}

@@ -1,12 +1,14 @@
 //! The probe over SSH (russh): one connection and one exec per node per scan.
 //!
-//! Following research/fleet-tui-anchors.md §4: russh has no connect timeout (TCP connect, then
-//! handshake + authentication, each run under a tokio timeout here), keepalive is off by
-//! default (turned on), `nodelay` is off by default (turned on), and its examples accept every
-//! host key — here the key is checked against known_hosts ([`super::known_hosts`]) and an
-//! unknown or changed key is refused unless the policy is `accept-new` (then an unknown key is
-//! learned; a changed key never is).
+//! Following research/fleet-tui-anchors.md §4: russh has no connect timeout (name resolution +
+//! TCP connect, then handshake + authentication, each run under a tokio timeout here), keepalive
+//! is off by default (turned on), `nodelay` is off by default (turned on), and its examples
+//! accept every host key — here the key is checked against known_hosts ([`super::known_hosts`])
+//! and an unknown or changed key is refused unless the policy is `accept-new` (then an unknown
+//! key is learned; a changed key never is). The name is resolved on its own so a name that does
+//! not resolve is told from a refused connection.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -36,9 +38,9 @@ pub enum HostKeyPolicy {
 /// SSH settings (`[ssh]` in config.toml).
 #[derive(Debug, Clone)]
 pub struct SshSettings {
-    /// TCP connect limit.
+    /// Name resolution + TCP connect limit.
     pub connect_timeout: Duration,
-    /// SSH handshake + authentication limit.
+    /// SSH handshake + authentication limit (from the TCP connection on).
     pub auth_timeout: Duration,
     /// Keepalive interval; the connection is dropped after 3 unanswered keepalives.
     pub keepalive: Duration,
@@ -366,40 +368,72 @@ impl ExecOutput {
     }
 }
 
-/// Opens a TCP connection (within `connect_timeout`), checks the host key, and logs in (the
-/// handshake and login within `auth_timeout`).
+/// Resolves `host` (a name or an address literal) and opens a TCP connection to the first
+/// address that answers, all within `limit`. Errors: `ssh-resolve-failed` when the name does not
+/// resolve (or the resolver does not answer in time), `ssh-timeout` when no address answers in
+/// time (or the host or network is unreachable), `ssh-refused` otherwise (connection refused).
+async fn open_tcp(host: &str, port: u16, limit: Duration) -> Result<TcpStream, Unreachable> {
+    let target = format!("{host}:{port}");
+    let deadline = tokio::time::Instant::now() + limit;
+    let secs = limit.as_secs();
+    let addrs: Vec<SocketAddr> =
+        match tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await {
+            Err(_) => {
+                return Err(Unreachable::new(
+                    Code::SshResolveFailed,
+                    format!("cannot resolve {host}: no answer from the resolver within {secs} s"),
+                ));
+            }
+            Ok(Err(e)) => {
+                return Err(Unreachable::new(
+                    Code::SshResolveFailed,
+                    format!("cannot resolve {host}: {e}"),
+                ));
+            }
+            Ok(Ok(a)) => a.collect(),
+        };
+    let mut last = None;
+    for addr in &addrs {
+        match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
+            Err(_) => break,
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = Some(e),
+        }
+    }
+    let Some(e) = last.filter(|_| tokio::time::Instant::now() < deadline) else {
+        if addrs.is_empty() {
+            return Err(Unreachable::new(
+                Code::SshResolveFailed,
+                format!("cannot resolve {host}: the name has no addresses"),
+            ));
+        }
+        return Err(Unreachable::new(
+            Code::SshTimeout,
+            format!("connect to {target}: no answer within {secs} s"),
+        ));
+    };
+    use std::io::ErrorKind as K;
+    let code = match e.kind() {
+        K::TimedOut | K::HostUnreachable | K::NetworkUnreachable => Code::SshTimeout,
+        _ => Code::SshRefused,
+    };
+    Err(Unreachable::new(code, format!("connect to {target}: {e}")))
+}
+
+/// Resolves the node's host name and opens a TCP connection (both within `connect_timeout`),
+/// checks the host key, and logs in (the handshake and login within `auth_timeout`).
+///
+/// Errors, as [`Unreachable`]: `ssh-resolve-failed` (the name does not resolve), `ssh-timeout`
+/// (no TCP answer, or the handshake and login did not finish), `ssh-refused` (connection
+/// refused, or the SSH handshake failed), `host-key-mismatch` / `host-key-unknown` (see
+/// [`Handler`]), `ssh-auth-failed`.
 pub async fn connect(
     node: &Node,
     ssh: &SshSettings,
     keys: Arc<HostKeys>,
 ) -> Result<Session, Unreachable> {
-    let addr = (node.host.as_str(), node.port);
     let target = format!("{}:{}", node.host, node.port);
-    let tcp = match tokio::time::timeout(ssh.connect_timeout, TcpStream::connect(addr)).await {
-        Err(_) => {
-            return Err(Unreachable::new(
-                Code::SshTimeout,
-                format!(
-                    "connect to {target}: no answer within {} s",
-                    ssh.connect_timeout.as_secs()
-                ),
-            ));
-        }
-        Ok(Err(e)) => {
-            use std::io::ErrorKind as K;
-            let code = match e.kind() {
-                K::TimedOut | K::HostUnreachable | K::NetworkUnreachable => Code::SshTimeout,
-                _ => Code::SshRefused,
-            };
-            let msg = if e.to_string().contains("lookup address") {
-                format!("cannot resolve {}: {e}", node.host)
-            } else {
-                format!("connect to {target}: {e}")
-            };
-            return Err(Unreachable::new(code, msg));
-        }
-        Ok(Ok(s)) => s,
-    };
+    let tcp = open_tcp(&node.host, node.port, ssh.connect_timeout).await?;
     let _ = tcp.set_nodelay(true);
     let refused = Arc::new(Mutex::new(None));
     let handler = Handler {
