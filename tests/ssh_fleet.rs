@@ -347,6 +347,28 @@ fn an_openssh_client_config_fills_what_the_inventory_leaves_out() {
     assert_eq!(node(&doc, "h200")["status"], "unreachable");
 }
 
+/// A TCP peer on `addr` (a port of its own) that is no SSH server: for each connection it reads
+/// what the client sends first (its SSH identification line) when `read_first`, writes `reply`,
+/// keeps the connection `hold` long, and closes it. Returns the port.
+fn fake_peer(addr: &str, read_first: bool, reply: &'static [u8], hold: Duration) -> u16 {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind((addr, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                if read_first {
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
+                    let _ = s.read(&mut [0u8; 512]);
+                }
+                let _ = s.write_all(reply);
+                std::thread::sleep(hold);
+            });
+        }
+    });
+    port
+}
+
 /// Scans the nodes `(name, host, port)` (no sshd behind them) with the real binary
 /// (`snapshot --format json`); returns the document and how long the scan took.
 fn scan_peers(octet: u8, peers: &[(&str, &str, u16)]) -> (serde_json::Value, Duration) {
@@ -387,4 +409,81 @@ fn a_name_that_does_not_resolve_is_ssh_resolve_failed() {
     assert!(msg.starts_with("cannot resolve gpu-07.invalid: "), "{msg}");
     // Resolution runs under the connect timeout (3 s in the test config).
     assert!(took < Duration::from_secs(8), "took {took:?}");
+}
+
+/// Fault matrix: an HTTP server on the SSH port.
+#[test]
+fn an_http_server_is_ssh_protocol_error_with_what_it_sent() {
+    let port = fake_peer(
+        "127.0.0.56",
+        true,
+        b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nBad Request",
+        Duration::ZERO,
+    );
+    let (doc, _) = scan_peers(56, &[("web", "127.0.0.56", port)]);
+    let (code, msg) = unreachable_reason(&doc, "web");
+    assert_eq!(code, "ssh-protocol-error", "{msg}");
+    assert!(
+        msg.contains(r#"not an SSH server: it sent "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"#),
+        "{msg}"
+    );
+    // At most 80 characters of it, and cut visibly.
+    assert!(
+        msg.ends_with('…') && !msg.contains("Bad Request\"…"),
+        "{msg}"
+    );
+    assert!(!msg.chars().any(char::is_control), "{msg:?}");
+}
+
+/// Fault matrix: a peer that sends terminal escape sequences and bytes that are not UTF-8, then
+/// closes; and one that sends them and then stays silent (it costs the auth timeout, 5 s).
+#[test]
+fn garbage_from_a_peer_is_ssh_protocol_error_and_shown_escaped() {
+    const GARBAGE: &[u8] = b"\x1b[2J\x1b]0;owned\x07hello \xff\xfe\r\n";
+    let closes = fake_peer("127.0.0.57", true, GARBAGE, Duration::ZERO);
+    let stays = fake_peer(
+        "127.0.0.57",
+        false,
+        b"\x1b[31mwelcome",
+        Duration::from_secs(30),
+    );
+    let (doc, took) = scan_peers(
+        57,
+        &[
+            ("garbage", "127.0.0.57", closes),
+            ("garbage-then-silence", "127.0.0.57", stays),
+        ],
+    );
+    let (code, msg) = unreachable_reason(&doc, "garbage");
+    assert_eq!(code, "ssh-protocol-error", "{msg}");
+    assert!(
+        msg.ends_with(
+            r#"is not an SSH server: it sent "\x1b[2J\x1b]0;owned\x07hello \xff\xfe\r\n""#
+        ),
+        "{msg}"
+    );
+    let (code, msg) = unreachable_reason(&doc, "garbage-then-silence");
+    assert_eq!(code, "ssh-protocol-error", "{msg}");
+    assert!(
+        msg.ends_with(r#"is not an SSH server: it sent "\x1b[31mwelcome""#),
+        "{msg}"
+    );
+    assert!(took < Duration::from_secs(12), "took {took:?}");
+    // The table escapes node text too; the message must reach it with no raw control byte.
+    let raw = serde_json::to_string(&doc).unwrap();
+    assert!(!raw.contains('\u{1b}'), "{raw}");
+}
+
+/// Fault matrix: a listener that accepts and closes at once, saying nothing (not an SSH server,
+/// or an sshd turning connections away before its identification line).
+#[test]
+fn a_peer_that_closes_at_once_is_ssh_protocol_error() {
+    let port = fake_peer("127.0.0.58", false, b"", Duration::ZERO);
+    let (doc, _) = scan_peers(58, &[("closer", "127.0.0.58", port)]);
+    let (code, msg) = unreachable_reason(&doc, "closer");
+    assert_eq!(code, "ssh-protocol-error", "{msg}");
+    assert!(
+        msg.contains("closed the connection without sending an SSH identification line"),
+        "{msg}"
+    );
 }
