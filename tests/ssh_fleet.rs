@@ -487,3 +487,84 @@ fn a_peer_that_closes_at_once_is_ssh_protocol_error() {
         "{msg}"
     );
 }
+
+/// `@cert-authority` known_hosts lines against real sshd servers with an OpenSSH
+/// `HostCertificate`: a valid certificate is accepted with no plain line for the host; a wrong
+/// principal, an expired certificate, a revoked CA and an untrusted CA are refused.
+#[test]
+fn host_certificates_signed_by_a_trusted_ca_are_accepted_and_bad_ones_refused() {
+    let good = fixture("h200-open-580-k6.18-real");
+    let mut fleet = Fleet::start(&vec![good.clone(); 5], 60);
+    let ca = fleet.tmp.path().join("host_ca");
+    keygen(&ca, "");
+    let other_ca = fleet.tmp.path().join("other_ca");
+    keygen(&other_ca, "");
+    // (signing CA, principals, validity) per node.
+    let certs = [
+        (&ca, "127.0.0.60,gpu-60", "-5m:+1h"),
+        (&ca, "someone-else.example", "-5m:+1h"),
+        (&ca, "127.0.0.62", "20200101:20200102"),
+        (&ca, "127.0.0.63", "-5m:+1h"),
+        (&other_ca, "127.0.0.64", "-5m:+1h"),
+    ];
+    let mut known_hosts = String::new();
+    for (i, (signer, principals, validity)) in certs.iter().enumerate() {
+        let sshd = &fleet.nodes[i].1;
+        let st = std::process::Command::new("ssh-keygen")
+            .args(["-q", "-s"])
+            .arg(signer)
+            .args([
+                "-I",
+                "gpufleet-test-host",
+                "-h",
+                "-n",
+                principals,
+                "-V",
+                validity,
+            ])
+            .arg(sshd.host_key.with_extension("pub"))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let cert = sshd.dir.join("host_ed25519-cert.pub");
+        assert!(cert.exists());
+        let name = format!("[{}]:{}", sshd.addr, sshd.port);
+        known_hosts.push_str(&format!("@cert-authority {name} {}\n", public_key(&ca)));
+        if i == 3 {
+            known_hosts.push_str(&format!("@revoked {name} {}\n", public_key(&ca)));
+        }
+        fleet.restart(i, false, &format!("HostCertificate {}", cert.display()));
+    }
+    // No plain line for any of them: only the CA vouches.
+    std::fs::write(&fleet.known_hosts, known_hosts).unwrap();
+    let mut text = fleet.inventory_text();
+    for i in 0..5 {
+        text = text.replacen(
+            "name = \"h200-open-580-k6.18-real\"",
+            &format!("name = \"n{i}\""),
+            1,
+        );
+    }
+    fleet.write_inventory(&text);
+    let (_, doc) = fleet.snapshot(&[]);
+    assert_eq!(node(&doc, "n0")["status"], "ready", "{doc:#}");
+    let expect = [
+        (
+            "n1",
+            "host-key-mismatch",
+            "127.0.0.61 is not among its principals (someone-else.example)",
+        ),
+        ("n2", "host-key-mismatch", "it expired at 2020-01-02"),
+        ("n3", "host-key-mismatch", "which is revoked"),
+        (
+            "n4",
+            "host-key-unknown",
+            "which no matching @cert-authority line names",
+        ),
+    ];
+    for (name, code, text) in expect {
+        let (got, msg) = unreachable_reason(&doc, name);
+        assert_eq!(got, code, "{name}: {msg}");
+        assert!(msg.contains(text), "{name}: {msg}");
+    }
+}

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use russh::client;
 use russh::keys::PublicKeyOrCertificate;
+use russh::keys::ssh_key::HashAlg;
 use russh::keys::{PrivateKeyWithHashAlg, load_openssh_certificate, load_secret_key};
 use russh::{ChannelMsg, Disconnect};
 use serde::Deserialize;
@@ -141,9 +142,24 @@ impl client::Handler for Handler {
                     ),
                 )
             }
-            Verdict::Revoked { file, line } => refuse(
+            Verdict::Revoked { file, line, ca } => refuse(
                 Code::HostKeyMismatch,
-                format!("host key {alg} {fp} is revoked ({}:{line})", file.display()),
+                match cert {
+                    Some(c) if ca => format!(
+                        "host certificate for {alg} {fp} is signed by CA {}, which is revoked ({}:{line})",
+                        c.signature_key().fingerprint(HashAlg::Sha256),
+                        file.display()
+                    ),
+                    _ => format!("host key {alg} {fp} is revoked ({}:{line})", file.display()),
+                },
+            ),
+            Verdict::CertificateRejected { file, line, why } => refuse(
+                Code::HostKeyMismatch,
+                format!(
+                    "host certificate for {alg} {fp}, signed by the CA of {}:{line}, is not valid for {}: {why}; refusing",
+                    file.display(),
+                    self.host
+                ),
             ),
             Verdict::Unknown if self.keys.policy == HostKeyPolicy::AcceptNew => {
                 match db.learn(&self.host, self.port, &key) {
@@ -167,10 +183,16 @@ impl client::Handler for Handler {
             }
             Verdict::Unknown => {
                 let files: Vec<String> = db.files.iter().map(|f| f.display().to_string()).collect();
+                let signed = cert.map_or(String::new(), |c| {
+                    format!(
+                        " (in a host certificate signed by CA {}, which no matching @cert-authority line names)",
+                        c.signature_key().fingerprint(HashAlg::Sha256)
+                    )
+                });
                 refuse(
                     Code::HostKeyUnknown,
                     format!(
-                        "host key {alg} {fp} of {} is in none of {}; refusing (verify it, then add it or rerun with --host-key-policy accept-new)",
+                        "host key {alg} {fp}{signed} of {} is in none of {}; refusing (verify it, then add it or rerun with --host-key-policy accept-new)",
                         super::known_hosts::lookup_name(&self.host, self.port),
                         files.join(", ")
                     ),
@@ -332,8 +354,16 @@ async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<()
     Err(Unreachable::new(Code::SshAuthFailed, msg))
 }
 
-fn client_config(ssh: &SshSettings) -> client::Config {
+/// The russh client configuration. With `with_certificates` (a `@cert-authority` line matches
+/// the host), the `*-cert-v01@openssh.com` host key algorithms are offered ahead of the plain
+/// ones, as OpenSSH does, so a server with a `HostCertificate` presents it.
+fn client_config(ssh: &SshSettings, with_certificates: bool) -> client::Config {
+    let mut preferred = russh::Preferred::default();
+    if with_certificates {
+        preferred.host_key_certificates = preferred.key.clone();
+    }
     client::Config {
+        preferred,
         inactivity_timeout: None,
         keepalive_interval: Some(ssh.keepalive),
         keepalive_max: 3,
@@ -637,13 +667,18 @@ pub async fn connect(
         done: false,
     };
     let refused = Arc::new(Mutex::new(None));
+    let with_certificates = keys
+        .db
+        .lock()
+        .expect("known_hosts lock")
+        .has_cert_authority(&node.host, node.port);
     let handler = Handler {
         host: node.host.clone(),
         port: node.port,
         keys,
         refused: refused.clone(),
     };
-    let config = Arc::new(client_config(ssh));
+    let config = Arc::new(client_config(ssh, with_certificates));
     let handshake = async {
         let mut h = client::connect_stream(config, stream, handler)
             .await
