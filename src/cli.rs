@@ -30,7 +30,8 @@ per node: kernel, module flavour, driver, GPUs and their compute capability, DMA
 support, nvidia-peermem state, and a status with reasons and evidence.
 
 Statuses, worst first:
-  unreachable  the scan could not run (SSH timeout, refused, auth failed, host key)
+  unreachable  the scan could not run (name does not resolve, SSH timeout, refused, not an SSH
+               server, auth failed, host key)
   attention    something is broken now (nvidia-smi fails or hangs, GPU not initialized)
   blocked      the move is impossible until something changes (pre-Turing GPU, kernel < 5.12)
   migrate      on (part of) the legacy stack and nothing blocks the move
