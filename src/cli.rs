@@ -30,7 +30,8 @@ per node: kernel, module flavour, driver, GPUs and their compute capability, DMA
 support, nvidia-peermem state, and a status with reasons and evidence.
 
 Statuses, worst first:
-  unreachable  the scan could not run (SSH timeout, refused, auth failed, host key)
+  unreachable  the scan could not run (name does not resolve, SSH timeout, refused, not an SSH
+               server, auth failed, host key)
   attention    something is broken now (nvidia-smi fails or hangs, GPU not initialized)
   blocked      the move is impossible until something changes (pre-Turing GPU, kernel < 5.12)
   migrate      on (part of) the legacy stack and nothing blocks the move
@@ -231,7 +232,7 @@ pub struct ScanArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub concurrency: Option<u64>,
 
-    /// Seconds to open each TCP connection [default: 10, or the config's]
+    /// Seconds to resolve each node's name and open its TCP connection [default: 10, or the config's]
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub connect_timeout: Option<u64>,
 

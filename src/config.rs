@@ -153,7 +153,7 @@ impl Default for TuiConfig {
 pub struct SshConfig {
     /// Nodes probed at once (64).
     pub concurrency: usize,
-    /// TCP connect limit (10).
+    /// Name resolution + TCP connect limit (10).
     pub connect_timeout: u64,
     /// SSH handshake + login limit (15).
     pub auth_timeout: u64,

@@ -346,3 +346,225 @@ fn an_openssh_client_config_fills_what_the_inventory_leaves_out() {
     let (_, doc) = fleet.snapshot(&["--ssh-config", "none"]);
     assert_eq!(node(&doc, "h200")["status"], "unreachable");
 }
+
+/// A TCP peer on `addr` (a port of its own) that is no SSH server: for each connection it reads
+/// what the client sends first (its SSH identification line) when `read_first`, writes `reply`,
+/// keeps the connection `hold` long, and closes it. Returns the port.
+fn fake_peer(addr: &str, read_first: bool, reply: &'static [u8], hold: Duration) -> u16 {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind((addr, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                if read_first {
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
+                    let _ = s.read(&mut [0u8; 512]);
+                }
+                let _ = s.write_all(reply);
+                std::thread::sleep(hold);
+            });
+        }
+    });
+    port
+}
+
+/// Scans the nodes `(name, host, port)` (no sshd behind them) with the real binary
+/// (`snapshot --format json`); returns the document and how long the scan took.
+fn scan_peers(octet: u8, peers: &[(&str, &str, u16)]) -> (serde_json::Value, Duration) {
+    let fleet = Fleet::start(&[], octet);
+    let mut text = fleet.inventory_text();
+    for (name, host, port) in peers {
+        text.push_str(&format!(
+            "[[nodes]]\nname = \"{name}\"\nhost = \"{host}\"\nport = {port}\n"
+        ));
+    }
+    fleet.write_inventory(&text);
+    let start = Instant::now();
+    let (_, doc) = fleet.snapshot(&[]);
+    (doc, start.elapsed())
+}
+
+/// The one reason of unreachable node `name`: (code, message).
+fn unreachable_reason(doc: &serde_json::Value, name: &str) -> (String, String) {
+    let n = node(doc, name);
+    assert_eq!(n["status"], "unreachable", "{name}: {n:#}");
+    assert_eq!(n["reasons"].as_array().unwrap().len(), 1, "{name}: {n:#}");
+    for fact in ["kernel", "driver", "gpus"] {
+        assert!(n[fact].is_null(), "{name}: {fact} should be null");
+    }
+    let r = &n["reasons"][0];
+    (
+        r["code"].as_str().unwrap().to_string(),
+        r["message"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Fault matrix: a host name that does not resolve (`.invalid` never does, RFC 2606).
+#[test]
+fn a_name_that_does_not_resolve_is_ssh_resolve_failed() {
+    let (doc, took) = scan_peers(55, &[("nowhere", "gpu-07.invalid", 22)]);
+    let (code, msg) = unreachable_reason(&doc, "nowhere");
+    assert_eq!(code, "ssh-resolve-failed", "{msg}");
+    assert!(msg.starts_with("cannot resolve gpu-07.invalid: "), "{msg}");
+    // Resolution runs under the connect timeout (3 s in the test config).
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+}
+
+/// Fault matrix: an HTTP server on the SSH port.
+#[test]
+fn an_http_server_is_ssh_protocol_error_with_what_it_sent() {
+    let port = fake_peer(
+        "127.0.0.56",
+        true,
+        b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nBad Request",
+        Duration::ZERO,
+    );
+    let (doc, _) = scan_peers(56, &[("web", "127.0.0.56", port)]);
+    let (code, msg) = unreachable_reason(&doc, "web");
+    assert_eq!(code, "ssh-protocol-error", "{msg}");
+    assert!(
+        msg.contains(r#"not an SSH server: it sent "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"#),
+        "{msg}"
+    );
+    // At most 80 characters of it, and cut visibly.
+    assert!(
+        msg.ends_with('…') && !msg.contains("Bad Request\"…"),
+        "{msg}"
+    );
+    assert!(!msg.chars().any(char::is_control), "{msg:?}");
+}
+
+/// Fault matrix: a peer that sends terminal escape sequences and bytes that are not UTF-8, then
+/// closes; and one that sends them and then stays silent (it costs the auth timeout, 5 s).
+#[test]
+fn garbage_from_a_peer_is_ssh_protocol_error_and_shown_escaped() {
+    const GARBAGE: &[u8] = b"\x1b[2J\x1b]0;owned\x07hello \xff\xfe\r\n";
+    let closes = fake_peer("127.0.0.57", true, GARBAGE, Duration::ZERO);
+    let stays = fake_peer(
+        "127.0.0.57",
+        false,
+        b"\x1b[31mwelcome",
+        Duration::from_secs(30),
+    );
+    let (doc, took) = scan_peers(
+        57,
+        &[
+            ("garbage", "127.0.0.57", closes),
+            ("garbage-then-silence", "127.0.0.57", stays),
+        ],
+    );
+    let (code, msg) = unreachable_reason(&doc, "garbage");
+    assert_eq!(code, "ssh-protocol-error", "{msg}");
+    assert!(
+        msg.ends_with(
+            r#"is not an SSH server: it sent "\x1b[2J\x1b]0;owned\x07hello \xff\xfe\r\n""#
+        ),
+        "{msg}"
+    );
+    let (code, msg) = unreachable_reason(&doc, "garbage-then-silence");
+    assert_eq!(code, "ssh-protocol-error", "{msg}");
+    assert!(
+        msg.ends_with(r#"is not an SSH server: it sent "\x1b[31mwelcome""#),
+        "{msg}"
+    );
+    assert!(took < Duration::from_secs(12), "took {took:?}");
+    // The table escapes node text too; the message must reach it with no raw control byte.
+    let raw = serde_json::to_string(&doc).unwrap();
+    assert!(!raw.contains('\u{1b}'), "{raw}");
+}
+
+/// Fault matrix: a listener that accepts and closes at once, saying nothing (not an SSH server,
+/// or an sshd turning connections away before its identification line).
+#[test]
+fn a_peer_that_closes_at_once_is_ssh_protocol_error() {
+    let port = fake_peer("127.0.0.58", false, b"", Duration::ZERO);
+    let (doc, _) = scan_peers(58, &[("closer", "127.0.0.58", port)]);
+    let (code, msg) = unreachable_reason(&doc, "closer");
+    assert_eq!(code, "ssh-protocol-error", "{msg}");
+    assert!(
+        msg.contains("closed the connection without sending an SSH identification line"),
+        "{msg}"
+    );
+}
+
+/// `@cert-authority` known_hosts lines against real sshd servers with an OpenSSH
+/// `HostCertificate`: a valid certificate is accepted with no plain line for the host; a wrong
+/// principal, an expired certificate, a revoked CA and an untrusted CA are refused.
+#[test]
+fn host_certificates_signed_by_a_trusted_ca_are_accepted_and_bad_ones_refused() {
+    let good = fixture("h200-open-580-k6.18-real");
+    let mut fleet = Fleet::start(&vec![good.clone(); 5], 60);
+    let ca = fleet.tmp.path().join("host_ca");
+    keygen(&ca, "");
+    let other_ca = fleet.tmp.path().join("other_ca");
+    keygen(&other_ca, "");
+    // (signing CA, principals, validity) per node.
+    let certs = [
+        (&ca, "127.0.0.60,gpu-60", "-5m:+1h"),
+        (&ca, "someone-else.example", "-5m:+1h"),
+        (&ca, "127.0.0.62", "20200101:20200102"),
+        (&ca, "127.0.0.63", "-5m:+1h"),
+        (&other_ca, "127.0.0.64", "-5m:+1h"),
+    ];
+    let mut known_hosts = String::new();
+    for (i, (signer, principals, validity)) in certs.iter().enumerate() {
+        let sshd = &fleet.nodes[i].1;
+        let st = std::process::Command::new("ssh-keygen")
+            .args(["-q", "-s"])
+            .arg(signer)
+            .args([
+                "-I",
+                "gpufleet-test-host",
+                "-h",
+                "-n",
+                principals,
+                "-V",
+                validity,
+            ])
+            .arg(sshd.host_key.with_extension("pub"))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let cert = sshd.dir.join("host_ed25519-cert.pub");
+        assert!(cert.exists());
+        let name = format!("[{}]:{}", sshd.addr, sshd.port);
+        known_hosts.push_str(&format!("@cert-authority {name} {}\n", public_key(&ca)));
+        if i == 3 {
+            known_hosts.push_str(&format!("@revoked {name} {}\n", public_key(&ca)));
+        }
+        fleet.restart(i, false, &format!("HostCertificate {}", cert.display()));
+    }
+    // No plain line for any of them: only the CA vouches.
+    std::fs::write(&fleet.known_hosts, known_hosts).unwrap();
+    let mut text = fleet.inventory_text();
+    for i in 0..5 {
+        text = text.replacen(
+            "name = \"h200-open-580-k6.18-real\"",
+            &format!("name = \"n{i}\""),
+            1,
+        );
+    }
+    fleet.write_inventory(&text);
+    let (_, doc) = fleet.snapshot(&[]);
+    assert_eq!(node(&doc, "n0")["status"], "ready", "{doc:#}");
+    let expect = [
+        (
+            "n1",
+            "host-key-mismatch",
+            "127.0.0.61 is not among its principals (someone-else.example)",
+        ),
+        ("n2", "host-key-mismatch", "it expired at 2020-01-02"),
+        ("n3", "host-key-mismatch", "which is revoked"),
+        (
+            "n4",
+            "host-key-unknown",
+            "which no matching @cert-authority line names",
+        ),
+    ];
+    for (name, code, text) in expect {
+        let (got, msg) = unreachable_reason(&doc, name);
+        assert_eq!(got, code, "{name}: {msg}");
+        assert!(msg.contains(text), "{name}: {msg}");
+    }
+}

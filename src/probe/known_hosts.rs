@@ -4,9 +4,11 @@
 //! `host` on port 22 and `[host]:port` otherwise; patterns may use `*`, `?` and `!` negation;
 //! hashed names (`|1|salt|hash`) are HMAC-SHA1 of the name. Any matching line with the server's
 //! key accepts it (other lines for the same host do not veto); a matching `@revoked` line
-//! rejects it; a host certificate signed by a matching `@cert-authority` key is accepted. A host
-//! with lines but none carrying this key has a **changed** key; a host without lines is
-//! **unknown**. Unparseable lines are skipped and counted, not fatal.
+//! rejects it; a host certificate signed by a matching `@cert-authority` key is accepted when
+//! [`certificate_problem`] finds nothing wrong with it (type, principals, validity, critical
+//! options) and neither it nor its CA is `@revoked`. A host with lines but none carrying this key
+//! has a **changed** key; a host without lines is **unknown**. Unparseable lines are skipped and
+//! counted, not fatal.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -45,8 +47,21 @@ pub enum Verdict {
     /// The host has lines, none with this key: refused (OpenSSH: "REMOTE HOST IDENTIFICATION
     /// HAS CHANGED").
     Changed { lines: Vec<(PathBuf, usize)> },
-    /// A matching `@revoked` line names this key.
-    Revoked { file: PathBuf, line: usize },
+    /// A matching `@revoked` line names this key, or (`ca`) the CA that signed its certificate.
+    Revoked {
+        file: PathBuf,
+        line: usize,
+        ca: bool,
+    },
+    /// The host certificate was signed by the CA of a matching `@cert-authority` line (`file`,
+    /// `line`) but is not acceptable (`why`: not a host certificate, the host is not among its
+    /// principals, outside its validity window, a bad signature, a critical option), and no
+    /// plain line carries its key.
+    CertificateRejected {
+        file: PathBuf,
+        line: usize,
+        why: String,
+    },
     /// No line names this host.
     Unknown,
 }
@@ -95,6 +110,58 @@ fn patterns_match(patterns: &HostPatterns, name: &str) -> bool {
     }
 }
 
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A Unix time in seconds as an RFC 3339 UTC time (`2024-05-01T12:00:00Z`), or `forever` past
+/// what `jiff` represents (year 9999; OpenSSH writes "forever" as 2^64-1).
+fn utc(secs: u64) -> String {
+    i64::try_from(secs)
+        .ok()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .map_or_else(|| "forever".to_string(), |t| t.to_string())
+}
+
+/// Why host certificate `cert` cannot vouch for `host` at Unix time `now` (seconds), or `None`
+/// when it can (PROTOCOL.certkeys, as OpenSSH's `sshkey_cert_check_authority`): a host
+/// certificate; its signature valid; `host` among its principals (an empty list means any
+/// host); valid after <= `now` < valid before; no critical option (none is defined for host
+/// certificates, and an unknown one must be refused). Whether the signer is trusted is the
+/// caller's question.
+pub fn certificate_problem(cert: &Certificate, host: &str, now: u64) -> Option<String> {
+    if !cert.cert_type().is_host() {
+        return Some("it is a user certificate, not a host certificate".into());
+    }
+    if cert.verify_signature().is_err() {
+        return Some("its signature does not verify".into());
+    }
+    let principals = cert.valid_principals();
+    if !principals.is_empty() && !principals.iter().any(|p| p == host) {
+        return Some(format!(
+            "{host} is not among its principals ({})",
+            principals.join(", ")
+        ));
+    }
+    if now < cert.valid_after() {
+        return Some(format!(
+            "it is not valid before {}",
+            utc(cert.valid_after())
+        ));
+    }
+    if now >= cert.valid_before() {
+        return Some(format!("it expired at {}", utc(cert.valid_before())));
+    }
+    if let Some(name) = cert.critical_options().keys().next() {
+        return Some(format!(
+            "it carries the critical option {name:?}, unknown for host certificates"
+        ));
+    }
+    None
+}
+
 /// SHA256 fingerprint as OpenSSH prints it (`SHA256:…`).
 pub fn fingerprint(key: &PublicKey) -> String {
     key.fingerprint(HashAlg::Sha256).to_string()
@@ -140,7 +207,19 @@ impl KnownHosts {
         }
     }
 
-    /// Checks `key` (or a host certificate) presented by `host`:`port`.
+    /// Whether a `@cert-authority` line matches `host`:`port` (then the client asks the server
+    /// for its host certificate).
+    pub fn has_cert_authority(&self, host: &str, port: u16) -> bool {
+        let name = lookup_name(host, port);
+        self.lines.iter().any(|l| {
+            l.entry.marker() == Some(&Marker::CertAuthority)
+                && patterns_match(l.entry.host_patterns(), &name)
+        })
+    }
+
+    /// Checks `key` presented by `host`:`port`; with `cert`, `key` is the key inside that host
+    /// certificate. A certificate is accepted when a matching `@cert-authority` line holds the
+    /// key that signed it and [`certificate_problem`] finds none.
     pub fn check(
         &self,
         host: &str,
@@ -162,21 +241,43 @@ impl KnownHosts {
             return Verdict::Revoked {
                 file: l.file.clone(),
                 line: l.number,
+                ca: false,
             };
         }
+        // A certificate: a matching `@cert-authority` line whose key signed it decides, unless
+        // the certificate is unacceptable; then, as OpenSSH does, the key inside it is looked up
+        // like a plain key, and if that fails too the certificate's fault is the verdict.
+        let mut rejected = None;
         if let Some(cert) = cert {
-            for l in matching
-                .iter()
-                .filter(|l| l.entry.marker() == Some(&Marker::CertAuthority))
-            {
-                let ca = l.entry.public_key().fingerprint(HashAlg::Sha256);
-                let principal_ok = cert.valid_principals().is_empty()
-                    || cert.valid_principals().iter().any(|p| p == host);
-                if cert.cert_type().is_host() && principal_ok && cert.validate([&ca]).is_ok() {
-                    return Verdict::Known {
-                        file: l.file.clone(),
-                        line: l.number,
-                    };
+            let signer = cert.signature_key();
+            if let Some(l) = matching.iter().find(|l| {
+                l.entry.marker() == Some(&Marker::Revoked)
+                    && l.entry.public_key().key_data() == signer
+            }) {
+                return Verdict::Revoked {
+                    file: l.file.clone(),
+                    line: l.number,
+                    ca: true,
+                };
+            }
+            if let Some(l) = matching.iter().find(|l| {
+                l.entry.marker() == Some(&Marker::CertAuthority)
+                    && l.entry.public_key().key_data() == signer
+            }) {
+                match certificate_problem(cert, host, now_unix()) {
+                    None => {
+                        return Verdict::Known {
+                            file: l.file.clone(),
+                            line: l.number,
+                        };
+                    }
+                    Some(why) => {
+                        rejected = Some(Verdict::CertificateRejected {
+                            file: l.file.clone(),
+                            line: l.number,
+                            why,
+                        });
+                    }
                 }
             }
         }
@@ -190,7 +291,9 @@ impl KnownHosts {
                 line: l.number,
             };
         }
-        if plain.is_empty() {
+        if let Some(r) = rejected {
+            r
+        } else if plain.is_empty() {
             Verdict::Unknown
         } else {
             Verdict::Changed {
@@ -345,6 +448,120 @@ mod tests {
         assert!(matches!(
             again.check("127.0.0.9", 2201, &key(K1), None),
             Verdict::Known { line: 3, .. }
+        ));
+    }
+
+    /// CA keys for these tests only (made once with `ssh-keygen -t ed25519 -N ''`), and CA's
+    /// public key.
+    const CA: &str = concat!(
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n",
+        "QyNTUxOQAAACDTREmGNsqCAD6dkViTCvLCxKNFcMQ+S0H0S+jXgkT55AAAAIhiUd0kYlHd\n",
+        "JAAAAAtzc2gtZWQyNTUxOQAAACDTREmGNsqCAD6dkViTCvLCxKNFcMQ+S0H0S+jXgkT55A\n",
+        "AAAEB1XEwoyM4Y3gnNV6SJTOr3SUdNKU8FDNlc5MXZjOxY/NNESYY2yoIAPp2RWJMK8sLE\n",
+        "o0VwxD5LQfRL6NeCRPnkAAAAAAECAwQF\n",
+        "-----END OPENSSH PRIVATE KEY-----\n",
+    );
+    const CA_PUB: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINNESYY2yoIAPp2RWJMK8sLEo0VwxD5LQfRL6NeCRPnk";
+    const OTHER_CA: &str = concat!(
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n",
+        "QyNTUxOQAAACD/SgTKrHHx+d1kEph9voWgDPhzwUT3CE9dapfau/qTOQAAAIgrfuu5K37r\n",
+        "uQAAAAtzc2gtZWQyNTUxOQAAACD/SgTKrHHx+d1kEph9voWgDPhzwUT3CE9dapfau/qTOQ\n",
+        "AAAEAhPQc5J0/zuMQfIZOeOZMQZfy/sJO6NM5FV0r63f1mQf9KBMqscfH53WQSmH2+haAM\n",
+        "+HPBRPcIT11ql9q7+pM5AAAAAAECAwQF\n",
+        "-----END OPENSSH PRIVATE KEY-----\n",
+    );
+
+    /// A certificate for K1 signed by `ca`, valid for `window` (Unix seconds), of `host` type,
+    /// with `principals` and critical options `critical`.
+    fn cert(
+        ca: &str,
+        host: bool,
+        principals: &[&str],
+        window: (u64, u64),
+        critical: &[&str],
+    ) -> Certificate {
+        use russh::keys::ssh_key::PrivateKey;
+        use russh::keys::ssh_key::certificate::{Builder, CertType};
+        let ca = PrivateKey::from_openssh(ca).unwrap();
+        let mut b =
+            Builder::new([7u8; 16], key(K1).key_data().clone(), window.0, window.1).unwrap();
+        b.cert_type(if host { CertType::Host } else { CertType::User })
+            .unwrap();
+        b.key_id("test").unwrap();
+        if principals.is_empty() {
+            b.all_principals_valid().unwrap();
+        }
+        for p in principals {
+            b.valid_principal(*p).unwrap();
+        }
+        for c in critical {
+            b.critical_option(*c, "").unwrap();
+        }
+        b.sign(&ca).unwrap()
+    }
+
+    #[test]
+    fn host_certificates_are_checked_against_cert_authority_lines() {
+        let now = now_unix();
+        let valid = (now - 60, now + 3600);
+        let k = kh(&format!(
+            "@cert-authority *.dc1,[127.0.0.*]:* {CA_PUB}\n@revoked bad.dc1 {CA_PUB}\nplain.dc1 {K1}\n"
+        ));
+        assert!(k.has_cert_authority("n1.dc1", 22));
+        assert!(k.has_cert_authority("127.0.0.5", 2200));
+        assert!(!k.has_cert_authority("n1.dc2", 22));
+        let check = |host: &str, c: &Certificate| k.check(host, 22, &key(K1), Some(c));
+        let rejected = |v: Verdict| match v {
+            Verdict::CertificateRejected { line: 1, why, .. } => why,
+            other => panic!("{other:?}"),
+        };
+
+        let good = cert(CA, true, &["n1.dc1", "n2.dc1"], valid, &[]);
+        assert!(matches!(
+            check("n2.dc1", &good),
+            Verdict::Known { line: 1, .. }
+        ));
+        // An empty principal list is valid for any host (PROTOCOL.certkeys).
+        let any = cert(CA, true, &[], valid, &[]);
+        assert!(matches!(
+            check("n9.dc1", &any),
+            Verdict::Known { line: 1, .. }
+        ));
+        assert!(
+            rejected(check("n3.dc1", &good))
+                .contains("n3.dc1 is not among its principals (n1.dc1, n2.dc1)")
+        );
+        let expired = cert(CA, true, &["n1.dc1"], (1_000, 2_000), &[]);
+        assert_eq!(
+            rejected(check("n1.dc1", &expired)),
+            "it expired at 1970-01-01T00:33:20Z"
+        );
+        let early = cert(CA, true, &["n1.dc1"], (now + 3600, now + 7200), &[]);
+        assert!(rejected(check("n1.dc1", &early)).starts_with("it is not valid before"));
+        let user = cert(CA, false, &["n1.dc1"], valid, &[]);
+        assert!(rejected(check("n1.dc1", &user)).contains("user certificate"));
+        let critical = cert(CA, true, &["n1.dc1"], valid, &["force-command"]);
+        assert!(rejected(check("n1.dc1", &critical)).contains("critical option \"force-command\""));
+        // A revoked CA is refused, whatever else vouches for the key.
+        assert!(matches!(
+            check("bad.dc1", &cert(CA, true, &["bad.dc1"], valid, &[])),
+            Verdict::Revoked {
+                line: 2,
+                ca: true,
+                ..
+            }
+        ));
+        // Another CA: the key inside is looked up like a plain key (as OpenSSH does).
+        let other = cert(OTHER_CA, true, &["n1.dc1"], valid, &[]);
+        assert_eq!(check("n1.dc1", &other), Verdict::Unknown);
+        // A rejected certificate whose key a plain line carries is accepted by that line.
+        let k2 = kh(&format!("@cert-authority * {CA_PUB}\nplain.dc1 {K1}\n"));
+        assert!(matches!(
+            k2.check("plain.dc1", 22, &key(K1), Some(&expired)),
+            Verdict::Known { line: 2, .. }
         ));
     }
 }

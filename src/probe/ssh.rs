@@ -1,21 +1,29 @@
 //! The probe over SSH (russh): one connection and one exec per node per scan.
 //!
-//! Following research/fleet-tui-anchors.md §4: russh has no connect timeout (TCP connect, then
-//! handshake + authentication, each run under a tokio timeout here), keepalive is off by
-//! default (turned on), `nodelay` is off by default (turned on), and its examples accept every
-//! host key — here the key is checked against known_hosts ([`super::known_hosts`]) and an
-//! unknown or changed key is refused unless the policy is `accept-new` (then an unknown key is
-//! learned; a changed key never is).
+//! Following research/fleet-tui-anchors.md §4: russh has no connect timeout (name resolution +
+//! TCP connect, then handshake + authentication, each run under a tokio timeout here), keepalive
+//! is off by default (turned on), `nodelay` is off by default (turned on), and its examples
+//! accept every host key — here the key is checked against known_hosts ([`super::known_hosts`])
+//! and an unknown or changed key is refused unless the policy is `accept-new` (then an unknown
+//! key is learned; a changed key never is). The name is resolved on its own so a name that does
+//! not resolve is told from a refused connection, and the peer's first bytes are kept so a peer
+//! that does not speak SSH is told from a failed handshake (russh reports both as
+//! `Disconnected`).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use russh::client;
 use russh::keys::PublicKeyOrCertificate;
+use russh::keys::ssh_key::HashAlg;
 use russh::keys::{PrivateKeyWithHashAlg, load_openssh_certificate, load_secret_key};
 use russh::{ChannelMsg, Disconnect};
 use serde::Deserialize;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::known_hosts::{KnownHosts, Verdict, fingerprint};
@@ -36,9 +44,9 @@ pub enum HostKeyPolicy {
 /// SSH settings (`[ssh]` in config.toml).
 #[derive(Debug, Clone)]
 pub struct SshSettings {
-    /// TCP connect limit.
+    /// Name resolution + TCP connect limit.
     pub connect_timeout: Duration,
-    /// SSH handshake + authentication limit.
+    /// SSH handshake + authentication limit (from the TCP connection on).
     pub auth_timeout: Duration,
     /// Keepalive interval; the connection is dropped after 3 unanswered keepalives.
     pub keepalive: Duration,
@@ -134,9 +142,24 @@ impl client::Handler for Handler {
                     ),
                 )
             }
-            Verdict::Revoked { file, line } => refuse(
+            Verdict::Revoked { file, line, ca } => refuse(
                 Code::HostKeyMismatch,
-                format!("host key {alg} {fp} is revoked ({}:{line})", file.display()),
+                match cert {
+                    Some(c) if ca => format!(
+                        "host certificate for {alg} {fp} is signed by CA {}, which is revoked ({}:{line})",
+                        c.signature_key().fingerprint(HashAlg::Sha256),
+                        file.display()
+                    ),
+                    _ => format!("host key {alg} {fp} is revoked ({}:{line})", file.display()),
+                },
+            ),
+            Verdict::CertificateRejected { file, line, why } => refuse(
+                Code::HostKeyMismatch,
+                format!(
+                    "host certificate for {alg} {fp}, signed by the CA of {}:{line}, is not valid for {}: {why}; refusing",
+                    file.display(),
+                    self.host
+                ),
             ),
             Verdict::Unknown if self.keys.policy == HostKeyPolicy::AcceptNew => {
                 match db.learn(&self.host, self.port, &key) {
@@ -160,10 +183,16 @@ impl client::Handler for Handler {
             }
             Verdict::Unknown => {
                 let files: Vec<String> = db.files.iter().map(|f| f.display().to_string()).collect();
+                let signed = cert.map_or(String::new(), |c| {
+                    format!(
+                        " (in a host certificate signed by CA {}, which no matching @cert-authority line names)",
+                        c.signature_key().fingerprint(HashAlg::Sha256)
+                    )
+                });
                 refuse(
                     Code::HostKeyUnknown,
                     format!(
-                        "host key {alg} {fp} of {} is in none of {}; refusing (verify it, then add it or rerun with --host-key-policy accept-new)",
+                        "host key {alg} {fp}{signed} of {} is in none of {}; refusing (verify it, then add it or rerun with --host-key-policy accept-new)",
                         super::known_hosts::lookup_name(&self.host, self.port),
                         files.join(", ")
                     ),
@@ -325,8 +354,16 @@ async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<()
     Err(Unreachable::new(Code::SshAuthFailed, msg))
 }
 
-fn client_config(ssh: &SshSettings) -> client::Config {
+/// The russh client configuration. With `with_certificates` (a `@cert-authority` line matches
+/// the host), the `*-cert-v01@openssh.com` host key algorithms are offered ahead of the plain
+/// ones, as OpenSSH does, so a server with a `HostCertificate` presents it.
+fn client_config(ssh: &SshSettings, with_certificates: bool) -> client::Config {
+    let mut preferred = russh::Preferred::default();
+    if with_certificates {
+        preferred.host_key_certificates = preferred.key.clone();
+    }
     client::Config {
+        preferred,
         inactivity_timeout: None,
         keepalive_interval: Some(ssh.keepalive),
         keepalive_max: 3,
@@ -366,51 +403,284 @@ impl ExecOutput {
     }
 }
 
-/// Opens a TCP connection (within `connect_timeout`), checks the host key, and logs in (the
-/// handshake and login within `auth_timeout`).
+/// How many of the peer's first bytes [`Recording`] keeps: room for the identification line
+/// and the 20 lines of at most 255 bytes that russh lets come before it (RFC 4253 §4.2).
+const PEER_BYTES_KEPT: usize = 8192;
+
+/// How many characters of the peer's first bytes (escaped) a message shows.
+const PEER_BYTES_SHOWN: usize = 80;
+
+/// A stream that keeps a copy of the first bytes read from it (up to [`PEER_BYTES_KEPT`], and
+/// only until an SSH identification line has arrived), so that a handshake that fails before
+/// the key exchange can say what the peer sent. Writes pass through untouched.
+struct Recording<S> {
+    inner: S,
+    seen: Arc<Mutex<Vec<u8>>>,
+    /// Set once nothing more needs keeping; reads then cost nothing extra.
+    done: bool,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Recording<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let res = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if !this.done
+            && let Poll::Ready(Ok(())) = res
+        {
+            let new = &buf.filled()[before..];
+            let mut seen = this.seen.lock().expect("seen lock");
+            let room = PEER_BYTES_KEPT.saturating_sub(seen.len());
+            seen.extend_from_slice(&new[..new.len().min(room)]);
+            this.done = seen.len() >= PEER_BYTES_KEPT || peer_start(&seen) == PeerStart::Ssh;
+        }
+        res
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Recording<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// What a peer's first bytes say about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PeerStart {
+    /// Nothing arrived.
+    Nothing,
+    /// An SSH-2 identification line (`SSH-2.0-…` or `SSH-1.99-…`, RFC 4253 §4.2) arrived, or is
+    /// arriving (the last, unfinished line starts like one).
+    Ssh,
+    /// An identification line of SSH protocol 1 only (`SSH-1.5-…`).
+    Ssh1,
+    /// Bytes that are no SSH identification.
+    Other,
+}
+
+/// Classifies `seen`, the first bytes a peer sent (lines before the identification line are
+/// allowed, as RFC 4253 allows them).
+fn peer_start(seen: &[u8]) -> PeerStart {
+    if seen.is_empty() {
+        return PeerStart::Nothing;
+    }
+    const IDS: [&[u8]; 2] = [b"SSH-2.0-", b"SSH-1.99-"];
+    let mut ssh1 = false;
+    for line in seen.split_inclusive(|&b| b == b'\n') {
+        let complete = line.ends_with(b"\n");
+        if IDS.iter().any(|id| line.starts_with(id)) {
+            return PeerStart::Ssh;
+        }
+        if !complete && IDS.iter().any(|id| id.starts_with(line)) {
+            return PeerStart::Ssh;
+        }
+        ssh1 |= complete && line.starts_with(b"SSH-1.");
+    }
+    if ssh1 {
+        PeerStart::Ssh1
+    } else {
+        PeerStart::Other
+    }
+}
+
+/// The first bytes of `bytes`, quoted, with everything but printable ASCII escaped (`\r`,
+/// `\n`, `\t`, `\\`, `\"`, `\xNN`: no control character or escape sequence survives, and
+/// bytes that are not UTF-8 show as what they are), at most `max` characters between the quotes;
+/// `…` after the closing quote when cut.
+fn escaped_start(bytes: &[u8], max: usize) -> String {
+    let mut out = String::from("\"");
+    let mut shown = 0;
+    for &b in bytes {
+        let e = match b {
+            b'\r' => "\\r".to_string(),
+            b'\n' => "\\n".to_string(),
+            b'\t' => "\\t".to_string(),
+            b'\\' => "\\\\".to_string(),
+            b'"' => "\\\"".to_string(),
+            0x20..=0x7e => char::from(b).to_string(),
+            _ => format!("\\x{b:02x}"),
+        };
+        if shown + e.len() > max {
+            out.push_str("\"…");
+            return out;
+        }
+        shown += e.len();
+        out.push_str(&e);
+    }
+    out.push('"');
+    out
+}
+
+/// Why a handshake that failed with `e` failed, given `seen`, the first bytes the peer sent:
+/// `ssh-protocol-error` when the peer sent something that is no SSH-2 identification, or closed
+/// the connection without sending anything; otherwise `ssh-refused` with russh's error.
+fn handshake_failure(target: &str, e: &russh::Error, seen: &[u8]) -> Unreachable {
+    let closed = match e {
+        russh::Error::Disconnect => true,
+        russh::Error::IO(io) => matches!(
+            io.kind(),
+            std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe
+                | std::io::ErrorKind::UnexpectedEof
+        ),
+        _ => false,
+    };
+    match peer_start(seen) {
+        PeerStart::Nothing if closed => Unreachable::new(
+            Code::SshProtocolError,
+            format!(
+                "{target} closed the connection without sending an SSH identification line: not an SSH server, or an sshd turning connections away (MaxStartups, tcp wrappers)"
+            ),
+        ),
+        PeerStart::Ssh | PeerStart::Nothing => Unreachable::new(
+            Code::SshRefused,
+            format!("SSH handshake with {target}: {e}"),
+        ),
+        PeerStart::Ssh1 => Unreachable::new(
+            Code::SshProtocolError,
+            format!(
+                "{target} is not an SSH-2 server (SSH protocol 1 only): it sent {}",
+                escaped_start(seen, PEER_BYTES_SHOWN)
+            ),
+        ),
+        PeerStart::Other => not_ssh(target, seen),
+    }
+}
+
+fn not_ssh(target: &str, seen: &[u8]) -> Unreachable {
+    Unreachable::new(
+        Code::SshProtocolError,
+        format!(
+            "{target} is not an SSH server: it sent {}",
+            escaped_start(seen, PEER_BYTES_SHOWN)
+        ),
+    )
+}
+
+/// Resolves `host` (a name or an address literal) and opens a TCP connection to the first
+/// address that answers, all within `limit`. Errors: `ssh-resolve-failed` when the name does not
+/// resolve (or the resolver does not answer in time), `ssh-timeout` when no address answers in
+/// time (or the host or network is unreachable), `ssh-refused` otherwise (connection refused).
+async fn open_tcp(host: &str, port: u16, limit: Duration) -> Result<TcpStream, Unreachable> {
+    let target = format!("{host}:{port}");
+    let deadline = tokio::time::Instant::now() + limit;
+    let secs = limit.as_secs();
+    let addrs: Vec<SocketAddr> =
+        match tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await {
+            Err(_) => {
+                return Err(Unreachable::new(
+                    Code::SshResolveFailed,
+                    format!("cannot resolve {host}: no answer from the resolver within {secs} s"),
+                ));
+            }
+            Ok(Err(e)) => {
+                return Err(Unreachable::new(
+                    Code::SshResolveFailed,
+                    format!("cannot resolve {host}: {e}"),
+                ));
+            }
+            Ok(Ok(a)) => a.collect(),
+        };
+    let mut last = None;
+    for addr in &addrs {
+        match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
+            Err(_) => break,
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = Some(e),
+        }
+    }
+    let Some(e) = last.filter(|_| tokio::time::Instant::now() < deadline) else {
+        if addrs.is_empty() {
+            return Err(Unreachable::new(
+                Code::SshResolveFailed,
+                format!("cannot resolve {host}: the name has no addresses"),
+            ));
+        }
+        return Err(Unreachable::new(
+            Code::SshTimeout,
+            format!("connect to {target}: no answer within {secs} s"),
+        ));
+    };
+    use std::io::ErrorKind as K;
+    let code = match e.kind() {
+        K::TimedOut | K::HostUnreachable | K::NetworkUnreachable => Code::SshTimeout,
+        _ => Code::SshRefused,
+    };
+    Err(Unreachable::new(code, format!("connect to {target}: {e}")))
+}
+
+/// Resolves the node's host name and opens a TCP connection (both within `connect_timeout`),
+/// checks the host key, and logs in (the handshake and login within `auth_timeout`).
+///
+/// Errors, as [`Unreachable`]: `ssh-resolve-failed` (the name does not resolve), `ssh-timeout`
+/// (no TCP answer, or the handshake and login did not finish), `ssh-refused` (connection
+/// refused, or the SSH handshake failed), `ssh-protocol-error` (the peer sent something that is
+/// no SSH-2 identification line, shown escaped, or closed without sending anything),
+/// `host-key-mismatch` / `host-key-unknown` (see [`Handler`]), `ssh-auth-failed`.
 pub async fn connect(
     node: &Node,
     ssh: &SshSettings,
     keys: Arc<HostKeys>,
 ) -> Result<Session, Unreachable> {
-    let addr = (node.host.as_str(), node.port);
     let target = format!("{}:{}", node.host, node.port);
-    let tcp = match tokio::time::timeout(ssh.connect_timeout, TcpStream::connect(addr)).await {
-        Err(_) => {
-            return Err(Unreachable::new(
-                Code::SshTimeout,
-                format!(
-                    "connect to {target}: no answer within {} s",
-                    ssh.connect_timeout.as_secs()
-                ),
-            ));
-        }
-        Ok(Err(e)) => {
-            use std::io::ErrorKind as K;
-            let code = match e.kind() {
-                K::TimedOut | K::HostUnreachable | K::NetworkUnreachable => Code::SshTimeout,
-                _ => Code::SshRefused,
-            };
-            let msg = if e.to_string().contains("lookup address") {
-                format!("cannot resolve {}: {e}", node.host)
-            } else {
-                format!("connect to {target}: {e}")
-            };
-            return Err(Unreachable::new(code, msg));
-        }
-        Ok(Ok(s)) => s,
-    };
+    let tcp = open_tcp(&node.host, node.port, ssh.connect_timeout).await?;
     let _ = tcp.set_nodelay(true);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let stream = Recording {
+        inner: tcp,
+        seen: seen.clone(),
+        done: false,
+    };
     let refused = Arc::new(Mutex::new(None));
+    let with_certificates = keys
+        .db
+        .lock()
+        .expect("known_hosts lock")
+        .has_cert_authority(&node.host, node.port);
     let handler = Handler {
         host: node.host.clone(),
         port: node.port,
         keys,
         refused: refused.clone(),
     };
-    let config = Arc::new(client_config(ssh));
+    let config = Arc::new(client_config(ssh, with_certificates));
     let handshake = async {
-        let mut h = client::connect_stream(config, tcp, handler)
+        let mut h = client::connect_stream(config, stream, handler)
             .await
             .map_err(|e| {
                 refused
@@ -418,23 +688,27 @@ pub async fn connect(
                     .expect("refused lock")
                     .take()
                     .unwrap_or_else(|| {
-                        Unreachable::new(
-                            Code::SshRefused,
-                            format!("SSH handshake with {target}: {e}"),
-                        )
+                        handshake_failure(&target, &e, &seen.lock().expect("seen lock"))
                     })
             })?;
         authenticate(&mut h, node).await?;
         Ok::<_, Unreachable>(h)
     };
     match tokio::time::timeout(ssh.auth_timeout, handshake).await {
-        Err(_) => Err(Unreachable::new(
-            Code::SshTimeout,
-            format!(
-                "{target} accepted the TCP connection but the SSH handshake and login did not finish within {} s",
-                ssh.auth_timeout.as_secs()
-            ),
-        )),
+        Err(_) => {
+            let seen = seen.lock().expect("seen lock");
+            match peer_start(&seen) {
+                // Something that is not SSH, then silence.
+                PeerStart::Other | PeerStart::Ssh1 => Err(not_ssh(&target, &seen)),
+                PeerStart::Nothing | PeerStart::Ssh => Err(Unreachable::new(
+                    Code::SshTimeout,
+                    format!(
+                        "{target} accepted the TCP connection but the SSH handshake and login did not finish within {} s",
+                        ssh.auth_timeout.as_secs()
+                    ),
+                )),
+            }
+        }
         Ok(r) => r.map(|handle| Session { handle, target }),
     }
 }
@@ -560,4 +834,54 @@ pub async fn run_ssh(
         end: out.end,
         duration: start.elapsed(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_starts_are_told_apart() {
+        assert_eq!(peer_start(b""), PeerStart::Nothing);
+        assert_eq!(peer_start(b"SSH-2.0-OpenSSH_9.6\r\n"), PeerStart::Ssh);
+        assert_eq!(peer_start(b"SSH-1.99-Cisco\r\n"), PeerStart::Ssh);
+        // Lines before the identification line are allowed (RFC 4253 4.2).
+        assert_eq!(peer_start(b"hello\r\nSSH-2.0-x\r\n"), PeerStart::Ssh);
+        // Still arriving.
+        assert_eq!(peer_start(b"SSH-2."), PeerStart::Ssh);
+        assert_eq!(peer_start(b"SSH-1.5-old\n"), PeerStart::Ssh1);
+        assert_eq!(
+            peer_start(b"HTTP/1.1 400 Bad Request\r\n"),
+            PeerStart::Other
+        );
+        assert_eq!(peer_start(b"\x1b[2J"), PeerStart::Other);
+    }
+
+    #[test]
+    fn peer_bytes_are_escaped_and_capped() {
+        assert_eq!(
+            escaped_start(b"\x1b]0;x\x07 \"q\" \\ \xff\r\n\t", 80),
+            r#""\x1b]0;x\x07 \"q\" \\ \xff\r\n\t""#
+        );
+        assert_eq!(escaped_start(b"abcdef", 4), "\"abcd\"…");
+        // An escape is never cut in half.
+        assert_eq!(escaped_start(b"abc\x1b", 5), "\"abc\"…");
+        let got = handshake_failure("h:22", &russh::Error::Disconnect, b"HTTP/1.1 400\r\n");
+        assert_eq!(got.code, Code::SshProtocolError);
+        assert_eq!(
+            got.message,
+            r#"h:22 is not an SSH server: it sent "HTTP/1.1 400\r\n""#
+        );
+        let got = handshake_failure("h:22", &russh::Error::Disconnect, b"");
+        assert_eq!(got.code, Code::SshProtocolError);
+        // After an SSH identification line, a failure is the handshake's.
+        let got = handshake_failure("h:22", &russh::Error::Kex, b"SSH-2.0-x\r\n");
+        assert_eq!(
+            (got.code, got.message.as_str()),
+            (
+                Code::SshRefused,
+                "SSH handshake with h:22: Key exchange failed"
+            )
+        );
+    }
 }
