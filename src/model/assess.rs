@@ -799,6 +799,12 @@ mod tests {
                 ("file", "/proc/modules", "absent", ""),
                 ("file", "/proc/driver/nvidia/version", "absent", ""),
                 ("dir", "/sys/bus/pci/devices", "ok", "0000:00:01.0\n"),
+                (
+                    "file",
+                    "/sys/bus/pci/devices/0000:00:01.0/vendor",
+                    "ok",
+                    "0x8086\n",
+                ),
                 ("dir", "/etc/modprobe.d", "absent", ""),
                 ("dir", "/etc/modules-load.d", "absent", ""),
                 ("file", "/proc/sys/kernel/tainted", "ok", "0\n"),
