@@ -250,9 +250,13 @@ pub struct SnapshotArgs {
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<Format>,
 
-    /// Exit 0 only when every node is ready, 1 when any is not, 2 when any is unreachable
+    /// Exit 0 only when every node is ready, 1 when any is not, 2 when any is unreachable or unknown
     #[arg(long)]
     pub check: bool,
+
+    /// With --check: count no-driver nodes as passing (a fleet with CPU nodes)
+    #[arg(long, requires = "check")]
+    pub allow_no_driver: bool,
 }
 
 #[derive(Debug, Args, Default)]
@@ -527,7 +531,10 @@ fn snapshot_cmd(
     };
     let doc = Snapshot::new(now_rfc3339(), nodes);
     sink.finish(&doc)?;
-    Ok(snapshot::exit_code(&doc.nodes, args.check))
+    let check = args.check.then_some(snapshot::Check {
+        allow_no_driver: args.allow_no_driver,
+    });
+    Ok(snapshot::exit_code(&doc.nodes, check))
 }
 
 fn local_root(args: &ScanArgs) -> anyhow::Result<PathBuf> {

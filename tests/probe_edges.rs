@@ -334,6 +334,18 @@ fn check_exit_codes() {
         Some(1)
     );
     assert_eq!(run("cpu-node-no-driver-k6.8", &["--check"]), Some(1));
+    assert_eq!(
+        run("cpu-node-no-driver-k6.8", &["--check", "--allow-no-driver"]),
+        Some(0)
+    );
+    // A node whose verdict rests on an unknown fact: 2, like an unreachable one.
+    let (_t, node) = scratch("h200-open-580-k6.18-real");
+    std::fs::create_dir_all(node.join("root/etc/modprobe.d/x.conf")).unwrap();
+    let out = gpufleet(&node, &default_path(&node), &["--format", "json", "--check"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["nodes"][0]["status"], "unknown");
+    assert_eq!(doc["summary"]["unknown"], 1);
+    assert_eq!(out.status.code(), Some(2));
     assert_eq!(run("a100-proprietary-535-k5.15-peermem", &[]), Some(0));
     let out = gpufleet(Path::new("/nonexistent"), "/usr/bin:/bin", &[]);
     assert_eq!(out.status.code(), Some(2));

@@ -307,19 +307,29 @@ impl Sink for TableSink<'_> {
     }
 }
 
-/// Exit code of `gpufleet snapshot`: 0 once the snapshot is produced; with `check`
-/// (for CI gates), 0 when every node is `ready`, 1 when any is not, 2 when any is `unreachable`
-/// or `unknown` (domain.md "Snapshot JSON": exit codes).
-pub fn exit_code(nodes: &[NodeReport], check: bool) -> u8 {
-    if !check {
+/// What `--check` lets pass.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Check {
+    /// `--allow-no-driver`: `no-driver` nodes pass too (a fleet with CPU nodes).
+    pub allow_no_driver: bool,
+}
+
+/// Exit code of `gpufleet snapshot`: 0 once the snapshot is produced; with `check` (for CI
+/// gates), 0 when every node is `ready` (or `no-driver` with `allow_no_driver`), 1 when any is
+/// not, 2 when any is `unreachable` or `unknown` (docs/domain.md, "Snapshot JSON": exit codes).
+pub fn exit_code(nodes: &[NodeReport], check: Option<Check>) -> u8 {
+    let Some(check) = check else {
         return 0;
-    }
+    };
+    let passes = |s: NodeStatus| {
+        s == NodeStatus::Ready || check.allow_no_driver && s == NodeStatus::NoDriver
+    };
     if nodes
         .iter()
         .any(|n| matches!(n.status, NodeStatus::Unreachable | NodeStatus::Unknown))
     {
         2
-    } else if nodes.iter().all(|n| n.status == NodeStatus::Ready) {
+    } else if nodes.iter().all(|n| passes(n.status)) {
         0
     } else {
         1
