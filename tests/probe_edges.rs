@@ -341,7 +341,11 @@ fn check_exit_codes() {
     // A node whose verdict rests on an unknown fact: 2, like an unreachable one.
     let (_t, node) = scratch("h200-open-580-k6.18-real");
     std::fs::create_dir_all(node.join("root/etc/modprobe.d/x.conf")).unwrap();
-    let out = gpufleet(&node, &default_path(&node), &["--format", "json", "--check"]);
+    let out = gpufleet(
+        &node,
+        &default_path(&node),
+        &["--format", "json", "--check"],
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["nodes"][0]["status"], "unknown");
     assert_eq!(doc["summary"]["unknown"], 1);

@@ -400,7 +400,7 @@ fn quitting_the_tui_kills_a_local_probe_at_once() {
     let holding = || processes_with(&marker, &["environ"]);
     let before = holding();
     assert!(
-        before.iter().any(|(_, c)| c.contains("nvidia-smi")),
+        before.iter().any(|(_, c)| c.starts_with("sleep 300")),
         "the probe is not in nvidia-smi yet: {before:?}\n{}",
         tmux.screen()
     );
@@ -412,4 +412,43 @@ fn quitting_the_tui_kills_a_local_probe_at_once() {
         left = holding();
     }
     assert!(left.is_empty(), "left behind after q: {left:?}");
+}
+
+#[test]
+fn sigterm_and_sighup_kill_a_local_probe_at_once() {
+    for sig in ["TERM", "HUP", "INT"] {
+        let (t, node) = hang_node();
+        let path = default_path(&node);
+        let mut child = snapshot_cmd(
+            &node,
+            &path,
+            &["--deadline", "120", "--nvidia-smi-timeout", "100"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+        let marker = t.path().as_os_str().as_encoded_bytes().to_vec();
+        let start = Instant::now();
+        // The replayed nvidia-smi's `sleep 300` (found by its environment's PATH).
+        while !processes_with(&marker, &["environ"])
+            .iter()
+            .any(|(_, c)| c.starts_with("sleep 300"))
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{sig}: no nvidia-smi"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let st = Command::new("kill")
+            .args([&format!("-{sig}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let code = child.wait().unwrap().code();
+        assert_eq!(code, Some(130), "{sig}");
+        let left = processes_with(&marker, &["cmdline", "environ"]);
+        assert!(left.is_empty(), "{sig}: left behind: {left:?}");
+    }
 }
