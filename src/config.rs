@@ -211,6 +211,8 @@ pub struct ProbeConfig {
     pub nvidia_smi_timeout: u64,
     /// Deadline for the whole probe of one node (60).
     pub deadline: u64,
+    /// Kernel log lines kept, the last ones (200; docs/domain.md "kernel log").
+    pub kernel_log_lines: u64,
 }
 
 impl Default for ProbeConfig {
@@ -219,6 +221,7 @@ impl Default for ProbeConfig {
         ProbeConfig {
             nvidia_smi_timeout: p.nvidia_smi_timeout_secs,
             deadline: p.deadline.as_secs(),
+            kernel_log_lines: p.kernel_log_lines,
         }
     }
 }
@@ -227,6 +230,8 @@ impl Default for ProbeConfig {
 pub const MAX_SECS: u64 = 86_400;
 /// Largest accepted number of nodes probed at once.
 pub const MAX_CONCURRENCY: u64 = 10_000;
+/// Most kernel log lines a probe may keep (each node's output is capped at 1 MiB anyway).
+pub const MAX_KERNEL_LOG_LINES: u64 = 5_000;
 
 /// A config error, already formatted as `file:line:column: message`.
 #[derive(Debug, thiserror::Error)]
@@ -323,7 +328,15 @@ impl Config {
             ("ssh", "auth_timeout", s.auth_timeout),
             ("ssh", "keepalive", s.keepalive),
         ];
-        let counts = [("ssh", "concurrency", s.concurrency as u64, MAX_CONCURRENCY)];
+        let counts = [
+            ("ssh", "concurrency", s.concurrency as u64, MAX_CONCURRENCY),
+            (
+                "probe",
+                "kernel_log_lines",
+                cfg.probe.kernel_log_lines,
+                MAX_KERNEL_LOG_LINES,
+            ),
+        ];
         for (table, key, v, max) in secs
             .iter()
             .map(|(t, k, v)| (*t, *k, *v, MAX_SECS))
@@ -426,6 +439,7 @@ impl Config {
         ProbeSettings {
             nvidia_smi_timeout_secs: self.probe.nvidia_smi_timeout,
             deadline: Duration::from_secs(self.probe.deadline),
+            kernel_log_lines: self.probe.kernel_log_lines,
             ..ProbeSettings::default()
         }
     }

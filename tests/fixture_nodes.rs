@@ -22,9 +22,9 @@ fn shared() -> PathBuf {
 }
 
 fn fixture_nodes() -> Vec<PathBuf> {
-    let v = support::fixture_nodes();
+    let v = support::all_fixture_nodes();
     assert!(
-        v.len() >= 8,
+        v.len() >= 16,
         "expected at least 8 fixtures in {}",
         support::fixtures_dir().display()
     );

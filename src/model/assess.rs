@@ -130,6 +130,13 @@ reason_codes! {
     GpuWithoutDriver = "gpu-without-driver", Error, Some(S::Attention);
     GpuRequiresOpen = "gpu-requires-open", Error, Some(S::Attention);
     ModuleFlavorUnknown = "module-flavor-unknown", Error, Some(S::Attention);
+    GpuFallenOffBus = "gpu-fallen-off-bus", Error, Some(S::Attention);
+    PeermemLoadFailed = "peermem-load-failed", Error, Some(S::Attention);
+    NextBootWithoutDriver = "next-boot-without-driver", Error, Some(S::Attention);
+    GspFirmwareMissing = "gsp-firmware-missing", Error, Some(S::Attention);
+    OpenGpuOptInMissing = "open-gpu-opt-in-missing", Error, Some(S::Attention);
+    OpenGpuUnsupported = "open-gpu-unsupported", Error, Some(S::Attention);
+    ModuleSignatureRejected = "module-signature-rejected", Error, Some(S::Attention);
     GpuPreTuring = "gpu-pre-turing", Error, Some(S::Blocked);
     KernelBelowDmabufMinimum = "kernel-below-dmabuf-minimum", Error, Some(S::Blocked);
     DmabufKernelMissing = "dmabuf-kernel-missing", Error, Some(S::Blocked);
@@ -142,6 +149,15 @@ reason_codes! {
     KernelBelowGuideline = "kernel-below-guideline", Warn, None;
     ProprietaryTaintSticky = "proprietary-taint-sticky", Warn, None;
     DmabufKernelUnknown = "dmabuf-kernel-unknown", Warn, None;
+    NextBootWithoutPeermem = "next-boot-without-peermem", Warn, None;
+    PeermemNotRegistered = "peermem-not-registered", Warn, None;
+    XidEvents = "xid-events", Warn, None;
+    ModuleParamNotApplied = "module-param-not-applied", Warn, None;
+    RdmaUserspaceLacksDmabuf = "rdma-userspace-lacks-dmabuf", Warn, None;
+    NoRdmaDevice = "no-rdma-device", Info, None;
+    ModuleParamIgnored = "module-param-ignored", Info, None;
+    GpuOperatorManaged = "gpu-operator-managed", Info, None;
+    RebootPending = "reboot-pending", Info, None;
     FactUnknown = "fact-unknown", Info, None;
 }
 
@@ -473,6 +489,7 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
 
     // blocked.
     let (dma_buf, basis, dma_ev) = dma_buf_support(f, t);
+    let rdma = rdma_applies(f);
     let open_caps: Vec<Option<bool>> = f.gpus.iter().map(|g| open_capable(g, t)).collect();
     if nvidia_node {
         let old: Vec<(MajorMinor, &Gpu)> = f
@@ -495,6 +512,13 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
                 old.iter().map(|(_, g)| g.evidence.clone()).collect(),
             ));
         }
+        // The kernel's DMA-BUF support matters where GPUDirect RDMA applies (an RDMA device,
+        // or nvidia-peermem in use); where it does not, or cannot be told, it blocks nothing.
+        let basis = if rdma == Some(true) {
+            basis
+        } else {
+            DmaBufBasis::Kallsyms
+        };
         match basis {
             DmaBufBasis::BelowMinimum => r.push(Reason::new(
                 Code::KernelBelowDmabufMinimum,
@@ -551,6 +575,15 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
             driver_ev.clone(),
         ));
     }
+
+    if nvidia_node && rdma == Some(false) {
+        r.push(Reason::new(
+            Code::NoRdmaDevice,
+            "no RDMA device (/sys/class/infiniband is empty) and no nvidia-peermem: GPUDirect RDMA does not apply, and the kernel's DMA-BUF support does not block the move to open modules",
+            vec![Evidence::new("/sys/class/infiniband", "(no entries)")],
+        ));
+    }
+    super::diagnose::rules(f, t, &mut r);
 
     // advisories.
     if nvidia_node {
@@ -706,7 +739,7 @@ mod tests {
     const B: &str = "gpufleet-test";
 
     /// What a complete probe of a bare machine prints, overridden by `parts`.
-    const BARE: [(&str, &str, &str, &str); 22] = [
+    const BARE: &[(&str, &str, &str, &str)] = &[
         ("file", "/proc/sys/kernel/tainted", "ok", "0\n"),
         ("file", "/etc/os-release", "absent", ""),
         ("file", "/proc/driver/nvidia/version", "absent", ""),
@@ -726,6 +759,44 @@ mod tests {
         ("dir", "/lib/modules-load.d", "absent", ""),
         ("dir", "/lib/modprobe.d", "absent", ""),
         ("dir", "/sys/class/infiniband", "absent", ""),
+        ("dir", "/lib/modules", "absent", ""),
+        ("dir", "/boot", "absent", ""),
+        ("link", "/boot/vmlinuz", "absent", ""),
+        ("link", "/vmlinuz", "absent", ""),
+        ("file", "/boot/grub2/grubenv", "absent", ""),
+        ("file", "/run/reboot-required", "absent", ""),
+        ("file", "/proc/driver/nvidia/params", "absent", ""),
+        (
+            "file",
+            "/sys/kernel/mm/memory_peers/nv_mem/version",
+            "absent",
+            "",
+        ),
+        (
+            "file",
+            "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+            "absent",
+            "",
+        ),
+        ("dir", "/run/nvidia/driver", "absent", ""),
+        ("count", "/usr/lib64/libibverbs.so.1", "absent", ""),
+        (
+            "count",
+            "/usr/lib/x86_64-linux-gnu/libibverbs.so.1",
+            "absent",
+            "",
+        ),
+        (
+            "count",
+            "/usr/lib/aarch64-linux-gnu/libibverbs.so.1",
+            "absent",
+            "",
+        ),
+        ("count", "/usr/lib/libibverbs.so.1", "absent", ""),
+        ("dir", "/sys/firmware/efi", "absent", ""),
+        ("file", "/sys/kernel/security/lockdown", "absent", ""),
+        ("file", "/proc/cmdline", "ok", "ro quiet\n"),
+        ("cmd", "dmesg", "ok", ""),
         ("grep", "/proc/kallsyms", "ok", ""),
         ("grep", "/proc/config.gz", "absent", ""),
         (
@@ -740,9 +811,10 @@ mod tests {
     fn probe(parts: &[(&str, &str, &str, &str)]) -> Facts {
         let mut raw = format!("{B} meta probe\nprotocol 1\n\n{B} end ok\n");
         let given = |k: &str, n: &str| {
-            parts
-                .iter()
-                .any(|(pk, pn, ..)| *pk == k && (*pn == n || k == "cmd"))
+            parts.iter().any(|(pk, pn, ..)| {
+                let tool = |c: &str| c.split_whitespace().next().unwrap_or("").to_string();
+                *pk == k && (*pn == n || k == "cmd" && tool(pn) == tool(n))
+            })
         };
         let defaults = BARE.iter().filter(|(k, n, ..)| !given(k, n));
         for (kind, name, status, body) in parts.iter().chain(defaults) {
@@ -938,7 +1010,10 @@ mod tests {
         );
         let a = assess(&f, &Thresholds::default());
         assert_eq!(a.status, NodeStatus::Ready);
-        assert_eq!(codes(&a), vec!["proprietary-taint-sticky"]);
+        assert_eq!(
+            codes(&a),
+            vec!["proprietary-taint-sticky", "no-rdma-device"]
+        );
     }
 
     #[test]
@@ -951,26 +1026,35 @@ mod tests {
         assert!(codes(&a).contains(&"kernel-below-guideline"));
     }
 
+    const IB: (&str, &str, &str, &str) = ("dir", "/sys/class/infiniband", "ok", "mlx5_0\n");
+
     #[test]
-    fn dmabuf_unknown_is_an_advisory_and_missing_config_blocks() {
-        let f = with_release(
-            "6.8.0",
-            &[
-                OPEN,
-                ("grep", "/proc/kallsyms", "ok", ""),
-                ("grep", "/boot/config-6.8.0", "absent", ""),
-            ],
-        );
+    fn dmabuf_unknown_where_rdma_applies_is_unknown_and_missing_config_blocks() {
+        let parts = [
+            OPEN,
+            IB,
+            ("grep", "/proc/kallsyms", "ok", ""),
+            ("grep", "/boot/config-6.8.0", "absent", ""),
+        ];
+        let f = with_release("6.8.0", &parts);
         let a = assess(&f, &Thresholds::default());
         assert_eq!(a.dma_buf, None);
-        assert_eq!(a.status, NodeStatus::Ready);
+        assert_eq!(a.status, NodeStatus::Unknown);
         assert!(codes(&a).contains(&"dmabuf-kernel-unknown"));
+        assert!(codes(&a).contains(&"verdict-incomplete"));
+        // Without an RDMA device the same node is ready: DMA-BUF support does not matter there.
+        let f = with_release("6.8.0", &parts[..1]);
+        let a = assess(&f, &Thresholds::default());
+        assert_eq!(a.status, NodeStatus::Ready);
+        assert!(!codes(&a).contains(&"dmabuf-kernel-unknown"));
+        assert!(codes(&a).contains(&"no-rdma-device"));
 
         let cfg = "CONFIG_DMA_SHARED_BUFFER=y\n# CONFIG_INFINIBAND_USER_MEM is not set\n";
         let f = with_release(
             "6.8.0",
             &[
                 OPEN,
+                IB,
                 ("grep", "/proc/kallsyms", "ok", ""),
                 ("grep", "/boot/config-6.8.0", "ok", cfg),
             ],
@@ -999,7 +1083,7 @@ mod tests {
         };
         assert!(codes(&assess(&f, &Thresholds::default())).contains(&"kernel-below-guideline"));
         assert!(!codes(&assess(&f, &strict)).contains(&"kernel-below-guideline"));
-        let f = with_release("5.15.0", &[OPEN]);
+        let f = with_release("5.15.0", &[OPEN, IB]);
         let higher_min = Thresholds {
             dmabuf_min_kernel: MajorMinor(6, 1),
             ..Thresholds::default()
@@ -1026,11 +1110,20 @@ mod tests {
         for c in Code::ALL {
             assert_eq!(c.as_str().parse::<Code>().unwrap(), *c);
             if c.status() == Some(NodeStatus::Migrate)
-                || c.status().is_none() && !matches!(*c, Code::FactUnknown | Code::ProbeIncomplete)
+                || c.status().is_none()
+                    && !matches!(
+                        *c,
+                        Code::FactUnknown
+                            | Code::ProbeIncomplete
+                            | Code::NoRdmaDevice
+                            | Code::ModuleParamIgnored
+                            | Code::GpuOperatorManaged
+                            | Code::RebootPending
+                    )
             {
                 assert_eq!(c.severity(), Severity::Warn, "{c:?}");
             }
         }
-        assert_eq!(Code::ALL.len(), 28);
+        assert_eq!(Code::ALL.len(), 44);
     }
 }

@@ -9,13 +9,17 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::boot;
 use super::driver::{self, Flavor};
 use super::gpudb;
 use super::kconfig::{self, KernelConfig};
+use super::klog;
 use super::modconf;
 use super::modules::{self, Module};
 use super::os;
+use super::params;
 use super::sections::{Kind, ProbeOutput, Section, Status};
+use super::secureboot;
 use super::smi::{self, SmiFailure, SmiGpu};
 use super::sysfs::{self, PciDevice, ProcGpu};
 
@@ -129,11 +133,93 @@ pub struct Facts {
     /// Entries of /sys/class/infiniband (RDMA devices, RoCE NICs too): `Some(empty)` when the
     /// folder is absent or empty, `None` when it could not be read.
     pub rdma_devices: Option<Vec<String>>,
+    /// Schema-2 facts: the next boot, firmware, parameters, RDMA userspace, signatures, the
+    /// kernel log, the GPU Operator (docs/domain.md, facts table).
+    pub v2: V2Facts,
     /// Whether the probe ran to its end (its trailer section, `meta complete`, arrived).
     pub complete: bool,
     /// Why the probe did not finish, when its trailer is missing.
     pub incomplete: Option<Incomplete>,
     pub unknowns: Vec<Unknown>,
+}
+
+/// One installed kernel (docs/domain.md: `/boot/vmlinuz-<k>`, `/lib/modules/<k>/vmlinuz` or
+/// `/lib/modules/<k>/modules.dep` exists) and the NVIDIA module files under its
+/// /lib/modules/<k> (`None` when that walk failed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelInstall {
+    pub release: String,
+    pub nvidia_modules: Option<Vec<String>>,
+}
+
+impl KernelInstall {
+    /// Whether a driver module (`nvidia.ko` or Debian's names) is among its files; `None` unknown.
+    pub fn has(&self, kind: boot::ModuleFile) -> Option<bool> {
+        self.nvidia_modules
+            .as_ref()
+            .map(|m| m.iter().any(|p| boot::module_file(p) == Some(kind)))
+    }
+}
+
+/// A fact with the lines that prove it; `value` `None` = unknown (the reason is in
+/// [`Facts::unknowns`] when it matters) or not applicable.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Proved<T> {
+    pub value: Option<T>,
+    pub evidence: Vec<Evidence>,
+    /// Why the value is unknown, when it is.
+    pub why: Option<String>,
+}
+
+impl<T> Proved<T> {
+    fn known(value: T, evidence: Vec<Evidence>) -> Self {
+        Proved {
+            value: Some(value),
+            evidence,
+            why: None,
+        }
+    }
+    fn unknown(why: impl Into<String>) -> Self {
+        Proved {
+            value: None,
+            evidence: Vec::new(),
+            why: Some(why.into()),
+        }
+    }
+}
+
+/// Schema-2 facts (docs/domain.md, facts table; JSON schema version 2).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct V2Facts {
+    /// Installed kernels with their NVIDIA module files (`Some(empty)`: none installed).
+    pub kernels: Proved<Vec<KernelInstall>>,
+    /// The release the next reboot starts; `heuristic` when only "the highest installed" says so.
+    pub boot_kernel: Proved<String>,
+    pub boot_kernel_heuristic: bool,
+    /// /run/reboot-required exists.
+    pub reboot_pending: Proved<bool>,
+    /// `gsp*.bin` for the loaded driver version in a firmware search folder.
+    pub gsp_files_present: Proved<bool>,
+    /// /proc/driver/nvidia/params (`None` without a loaded module or when unreadable).
+    pub params_in_effect: Proved<BTreeMap<String, String>>,
+    /// `options nvidia NVreg_K=V` of the boot configuration, in reading order, with their file.
+    pub options_configured: Vec<(params::Configured, String)>,
+    /// nv_mem or nv_mem_nc registered with the RDMA stack's peer-memory interface.
+    pub peermem_registered: Proved<bool>,
+    /// `ibv_reg_dmabuf_mr` in the host's libibverbs.so.1 (`None` with no host library).
+    pub libibverbs_dmabuf: Proved<bool>,
+    /// Secure Boot enabled (efivar); `Some(false)` on a BIOS boot.
+    pub secure_boot: Proved<bool>,
+    /// The lockdown mode (`none`, `integrity`, `confidentiality`).
+    pub lockdown: Proved<String>,
+    /// Module signatures enforced: Secure Boot, CONFIG_MODULE_SIG_FORCE=y or module.sig_enforce=1.
+    pub signature_enforced: Proved<bool>,
+    /// The running kernel's host nvidia.ko ends with the signature trailer.
+    pub nvidia_ko_signed: Proved<bool>,
+    /// The kept kernel log messages (`None`: dmesg denied, missing or failed).
+    pub kernel_log: Proved<Vec<klog::Message>>,
+    /// `<root>/run/nvidia/driver` exists: the GPU Operator's driver container manages the driver.
+    pub gpu_operator: Proved<bool>,
 }
 
 /// A probe whose trailer never arrived: after which section it stopped, and why.
@@ -167,6 +253,7 @@ fn why_not(name: &str, s: &Section) -> String {
         Status::Masked => format!("{name}: masked (a symlink to /dev/null)"),
         Status::Same => format!("{name}: the same folder as one read before"),
         Status::Cut(cap) => format!("{name}: longer than the {cap}-byte cap (not trusted)"),
+        Status::NotLink => format!("{name}: not a symlink"),
         Status::Unrecognized(x) => format!("{name}: unrecognized status {x:?}"),
     }
 }
@@ -255,6 +342,7 @@ pub fn collect(out: &ProbeOutput) -> Facts {
     smi_fact(out, &mut f);
     merge_gpus(&mut f);
     rdma_devices(out, &mut f);
+    v2_facts(out, &mut f);
     f
 }
 
@@ -501,6 +589,11 @@ fn peermem_configured(out: &ProbeOutput, f: &mut Facts) {
         );
     }
     for (path, text) in boot_config(out, "modprobe.d", &mut failures) {
+        f.v2.options_configured.extend(
+            params::parse_options(&text)
+                .into_iter()
+                .map(|c| (c, path.clone())),
+        );
         evidence.extend(
             modconf::modprobe(&text)
                 .into_iter()
@@ -799,6 +892,449 @@ pub fn pci_evidence(d: &PciDevice) -> Evidence {
             d.device_id, d.class
         ),
     )
+}
+
+/// Kernels the probe examines under /lib/modules (the probe's own cap).
+const MAX_KERNELS: usize = 32;
+
+fn v2_facts(out: &ProbeOutput, f: &mut Facts) {
+    installed_kernels(out, f);
+    boot_kernel(out, f);
+    f.v2.reboot_pending = exists(out, Kind::File, "/run/reboot-required");
+    gsp_files(out, f);
+    f.v2.params_in_effect = match read(out, Kind::File, "/proc/driver/nvidia/params") {
+        Read::Text(t) => Proved::known(
+            params::parse_in_effect(&t),
+            vec![Evidence::new("/proc/driver/nvidia/params", "(read)")],
+        ),
+        Read::Absent => Proved::default(),
+        Read::Failed(why) => Proved::unknown(why),
+    };
+    f.v2.peermem_registered = {
+        let a = exists(
+            out,
+            Kind::File,
+            "/sys/kernel/mm/memory_peers/nv_mem/version",
+        );
+        let b = exists(
+            out,
+            Kind::File,
+            "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+        );
+        match (a.value, b.value) {
+            (Some(true), _) => a,
+            (_, Some(true)) => b,
+            (Some(false), Some(false)) => Proved::known(false, Vec::new()),
+            _ => Proved::unknown(a.why.or(b.why).unwrap_or_default()),
+        }
+    };
+    libibverbs(out, f);
+    signatures(out, f);
+    f.v2.kernel_log = match read(out, Kind::Cmd, "dmesg") {
+        Read::Text(t) => Proved::known(klog::messages(&t), Vec::new()),
+        Read::Absent => Proved::unknown("dmesg: no answer"),
+        Read::Failed(why) => Proved::unknown(match out.get(Kind::Cmd, "dmesg") {
+            Some(s) if !s.body.is_empty() => {
+                format!("{why}: {}", first_line(&String::from_utf8_lossy(&s.body)))
+            }
+            _ => why,
+        }),
+    };
+    f.v2.gpu_operator = exists(out, Kind::Dir, "/run/nvidia/driver");
+}
+
+/// Whether `name` exists: a section that was read (`true`, with it as evidence), `absent`
+/// (`false`), or unknown.
+fn exists(out: &ProbeOutput, kind: Kind, name: &str) -> Proved<bool> {
+    match read(out, kind, name) {
+        Read::Text(t) => Proved::known(
+            true,
+            vec![Evidence::new(
+                name,
+                first_line(&t).chars().take(120).collect::<String>(),
+            )],
+        ),
+        Read::Absent => Proved::known(false, Vec::new()),
+        Read::Failed(why) => Proved::unknown(why),
+    }
+}
+
+fn listing(t: &str) -> Vec<&str> {
+    t.lines().map(str::trim).filter(|l| !l.is_empty()).collect()
+}
+
+fn installed_kernels(out: &ProbeOutput, f: &mut Facts) {
+    const MODS: &str = "/lib/modules";
+    let names = match read(out, Kind::Dir, MODS) {
+        Read::Absent => {
+            f.v2.kernels = Proved::known(Vec::new(), vec![Evidence::new(MODS, "(absent)")]);
+            return;
+        }
+        Read::Failed(why) => {
+            f.v2.kernels = Proved::unknown(why);
+            return;
+        }
+        Read::Text(t) => listing(&t)
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>(),
+    };
+    let boot_images: Vec<String> = match read(out, Kind::Dir, "/boot") {
+        Read::Text(t) => listing(&t).into_iter().map(str::to_string).collect(),
+        _ => Vec::new(),
+    };
+    let mut kernels = Vec::new();
+    let mut why = Vec::new();
+    if names.len() > MAX_KERNELS {
+        why.push(format!(
+            "{MODS} lists {} kernels; only the first {MAX_KERNELS} are examined",
+            names.len()
+        ));
+    }
+    for k in names.iter().take(MAX_KERNELS) {
+        let folder = format!("{MODS}/{k}");
+        let has_image = boot_images.iter().any(|b| *b == format!("vmlinuz-{k}"));
+        let installed = match read(out, Kind::Dir, &folder) {
+            Read::Text(t) => {
+                has_image
+                    || listing(&t)
+                        .iter()
+                        .any(|e| matches!(*e, "vmlinuz" | "modules.dep"))
+            }
+            Read::Absent => has_image,
+            Read::Failed(w) => {
+                if !has_image {
+                    why.push(w);
+                    continue;
+                }
+                true
+            }
+        };
+        if !installed {
+            continue;
+        }
+        let nvidia_modules = match read(out, Kind::Find, &folder) {
+            Read::Text(t) => Some(
+                listing(&t)
+                    .into_iter()
+                    .filter(|p| boot::module_file(p).is_some())
+                    .map(str::to_string)
+                    .collect(),
+            ),
+            Read::Absent => Some(Vec::new()),
+            Read::Failed(w) => {
+                why.push(w);
+                None
+            }
+        };
+        kernels.push(KernelInstall {
+            release: k.clone(),
+            nvidia_modules,
+        });
+    }
+    kernels.sort_by(|a, b| boot::version_cmp(&a.release, &b.release));
+    f.v2.kernels = Proved {
+        value: Some(kernels),
+        evidence: vec![Evidence::new(MODS, names.join(" "))],
+        why: (!why.is_empty()).then(|| why.join("; ")),
+    };
+}
+
+fn boot_kernel(out: &ProbeOutput, f: &mut Facts) {
+    for name in ["/boot/vmlinuz", "/vmlinuz"] {
+        let s = out.get(Kind::Link, name);
+        if s.is_some_and(|s| s.status == Status::NotLink) {
+            continue;
+        }
+        match read(out, Kind::Link, name) {
+            Read::Text(t) => {
+                let target = first_line(&t).to_string();
+                let ev = vec![Evidence::new(name, format!("-> {target}"))];
+                f.v2.boot_kernel = match boot::release_of_image(&target) {
+                    Some(rel) => Proved::known(rel, ev),
+                    None => Proved {
+                        value: None,
+                        evidence: ev,
+                        why: Some(format!("{name} -> {target:?} names no kernel release")),
+                    },
+                };
+                return;
+            }
+            Read::Absent => {}
+            Read::Failed(why) => {
+                f.v2.boot_kernel = Proved::unknown(why);
+                return;
+            }
+        }
+    }
+    // BLS (RHEL 8+, Fedora): grubenv's saved_entry names a loader entry with a `linux` line.
+    const ENV: &str = "/boot/grub2/grubenv";
+    match read(out, Kind::File, ENV) {
+        Read::Text(env) => {
+            if let Some(id) = boot::grubenv_saved_entry(&env) {
+                let entry = format!("/boot/loader/entries/{id}.conf");
+                match read(out, Kind::File, &entry) {
+                    Read::Text(t) => {
+                        if let Some((img, line)) = boot::bls_linux(&t)
+                            && let Some(rel) = boot::release_of_image(&img)
+                        {
+                            f.v2.boot_kernel = Proved::known(
+                                rel,
+                                vec![
+                                    Evidence::new(ENV, format!("saved_entry={id}")),
+                                    Evidence::new(entry, line),
+                                ],
+                            );
+                            return;
+                        }
+                    }
+                    Read::Absent => {}
+                    Read::Failed(why) => {
+                        f.v2.boot_kernel = Proved::unknown(why);
+                        return;
+                    }
+                }
+            }
+        }
+        Read::Absent => {}
+        Read::Failed(why) => {
+            f.v2.boot_kernel = Proved::unknown(why);
+            return;
+        }
+    }
+    // Heuristic: the highest installed release.
+    match &f.v2.kernels.value {
+        Some(k) => {
+            if let Some(top) = k
+                .iter()
+                .map(|k| &k.release)
+                .max_by(|a, b| boot::version_cmp(a, b))
+            {
+                f.v2.boot_kernel = Proved::known(
+                    top.clone(),
+                    vec![Evidence::new(
+                        "/lib/modules",
+                        format!(
+                            "{top} (the highest installed release; no /boot/vmlinuz link or BLS entry says otherwise)"
+                        ),
+                    )],
+                );
+                f.v2.boot_kernel_heuristic = true;
+            }
+        }
+        None => f.v2.boot_kernel = Proved::unknown("the installed kernels are unknown"),
+    }
+}
+
+/// Whether a firmware folder listing holds a GSP image (`gsp.bin`, `gsp_*.bin`, also `.xz`/`.zst`).
+fn is_gsp(name: &str) -> bool {
+    let stem = name
+        .strip_suffix(".xz")
+        .or_else(|| name.strip_suffix(".zst"))
+        .unwrap_or(name);
+    stem.starts_with("gsp") && stem.ends_with(".bin")
+}
+
+fn gsp_files(out: &ProbeOutput, f: &mut Facts) {
+    let Some(version) = f.driver.as_ref().and_then(|d| d.version.clone()) else {
+        return;
+    };
+    let rel = f.kernel_release.clone().unwrap_or_default();
+    let fw_path = match read(
+        out,
+        Kind::File,
+        "/sys/module/firmware_class/parameters/path",
+    ) {
+        Read::Text(t) => Some(first_line(&t).trim().to_string()).filter(|p| p.starts_with('/')),
+        _ => None,
+    };
+    let mut dirs: Vec<String> = fw_path.into_iter().collect();
+    if !rel.is_empty() {
+        dirs.push(format!("/lib/firmware/updates/{rel}"));
+    }
+    dirs.push("/lib/firmware/updates".into());
+    if !rel.is_empty() {
+        dirs.push(format!("/lib/firmware/{rel}"));
+    }
+    dirs.push("/lib/firmware".into());
+    let mut checked = Vec::new();
+    let mut failed = Vec::new();
+    for d in &dirs {
+        let nv = format!("{d}/nvidia");
+        match read(out, Kind::Dir, &nv) {
+            Read::Absent => {
+                checked.push(Evidence::new(nv, "(absent)"));
+                continue;
+            }
+            Read::Failed(w) => {
+                failed.push(w);
+                continue;
+            }
+            Read::Text(t) if !listing(&t).contains(&version.as_str()) => {
+                checked.push(Evidence::new(nv, format!("(no {version}/)")));
+                continue;
+            }
+            Read::Text(_) => {}
+        }
+        let vdir = format!("{nv}/{version}");
+        match read(out, Kind::Dir, &vdir) {
+            Read::Text(t) => {
+                let gsp: Vec<&str> = listing(&t).into_iter().filter(|n| is_gsp(n)).collect();
+                if !gsp.is_empty() {
+                    f.v2.gsp_files_present =
+                        Proved::known(true, vec![Evidence::new(vdir, gsp.join(" "))]);
+                    return;
+                }
+                checked.push(Evidence::new(vdir, "(no gsp*.bin)"));
+            }
+            Read::Absent => checked.push(Evidence::new(vdir, "(absent)")),
+            Read::Failed(w) => failed.push(w),
+        }
+    }
+    f.v2.gsp_files_present = if failed.is_empty() {
+        Proved::known(false, checked)
+    } else {
+        Proved::unknown(failed.join("; "))
+    };
+}
+
+fn libibverbs(out: &ProbeOutput, f: &mut Facts) {
+    for d in [
+        "/usr/lib64",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib",
+    ] {
+        let name = format!("{d}/libibverbs.so.1");
+        match read(out, Kind::Count, &name) {
+            Read::Absent => continue,
+            Read::Failed(why) => {
+                f.v2.libibverbs_dmabuf = Proved::unknown(why);
+                return;
+            }
+            Read::Text(t) => {
+                let n: u64 = first_line(&t).trim().parse().unwrap_or(0);
+                f.v2.libibverbs_dmabuf = Proved::known(
+                    n > 0,
+                    vec![Evidence::new(
+                        name,
+                        if n > 0 {
+                            "ibv_reg_dmabuf_mr (present)".to_string()
+                        } else {
+                            "(no ibv_reg_dmabuf_mr: rdma-core older than 34)".to_string()
+                        },
+                    )],
+                );
+                return;
+            }
+        }
+    }
+}
+
+fn signatures(out: &ProbeOutput, f: &mut Facts) {
+    const EFI: &str = "/sys/firmware/efi";
+    const VAR: &str = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c";
+    f.v2.secure_boot = match read(out, Kind::Dir, EFI) {
+        Read::Absent => Proved::known(false, vec![Evidence::new(EFI, "(absent: BIOS boot)")]),
+        Read::Failed(why) => Proved::unknown(why),
+        Read::Text(_) => match read(out, Kind::Hex, VAR) {
+            Read::Text(t) => match kconfig::decode_od_hex(&t)
+                .ok()
+                .and_then(|b| secureboot::efivar_bool(&b))
+            {
+                Some(on) => Proved::known(on, vec![Evidence::new(VAR, t.trim().to_string())]),
+                None => {
+                    Proved::unknown(format!("{VAR}: not a boolean EFI variable: {:?}", t.trim()))
+                }
+            },
+            Read::Absent => Proved::known(false, vec![Evidence::new(VAR, "(absent)")]),
+            Read::Failed(why) => Proved::unknown(why),
+        },
+    };
+    const LOCKDOWN: &str = "/sys/kernel/security/lockdown";
+    f.v2.lockdown = match read(out, Kind::File, LOCKDOWN) {
+        Read::Text(t) => match secureboot::lockdown_mode(&t) {
+            Some(m) => Proved::known(m, vec![Evidence::new(LOCKDOWN, first_line(&t))]),
+            None => Proved::unknown(format!("{LOCKDOWN}: {:?}", first_line(&t))),
+        },
+        Read::Absent => Proved::unknown(format!(
+            "{LOCKDOWN} is absent (securityfs may not be mounted)"
+        )),
+        Read::Failed(why) => Proved::unknown(why),
+    };
+    // Enforcement: any source that says yes is enough; "no" needs all three.
+    let mut yes = Vec::new();
+    let mut unknown = Vec::new();
+    match f.v2.secure_boot.value {
+        Some(true) => yes.extend(f.v2.secure_boot.evidence.clone()),
+        Some(false) => {}
+        None => unknown.push("Secure Boot"),
+    }
+    match &f.kernel_config {
+        Some((src, cfg)) => {
+            if cfg.value("CONFIG_MODULE_SIG_FORCE") == Some("y") {
+                yes.push(Evidence::new(src.clone(), "CONFIG_MODULE_SIG_FORCE=y"));
+            }
+        }
+        None => unknown.push("the kernel config"),
+    }
+    match read(out, Kind::File, "/proc/cmdline") {
+        Read::Text(t) if secureboot::cmdline_sig_enforce(&t) => {
+            yes.push(Evidence::new("/proc/cmdline", first_line(&t)))
+        }
+        Read::Text(_) => {}
+        _ => unknown.push("/proc/cmdline"),
+    }
+    f.v2.signature_enforced = if !yes.is_empty() {
+        Proved::known(true, yes)
+    } else if unknown.is_empty() {
+        Proved::known(false, Vec::new())
+    } else {
+        Proved::unknown(format!("{} could not be read", unknown.join(", ")))
+    };
+    // The running kernel's host nvidia.ko: its signature trailer.
+    let Some(rel) = f.kernel_release.clone() else {
+        return;
+    };
+    let prefix = format!("/lib/modules/{rel}/");
+    let tail = out.with_prefix(Kind::Tail, &prefix).next();
+    f.v2.nvidia_ko_signed = match tail {
+        Some(s) if s.status == Status::Ok => {
+            let signed = secureboot::signed(&s.body);
+            Proved::known(
+                signed,
+                vec![Evidence::new(
+                    s.name.clone(),
+                    if signed {
+                        "~Module signature appended~".to_string()
+                    } else {
+                        "(no signature trailer)".to_string()
+                    },
+                )],
+            )
+        }
+        Some(s) => Proved::unknown(why_not(&s.name, s)),
+        None => {
+            let compressed =
+                f.v2.kernels
+                    .value
+                    .iter()
+                    .flatten()
+                    .find(|k| k.release == rel)
+                    .and_then(|k| k.nvidia_modules.as_ref())
+                    .is_some_and(|m| {
+                        m.iter().any(|p| {
+                            boot::module_file(p) == Some(boot::ModuleFile::Driver)
+                                && !p.ends_with(".ko")
+                        })
+                    });
+            if compressed {
+                Proved::unknown("the host nvidia.ko is compressed: its signature cannot be read")
+            } else {
+                Proved::default()
+            }
+        }
+    };
 }
 
 #[cfg(test)]

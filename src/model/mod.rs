@@ -2,15 +2,20 @@
 //! Nothing here does I/O; everything is unit-tested on verbatim samples.
 
 pub mod assess;
+pub mod boot;
+pub mod diagnose;
 pub mod driver;
 pub mod facts;
 pub mod gpudb;
 pub mod kconfig;
+pub mod klog;
 pub mod modconf;
 pub mod modules;
 pub mod os;
+pub mod params;
 pub mod report;
 pub mod sections;
+pub mod secureboot;
 pub mod smi;
 pub mod sysfs;
 pub mod text;

@@ -20,6 +20,14 @@ pub enum Kind {
     Hex,
     /// A command's combined stdout and stderr.
     Cmd,
+    /// The target of a symlink, not followed.
+    Link,
+    /// NVIDIA module files under a folder (a bounded `find`), one path per line.
+    Find,
+    /// How many lines of a (binary) file hold a fixed string (`grep -c -F`).
+    Count,
+    /// A file's last bytes (`tail -c`).
+    Tail,
     /// A kind this version of gpufleet does not know.
     Other,
 }
@@ -51,6 +59,8 @@ pub enum Status {
     Same,
     /// Output cut at a cap of this many bytes (a decompressed kernel config): not trusted.
     Cut(u64),
+    /// A link was asked for and a file or folder is there instead.
+    NotLink,
     /// An end line this version does not understand.
     Unrecognized(String),
 }
@@ -148,6 +158,10 @@ impl Kind {
             Kind::Grep => "grep",
             Kind::Hex => "hex",
             Kind::Cmd => "cmd",
+            Kind::Link => "link",
+            Kind::Find => "find",
+            Kind::Count => "count",
+            Kind::Tail => "tail",
             Kind::Other => "other",
         }
     }
@@ -161,6 +175,10 @@ fn parse_kind(word: &str) -> Kind {
         "grep" => Kind::Grep,
         "hex" => Kind::Hex,
         "cmd" => Kind::Cmd,
+        "link" => Kind::Link,
+        "find" => Kind::Find,
+        "count" => Kind::Count,
+        "tail" => Kind::Tail,
         _ => Kind::Other,
     }
 }
@@ -179,6 +197,7 @@ fn parse_status(s: &str) -> Status {
         "not-regular" => Status::NotRegular,
         "masked" => Status::Masked,
         "same" => Status::Same,
+        "not-link" => Status::NotLink,
         "cut" => rest
             .trim()
             .parse::<u64>()

@@ -29,23 +29,20 @@ pub const PROTOCOL: &str = "2";
 pub const COMMAND: &str = "sh -s";
 
 /// What the probe's `sh -s` reads: a header of shell assignments (boundary `B`, root prefix `R`,
-/// nvidia-smi limit `T` and node deadline `D`, both in whole seconds) and then the script.
-/// Plain assignments are not exported: no command the script runs is given them.
-pub fn probe_stdin(
-    boundary: &str,
-    root: &str,
-    smi_timeout_secs: u64,
-    deadline: Duration,
-) -> Vec<u8> {
+/// nvidia-smi limit `T` and node deadline `D`, both in whole seconds, kernel log lines `L`) and
+/// then the script. Plain assignments are not exported: no command the script runs is given
+/// them.
+pub fn probe_stdin(boundary: &str, root: &str, settings: &ProbeSettings) -> Vec<u8> {
     let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
     let root = if root == "/" { "" } else { root };
-    let deadline_secs = deadline.as_millis().div_ceil(1000).max(1);
+    let deadline_secs = settings.deadline.as_millis().div_ceil(1000).max(1);
     let mut out = format!(
-        "B={} R={} T={} D={}\n",
+        "B={} R={} T={} D={} L={}\n",
         quote(boundary),
         quote(root),
-        smi_timeout_secs,
-        deadline_secs
+        settings.nvidia_smi_timeout_secs,
+        deadline_secs,
+        settings.kernel_log_lines
     )
     .into_bytes();
     out.extend_from_slice(SCRIPT.as_bytes());
@@ -66,6 +63,8 @@ pub struct ProbeSettings {
     pub deadline: Duration,
     /// Output cap in bytes.
     pub output_cap: usize,
+    /// Kernel log lines kept (the last matching ones).
+    pub kernel_log_lines: u64,
 }
 
 impl Default for ProbeSettings {
@@ -75,6 +74,7 @@ impl Default for ProbeSettings {
             nvidia_smi_timeout_secs: 10,
             deadline: Duration::from_secs(60),
             output_cap: OUTPUT_CAP,
+            kernel_log_lines: 200,
         }
     }
 }
@@ -129,12 +129,7 @@ pub async fn run_local_cancellable(
     let start = Instant::now();
     let deadline = tokio::time::Instant::now() + settings.deadline;
     let root = settings.root.to_string_lossy();
-    let stdin = probe_stdin(
-        &boundary,
-        &root,
-        settings.nvidia_smi_timeout_secs,
-        settings.deadline,
-    );
+    let stdin = probe_stdin(&boundary, &root, settings);
     let mut child = tokio::process::Command::new("sh")
         .arg("-s")
         .stdin(std::process::Stdio::piped())

@@ -3,13 +3,18 @@
 # (never in any argv or environment on the node, so no other user can read the boundary from
 # /proc/*/cmdline or /proc/*/environ; no command this script runs is given it):
 #   B='<boundary>' R='<root prefix>' T=<nvidia-smi limit, s> D=<node deadline, s>
+#   L=<kernel log lines kept>
 # Output: sections, each framed by the random boundary B that gpufleet generated for this run:
 #   B <kind> <name>\n<body>\nB end <status>\n
 # kinds: meta, file (a file's bytes), dir (ls -1 of a folder), grep (matching lines of a file),
-#        hex (od -An -v -tx1 of a binary file), cmd (a command's stdout and stderr).
+#        hex (od -An -v -tx1 of a binary file), cmd (a command's stdout and stderr),
+#        link (a symlink's target, not followed), find (NVIDIA module files under a folder, one
+#        path per line), count (how many lines of a binary file hold a string), tail (a file's
+#        last bytes).
 # status: ok | absent | denied | error <rc> | rc <rc> (cmd) | timeout | missing-tool <name> |
 #         not-regular (a FIFO, socket or device: never opened) | masked (a symlink to /dev/null) |
-#         same (a folder that resolves to one already read; the body names it)
+#         same (a folder that resolves to one already read; the body names it) |
+#         not-link (a link was asked for and a file or folder is there) | cut <bytes>
 # The last section is the trailer `meta complete`: without it the output is incomplete.
 # Files first, nvidia-smi last. gpufleet enforces the output cap and the per-node deadline; this
 # script bounds itself too: a watchdog kills its whole process group D seconds after it starts.
@@ -19,6 +24,7 @@ case ${B:-} in gpufleet-*) ;; *) echo "gpufleet probe: no boundary on stdin" >&2
 R=${R:-}
 T=${T:-10}
 D=${D:-60}
+L=${L:-200}
 case $R in / | */) R=${R%/} ;; esac
 LC_ALL=C
 export LC_ALL
@@ -156,7 +162,7 @@ limited() {
   return $_rc
 }
 
-CFG='^(# )?CONFIG_(DMA_SHARED_BUFFER|INFINIBAND|INFINIBAND_USER_MEM|PCI_P2PDMA|MODULES)[= ]'
+CFG='^(# )?CONFIG_(DMA_SHARED_BUFFER|INFINIBAND|INFINIBAND_USER_MEM|PCI_P2PDMA|MODULES|MODULE_SIG_FORCE)[= ]'
 # The kernel config is read decompressed up to 4 MiB; a longer one is cut, never "lacks it".
 CFG_CAP=4194304
 HEX_CAP=262144
@@ -271,6 +277,124 @@ if check /proc/config.gz; then
       fi
     fi
   fi
+fi
+
+# link NAME: the target of the symlink NAME (not followed).
+link() {
+  begin link "$1"
+  if ! confine "${1%/*}"; then end denied; return 0; fi
+  _l=$P/${1##*/}
+  if [ -h "$_l" ]; then
+    if have readlink && readlink "$_l" 2>/dev/null; then end ok; else end denied; fi
+  elif [ -e "$_l" ]; then end not-link
+  else end absent
+  fi
+}
+
+# Installed kernels, their NVIDIA driver module files, and the kernel the next boot starts.
+# Module files: a walk of at most 6 levels under /lib/modules/<k> (no -maxdepth: not POSIX),
+# 32 files at most, symlinks not followed; 32 kernels at most.
+dir /lib/modules
+dir /boot
+MODS=
+entries /lib/modules | head -n 32 | while IFS= read -r k; do
+  n=/lib/modules/$k
+  dir "$n"
+  begin find "$n"
+  if ! check "$n"; then continue; fi
+  if ! have find; then end "missing-tool find"; continue; fi
+  base=$P
+  find "$base" -path "$base/*/*/*/*/*/*/*" -prune -o \( -name 'nvidia.ko*' -o -name 'nvidia-current.ko*' \
+    -o -name 'nvidia-current-open.ko*' -o -name 'nvidia-peermem.ko*' -o -name 'nvidia_peermem.ko*' \) \
+    -print 2>/dev/null | head -n 32 | while IFS= read -r m; do printf '%s\n' "$n${m#"$base"}"; done
+  end ok
+done
+# The running kernel's host nvidia.ko: its last 28 bytes say whether it is signed.
+if [ -n "$rel" ] && confine "/lib/modules/$rel" && [ -d "$P" ] && have find && have tail; then
+  base=$P
+  ko=$(find "$base" -path "$base/*/*/*/*/*/*/*" -prune -o \( -name nvidia.ko -o -name nvidia-current.ko \
+    -o -name nvidia-current-open.ko \) -print 2>/dev/null | head -n 1)
+  if [ -n "$ko" ]; then
+    n=/lib/modules/$rel${ko#"$base"}
+    begin tail "$n"
+    if check "$n"; then
+      if tail -c 28 "$P" 2>/dev/null; then end ok; else end "error $?"; fi
+    fi
+  fi
+fi
+link /boot/vmlinuz
+link /vmlinuz
+file /boot/grub2/grubenv
+dir /boot/loader/entries
+entries /boot/loader/entries | head -n 32 | while IFS= read -r e; do
+  case $e in *.conf) file "/boot/loader/entries/$e" ;; esac
+done
+file /run/reboot-required
+
+# Firmware the kernel loads for the driver (GSP): the search path, then each folder's nvidia/
+# version folders and what they hold (8 versions at most per folder).
+file /sys/module/firmware_class/parameters/path
+fw=$(confine /sys/module/firmware_class/parameters/path && [ -f "$P" ] && cat "$P" 2>/dev/null)
+case $fw in /*) ;; *) fw= ;; esac
+for d in "$fw" "/lib/firmware/updates/$rel" /lib/firmware/updates "/lib/firmware/$rel" /lib/firmware; do
+  case $d in '' | */) continue ;; esac
+  dir "$d/nvidia"
+  entries "$d/nvidia" | head -n 8 | while IFS= read -r v; do dir "$d/nvidia/$v"; done
+done
+
+file /proc/driver/nvidia/params
+file /sys/kernel/mm/memory_peers/nv_mem/version
+file /sys/kernel/mm/memory_peers/nv_mem_nc/version
+dir /run/nvidia/driver
+
+# The host's verbs library: can it register DMA-BUF memory (rdma-core >= 34)?
+for d in /usr/lib64 /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib; do
+  n=$d/libibverbs.so.1
+  begin count "$n"
+  check "$n" || continue
+  grep -c -F ibv_reg_dmabuf_mr "$P" 2>/dev/null
+  rc=$?
+  if [ "$rc" -le 1 ]; then end ok; else end "error $rc"; fi
+done
+
+# Module signature enforcement: Secure Boot (EFI variable: 4 attribute bytes, then the value),
+# lockdown, the kernel command line.
+dir /sys/firmware/efi
+begin hex /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c
+if check /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c; then
+  if ! have od || ! have head; then end "missing-tool od"
+  elif head -c 64 "$P" 2>/dev/null | od -An -v -tx1; then end ok
+  else end "error $?"
+  fi
+fi
+file /sys/kernel/security/lockdown
+file /proc/cmdline
+
+# The kernel log: the last L lines that are NVIDIA's, the module loader's or lockdown's, with
+# the continuation lines of their messages (those that start with whitespace), filtered here.
+begin cmd dmesg
+if ! have dmesg; then
+  end "missing-tool dmesg"
+else
+  log=$(limited dmesg 2>&1)
+  rc=$?
+  if [ "$rc" != 0 ]; then
+    printf '%s\n' "$log" | head -n 5
+    case $rc in 124 | 137) end timeout ;; *) end "rc $rc" ;; esac
+  else
+    printf '%s\n' "$log" | {
+      keep=
+      while IFS= read -r l; do
+        case $l in
+          [[:space:]]*) [ -n "$keep" ] && printf '%s\n' "$l" ;;
+          *NVRM:* | *nvidia* | *Lockdown:* | *'Loading of'*) keep=1; printf '%s\n' "$l" ;;
+          *) keep= ;;
+        esac
+      done
+    } | tail -n "$L"
+    end ok
+  fi
+  log=
 fi
 
 # nvidia-smi: from PATH; else /usr/local/nvidia/bin (where NVIDIA's container images and many

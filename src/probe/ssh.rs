@@ -814,12 +814,7 @@ pub async fn run_ssh(
     let start = Instant::now();
     let session = connect(node, ssh, keys).await?;
     let boundary = new_boundary();
-    let stdin = probe_stdin(
-        &boundary,
-        &node.root,
-        probe.nvidia_smi_timeout_secs,
-        probe.deadline,
-    );
+    let stdin = probe_stdin(&boundary, &node.root, probe);
     let deadline = tokio::time::Instant::now() + probe.deadline;
     // The probe's stderr is left out (it could land inside a section's bytes) but counts
     // toward the output cap.

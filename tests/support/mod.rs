@@ -34,10 +34,32 @@ pub fn fixture(name: &str) -> PathBuf {
     fixtures_dir().join(name)
 }
 
-/// Every fixture node folder, sorted.
+/// Every fixture node folder of `nodes/` and `nodes-v2/` (the schema-2 cases), sorted.
+pub fn all_fixture_nodes() -> Vec<PathBuf> {
+    let mut v = fixture_nodes();
+    if std::env::var_os("GPUFLEET_FIXTURES").is_none() {
+        v.extend(fixture_nodes_in(&fixtures_v2_dir()));
+    }
+    v
+}
+
+/// A fixture of `nodes/` or `nodes-v2/` by name.
+pub fn any_fixture(name: &str) -> PathBuf {
+    let v1 = fixture(name);
+    if v1.is_dir() {
+        v1
+    } else {
+        fixtures_v2_dir().join(name)
+    }
+}
+
+/// Every fixture node folder of `nodes/`, sorted.
 pub fn fixture_nodes() -> Vec<PathBuf> {
-    let dir = fixtures_dir();
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+    fixture_nodes_in(&fixtures_dir())
+}
+
+fn fixture_nodes_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("fixtures folder {}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("node.toml").is_file())

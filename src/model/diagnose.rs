@@ -1,0 +1,449 @@
+//! Schema-2 rules (docs/domain.md "Rules"): the next boot, why a GPU is not initialized, what is
+//! broken now, configuration drift, peermem visibility, RDMA userspace, the GPU Operator. Each
+//! reason carries the lines that prove it. Pure: no I/O.
+//!
+//! Cause reasons (`gsp-firmware-missing`, `open-gpu-opt-in-missing`, `open-gpu-unsupported`,
+//! `module-signature-rejected`) are emitted only beside the symptom they explain
+//! (`gpu-not-initialized`, `gpu-without-driver`), never on a node whose GPUs work.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use super::assess::{Code, Reason, Thresholds};
+use super::boot::{self, ModuleFile};
+use super::driver::Flavor;
+use super::facts::{Evidence, Facts};
+use super::klog::{self, Message};
+use super::params;
+
+/// The driver version from which the open module ignores `NVreg_OpenRmEnableUnsupportedGpus`
+/// and supports GeForce and workstation GPUs without it (open-gpu-kernel-modules 545.23.06).
+pub const OPT_IN_DROPPED: &str = "545.23.06";
+
+fn log_evidence(msgs: &[&Message]) -> Vec<Evidence> {
+    msgs.iter()
+        .flat_map(|m| m.lines.iter().map(|l| Evidence::new("dmesg", l.clone())))
+        .take(12)
+        .collect()
+}
+
+fn unknown(r: &mut Vec<Reason>, fact: &str, p_why: &Option<String>) {
+    if let Some(why) = p_why {
+        r.push(Reason::new(
+            Code::FactUnknown,
+            format!("{fact} unknown: {why}"),
+            Vec::new(),
+        ));
+    }
+}
+
+fn has(r: &[Reason], code: Code) -> bool {
+    r.iter().any(|x| x.code == code)
+}
+
+/// Whether the node's driver comes from the GPU Operator's driver container.
+pub fn operator_managed(f: &Facts) -> bool {
+    f.v2.gpu_operator.value == Some(true)
+}
+
+/// What the next boot means for the driver (the CSV's `next_boot_driver`, the TUI's NEXT BOOT):
+/// `Some("ok")`, `Some("missing")`, `Some("n/a")` (no host nvidia.ko under the running kernel,
+/// or the GPU Operator builds the driver), `None` when unknown.
+pub fn next_boot_driver(f: &Facts) -> Option<&'static str> {
+    next_boot(f, ModuleFile::Driver).map(|n| match n {
+        NextBoot::Keeps => "ok",
+        NextBoot::Loses { .. } => "missing",
+        NextBoot::NotApplicable => "n/a",
+    })
+}
+
+enum NextBoot {
+    Keeps,
+    Loses { boot: String, running: String },
+    NotApplicable,
+}
+
+fn next_boot(f: &Facts, kind: ModuleFile) -> Option<NextBoot> {
+    if operator_managed(f) {
+        return Some(NextBoot::NotApplicable);
+    }
+    let running = f.kernel_release.as_deref()?;
+    let kernels = f.v2.kernels.value.as_ref()?;
+    let find = |rel: &str| kernels.iter().find(|k| k.release == rel);
+    match find(running).map(|k| k.has(kind)) {
+        Some(Some(true)) => {}
+        Some(None) => return None,
+        // No host module for the running kernel (none installed, or not this way).
+        Some(Some(false)) | None if f.v2.kernels.why.is_none() => {
+            return Some(NextBoot::NotApplicable);
+        }
+        _ => return None,
+    }
+    let boot = f.v2.boot_kernel.value.as_deref()?;
+    if boot == running {
+        return Some(NextBoot::Keeps);
+    }
+    match find(boot).map(|k| k.has(kind)) {
+        Some(Some(true)) => Some(NextBoot::Keeps),
+        Some(Some(false)) => Some(NextBoot::Loses {
+            boot: boot.to_string(),
+            running: running.to_string(),
+        }),
+        // Not installed as a kernel with modules: it has no nvidia.ko either, unless the list
+        // was cut short.
+        None if f.v2.kernels.why.is_none() => Some(NextBoot::Loses {
+            boot: boot.to_string(),
+            running: running.to_string(),
+        }),
+        _ => None,
+    }
+}
+
+fn next_boot_rules(f: &Facts, r: &mut Vec<Reason>) {
+    let boot_ev = |f: &Facts, running: &str, boot: &str, kind: ModuleFile| {
+        let mut ev = f.v2.boot_kernel.evidence.clone();
+        for k in f.v2.kernels.value.iter().flatten() {
+            if k.release == running {
+                ev.extend(
+                    k.nvidia_modules
+                        .iter()
+                        .flatten()
+                        .filter(|p| boot::module_file(p) == Some(kind))
+                        .map(|p| Evidence::new(format!("/lib/modules/{running}"), p.clone())),
+                );
+            }
+        }
+        ev.push(Evidence::new(
+            format!("/lib/modules/{boot}"),
+            format!(
+                "(no {})",
+                if kind == ModuleFile::Driver {
+                    "nvidia.ko"
+                } else {
+                    "nvidia-peermem.ko"
+                }
+            ),
+        ));
+        ev
+    };
+    if let Some(NextBoot::Loses { boot, running }) = next_boot(f, ModuleFile::Driver) {
+        let how = if f.v2.boot_kernel_heuristic {
+            " (the highest installed kernel; no boot-loader link says which one boots)"
+        } else {
+            ""
+        };
+        r.push(Reason::new(
+            Code::NextBootWithoutDriver,
+            format!(
+                "the next reboot starts kernel {boot}{how}, which has no nvidia.ko: the node comes up without the NVIDIA driver (running {running} has one); build the driver for {boot} (DKMS, or the open driver package) before rebooting"
+            ),
+            boot_ev(f, &running, &boot, ModuleFile::Driver),
+        ));
+    }
+    if f.peermem_loaded == Some(true)
+        && let Some(NextBoot::Loses { boot, running }) = next_boot(f, ModuleFile::Peermem)
+    {
+        r.push(Reason::new(
+            Code::NextBootWithoutPeermem,
+            format!(
+                "nvidia_peermem is loaded, but the next reboot's kernel {boot} has no nvidia-peermem.ko (running {running} has one): GPUDirect RDMA through peermem stops after the reboot"
+            ),
+            boot_ev(f, &running, &boot, ModuleFile::Peermem),
+        ));
+    }
+    if f.v2.reboot_pending.value == Some(true) {
+        r.push(Reason::new(
+            Code::RebootPending,
+            "a reboot is pending (/run/reboot-required)",
+            f.v2.reboot_pending.evidence.clone(),
+        ));
+    }
+}
+
+fn driver_version_cmp(f: &Facts, v: &str) -> Option<Ordering> {
+    let loaded = f.driver.as_ref()?.version.as_deref()?;
+    Some(boot::version_cmp(loaded, v))
+}
+
+/// GPU names that needed the open module's opt-in before 545.23.06 (not data-center GPUs).
+fn consumer_gpu(name: &str) -> bool {
+    ["GeForce", "TITAN", "Quadro", "RTX"]
+        .iter()
+        .any(|w| name.contains(w))
+}
+
+fn cause_rules(f: &Facts, r: &mut Vec<Reason>, log: Option<&[Message]>) {
+    let not_init = has(r, Code::GpuNotInitialized);
+    let without = has(r, Code::GpuWithoutDriver);
+    if !not_init && !without {
+        return;
+    }
+    let flavor = f.driver.as_ref().map(|d| d.flavor);
+    let found = |needle: &str| log.map(|l| klog::find(l, needle)).unwrap_or_default();
+    if not_init {
+        let log_lines = found("RmFetchGspRmImages: No firmware image found");
+        let gsp = &f.v2.gsp_files_present;
+        if gsp.value == Some(false) || !log_lines.is_empty() {
+            let version = f
+                .driver
+                .as_ref()
+                .and_then(|d| d.version.clone())
+                .unwrap_or_else(|| "?".into());
+            let mut ev = if gsp.value == Some(false) {
+                gsp.evidence.clone()
+            } else {
+                Vec::new()
+            };
+            ev.extend(log_evidence(&log_lines));
+            r.push(Reason::new(
+                Code::GspFirmwareMissing,
+                format!(
+                    "no GSP firmware (gsp*.bin) for the loaded driver {version} in the kernel's firmware folders: the GPU cannot start; install the driver's firmware package (it belongs under /lib/firmware/nvidia/{version}/)"
+                ),
+                ev,
+            ));
+        }
+        let opt_in_log = found("Open nvidia.ko is only ready for use on Data Center GPUs");
+        let by_params = flavor == Some(Flavor::Open)
+            && driver_version_cmp(f, OPT_IN_DROPPED) == Some(Ordering::Less)
+            && f.gpus
+                .iter()
+                .any(|g| !g.initialized && g.name.as_deref().is_some_and(consumer_gpu))
+            && f.v2
+                .params_in_effect
+                .value
+                .as_ref()
+                .and_then(|p| p.get("OpenRmEnableUnsupportedGpus"))
+                .is_some_and(|v| params::same_value(v, "0"));
+        if by_params || !opt_in_log.is_empty() {
+            let mut ev = Vec::new();
+            if by_params {
+                ev.push(Evidence::new(
+                    "/proc/driver/nvidia/params",
+                    "OpenRmEnableUnsupportedGpus: 0",
+                ));
+                ev.extend(
+                    f.gpus
+                        .iter()
+                        .filter(|g| !g.initialized)
+                        .map(|g| g.evidence.clone()),
+                );
+            }
+            ev.extend(log_evidence(&opt_in_log));
+            r.push(Reason::new(
+                Code::OpenGpuOptInMissing,
+                format!(
+                    "the open module before {OPT_IN_DROPPED} takes GeForce and workstation GPUs only with NVreg_OpenRmEnableUnsupportedGpus=1: set it in modprobe.d, or use {OPT_IN_DROPPED} or later"
+                ),
+                ev,
+            ));
+        }
+        let unsupported = found(
+            "is not supported by open nvidia.ko because it does not include the required GPU System Processor",
+        );
+        if !unsupported.is_empty() {
+            r.push(Reason::new(
+                Code::OpenGpuUnsupported,
+                "a GPU without a GSP (pre-Turing) cannot run the open module: use the proprietary module on this node",
+                log_evidence(&unsupported),
+            ));
+        }
+    }
+    if without && flavor == Some(Flavor::None) {
+        let mut log_lines = found("Loading of unsigned module is rejected");
+        log_lines.extend(found("Loading of module with unavailable key is rejected"));
+        log_lines.extend(found(
+            "Lockdown: modprobe: unsigned module loading is restricted",
+        ));
+        let enforced_unsigned = f.v2.signature_enforced.value == Some(true)
+            && f.v2.nvidia_ko_signed.value == Some(false);
+        if enforced_unsigned || !log_lines.is_empty() {
+            let mut ev = Vec::new();
+            if enforced_unsigned {
+                ev.extend(f.v2.signature_enforced.evidence.clone());
+                ev.extend(f.v2.nvidia_ko_signed.evidence.clone());
+            }
+            ev.extend(log_evidence(&log_lines));
+            r.push(Reason::new(
+                Code::ModuleSignatureRejected,
+                "the kernel enforces module signatures (Secure Boot or lockdown) and the NVIDIA module is not signed with an enrolled key: sign it (DKMS with an enrolled MOK) or use the distribution's signed driver",
+                ev,
+            ));
+        }
+    }
+}
+
+fn broken_now_rules(f: &Facts, r: &mut Vec<Reason>, log: &[Message]) {
+    // Fallen off the bus: Xid 79, or the driver's banner, naming the bus ids.
+    let fallen: Vec<&Message> = log
+        .iter()
+        .filter(|m| {
+            klog::xid(m).is_some_and(|x| x.code == 79) || m.text.contains("has fallen off the bus")
+        })
+        .collect();
+    if !fallen.is_empty() {
+        let mut buses: Vec<String> = fallen.iter().filter_map(|m| klog::fallen_bus(m)).collect();
+        buses.sort();
+        buses.dedup();
+        // An Xid names `0000:9b:00`, the banner `0000:9b:00.0`: keep the fuller form.
+        let all = buses.clone();
+        buses.retain(|b| !all.iter().any(|o| o != b && o.starts_with(b.as_str())));
+        r.push(Reason::new(
+            Code::GpuFallenOffBus,
+            format!(
+                "GPU {} fell off the bus (Xid 79): it does not answer until the node is power-cycled or the GPU reset; check power, cooling and the PCIe slot",
+                if buses.is_empty() { "?".to_string() } else { buses.join(", ") }
+            ),
+            log_evidence(&fallen),
+        ));
+    }
+    if f.peermem_configured == Some(true) && f.peermem_loaded == Some(false) {
+        let mut failed = klog::find(log, "nvidia_peermem: disagrees about version of symbol");
+        failed.extend(klog::find(log, "nvidia_peermem: Unknown symbol"));
+        if !failed.is_empty() {
+            r.push(Reason::new(
+                Code::PeermemLoadFailed,
+                "nvidia-peermem is configured to load but failed: it was built against another RDMA stack (MOFED vs inbox) than the one running; rebuild it, or move to DMA-BUF and drop it",
+                log_evidence(&failed),
+            ));
+        }
+    }
+    let counts = klog::xid_counts(log);
+    let others: BTreeMap<u32, u32> = counts.into_iter().filter(|(c, _)| *c != 79).collect();
+    if !others.is_empty() {
+        let list: Vec<String> = others.iter().map(|(c, n)| format!("{c} ×{n}")).collect();
+        let lines: Vec<&Message> = log
+            .iter()
+            .filter(|m| klog::xid(m).is_some_and(|x| x.code != 79))
+            .collect();
+        r.push(Reason::new(
+            Code::XidEvents,
+            format!(
+                "Xid events in the kernel log: {} (NVIDIA's Xid catalog says what each means)",
+                list.join(", ")
+            ),
+            log_evidence(&lines),
+        ));
+    }
+}
+
+fn drift_rules(f: &Facts, r: &mut Vec<Reason>) {
+    if operator_managed(f) || f.driver.as_ref().map(|d| d.flavor) == Some(Flavor::None) {
+        return;
+    }
+    // For one key, the last line read wins.
+    let mut last: BTreeMap<&str, (&params::Configured, &str)> = BTreeMap::new();
+    for (c, src) in &f.v2.options_configured {
+        last.insert(c.key.as_str(), (c, src.as_str()));
+    }
+    let in_effect = f.v2.params_in_effect.value.as_ref();
+    let open = f.driver.as_ref().map(|d| d.flavor) == Some(Flavor::Open);
+    for (key, (c, src)) in last {
+        let ev = vec![Evidence::new(src, c.line.clone())];
+        let ignored = if key == "OpenRmEnableUnsupportedGpus"
+            && matches!(
+                driver_version_cmp(f, OPT_IN_DROPPED),
+                Some(Ordering::Greater | Ordering::Equal)
+            ) {
+            Some(format!(
+                "NVreg_OpenRmEnableUnsupportedGpus is ignored by drivers {OPT_IN_DROPPED} and later (the open module supports these GPUs without it)"
+            ))
+        } else if key == "EnableGpuFirmware" && open && params::same_value(&c.value, "0") {
+            Some("NVreg_EnableGpuFirmware=0 is ignored by the open module, which always uses the GSP".to_string())
+        } else if in_effect.is_some_and(|p| !p.contains_key(key)) {
+            Some(format!(
+                "NVreg_{key} is not a parameter of the loaded module (/proc/driver/nvidia/params does not list it)"
+            ))
+        } else {
+            None
+        };
+        if let Some(msg) = ignored {
+            r.push(Reason::new(Code::ModuleParamIgnored, msg, ev));
+            continue;
+        }
+        if let Some(now) = in_effect.and_then(|p| p.get(key))
+            && !params::same_value(&c.value, now)
+        {
+            let mut ev = ev;
+            ev.push(Evidence::new(
+                "/proc/driver/nvidia/params",
+                format!("{key}: {now}"),
+            ));
+            r.push(Reason::new(
+                Code::ModuleParamNotApplied,
+                format!(
+                    "NVreg_{key}={} is configured but the loaded module runs with {now}: reload the module or reboot (on OpenShift, the MachineConfig rollout may not have finished: oc get mcp)",
+                    c.value
+                ),
+                ev,
+            ));
+        }
+    }
+}
+
+/// Adds the schema-2 reasons to `r` (which already holds the symptom reasons).
+pub fn rules(f: &Facts, _t: &Thresholds, r: &mut Vec<Reason>) {
+    let log = f.v2.kernel_log.value.as_deref();
+    cause_rules(f, r, log);
+    if let Some(log) = log {
+        broken_now_rules(f, r, log);
+    }
+    next_boot_rules(f, r);
+    drift_rules(f, r);
+    if f.peermem_loaded == Some(true) && f.v2.peermem_registered.value == Some(false) {
+        let mut ev = f.peermem_loaded_evidence.clone();
+        ev.push(Evidence::new(
+            "/sys/kernel/mm/memory_peers",
+            "(no nv_mem/version, no nv_mem_nc/version)",
+        ));
+        r.push(Reason::new(
+            Code::PeermemNotRegistered,
+            "nvidia_peermem is loaded but not registered as nv_mem or nv_mem_nc: NCCL before 2.23 then runs without GPUDirect RDMA (later NCCL also accepts /sys/module/nvidia_peermem)",
+            ev,
+        ));
+    }
+    let rdma_devices = f.rdma_devices.as_ref().is_some_and(|d| !d.is_empty());
+    if rdma_devices && f.v2.libibverbs_dmabuf.value == Some(false) {
+        r.push(Reason::new(
+            Code::RdmaUserspaceLacksDmabuf,
+            "the host's libibverbs has no ibv_reg_dmabuf_mr (rdma-core older than 34): jobs that use the host's verbs library cannot register DMA-BUF memory (containers with their own rdma-core are not affected)",
+            f.v2.libibverbs_dmabuf.evidence.clone(),
+        ));
+    }
+    if operator_managed(f) {
+        r.push(Reason::new(
+            Code::GpuOperatorManaged,
+            "the driver comes from the GPU Operator's driver container: change the module type in the ClusterPolicy or NVIDIADriver (driver.kernelModuleType; nvidia-peermem: driver.rdma.enabled), not with host packages",
+            f.v2.gpu_operator.evidence.clone(),
+        ));
+    }
+    // Unknown facts that matter here.
+    let v2 = &f.v2;
+    unknown(r, "kernel_log", &v2.kernel_log.why);
+    unknown(r, "boot.kernels", &v2.kernels.why);
+    unknown(r, "boot.boot_kernel", &v2.boot_kernel.why);
+    unknown(r, "boot.reboot_pending", &v2.reboot_pending.why);
+    if has(r, Code::GpuNotInitialized) {
+        unknown(r, "firmware.gsp_files_present", &v2.gsp_files_present.why);
+    }
+    if f.driver.as_ref().is_some_and(|d| d.flavor != Flavor::None) {
+        unknown(r, "module_params.in_effect", &v2.params_in_effect.why);
+    }
+    if f.peermem_loaded == Some(true) {
+        unknown(r, "peermem.registered", &v2.peermem_registered.why);
+    }
+    if rdma_devices {
+        unknown(r, "rdma.libibverbs_dmabuf", &v2.libibverbs_dmabuf.why);
+    }
+    // Signatures matter where no module is loaded and GPUs wait for one.
+    if has(r, Code::GpuWithoutDriver) {
+        unknown(r, "secure_boot.enabled", &v2.secure_boot.why);
+        unknown(
+            r,
+            "secure_boot.signature_enforced",
+            &v2.signature_enforced.why,
+        );
+        unknown(r, "secure_boot.nvidia_ko_signed", &v2.nvidia_ko_signed.why);
+    }
+    unknown(r, "driver.managed_by", &v2.gpu_operator.why);
+}

@@ -1,0 +1,198 @@
+//! The kernel log lines the probe keeps (NVIDIA's, the module loader's, lockdown's), joined into
+//! messages and matched by the rules of docs/domain.md ("kernel log", "Why a GPU is not
+//! initialized", "Broken now"). Pure: no I/O.
+//!
+//! A message continues on the following lines that start with whitespace (`               NVRM:
+//! …`); rules match the message joined from its lines, each continuation's leading whitespace
+//! and `NVRM: ` dropped. Text after a process name (`the client 'kwin' (pid 1005)`, `pid='12',
+//! name=python`) is the node's user space talking and never matched.
+
+use std::collections::BTreeMap;
+
+/// One kernel log message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// The lines as printed (timestamps kept), for evidence.
+    pub lines: Vec<String>,
+    /// The text rules match: timestamp dropped, continuations joined, user-space text cut.
+    pub text: String,
+}
+
+/// Drops a leading `[   12.345678] ` or dmesg -T's `[Tue Sep  8 17:16:02 2026] `.
+fn strip_timestamp(line: &str) -> &str {
+    let t = line.trim_start();
+    if let Some(rest) = t.strip_prefix('[')
+        && let Some(i) = rest.find(']')
+    {
+        return rest[i + 1..].trim_start();
+    }
+    t
+}
+
+/// Cuts the text where a process name (user space's words) begins.
+fn cut_user_space(text: &str) -> &str {
+    let mut end = text.len();
+    if let Some(i) = text.find("pid=") {
+        end = end.min(i);
+    }
+    if let Some(i) = text.find("(pid ") {
+        // `'name' (pid N)`: cut at the quote that opens the name.
+        let before = text[..i].trim_end();
+        let cut = match before.strip_suffix('\'') {
+            Some(b) => b.rfind('\'').unwrap_or(i),
+            None => i,
+        };
+        end = end.min(cut);
+    }
+    &text[..end]
+}
+
+/// Splits kept log lines into messages.
+pub fn messages(log: &str) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::new();
+    let mut joined: Vec<String> = Vec::new();
+    for line in log.lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let is_continuation = line.starts_with(char::is_whitespace) && !out.is_empty();
+        if is_continuation {
+            let part = line.trim_start();
+            let part = part.strip_prefix("NVRM: ").unwrap_or(part);
+            if let (Some(m), Some(j)) = (out.last_mut(), joined.last_mut()) {
+                m.lines.push(line.to_string());
+                j.push(' ');
+                j.push_str(part);
+            }
+            continue;
+        }
+        out.push(Message {
+            lines: vec![line.to_string()],
+            text: String::new(),
+        });
+        joined.push(strip_timestamp(line).to_string());
+    }
+    for (m, j) in out.iter_mut().zip(joined) {
+        m.text = cut_user_space(&j).to_string();
+    }
+    out
+}
+
+/// An Xid event: `NVRM: Xid (PCI:<bus id>): <code>,` (anchored at the message start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Xid {
+    pub bus: String,
+    pub code: u32,
+}
+
+/// The Xid of a message, when it is one.
+pub fn xid(m: &Message) -> Option<Xid> {
+    let rest = m.text.strip_prefix("NVRM: Xid (PCI:")?;
+    let (bus, rest) = rest.split_once("): ")?;
+    let (code, _) = rest.split_once(',')?;
+    let code = code.trim().parse().ok()?;
+    (!bus.is_empty()
+        && bus.len() <= 16
+        && bus
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.'))
+    .then(|| Xid {
+        bus: bus.to_ascii_lowercase(),
+        code,
+    })
+}
+
+/// Counts per Xid code among `msgs`.
+pub fn xid_counts(msgs: &[Message]) -> BTreeMap<u32, u32> {
+    let mut m = BTreeMap::new();
+    for x in msgs.iter().filter_map(xid) {
+        *m.entry(x.code).or_insert(0u32) += 1;
+    }
+    m
+}
+
+/// Messages whose matchable text contains `needle`.
+pub fn find<'a>(msgs: &'a [Message], needle: &str) -> Vec<&'a Message> {
+    msgs.iter().filter(|m| m.text.contains(needle)).collect()
+}
+
+/// The PCI address a "fallen off the bus" message names (`0000:9b:00.0`), when it names one.
+pub fn fallen_bus(m: &Message) -> Option<String> {
+    if let Some(x) = xid(m) {
+        return Some(x.bus);
+    }
+    m.text
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')')
+        .find(|w| {
+            let parts: Vec<&str> = w.split(':').collect();
+            parts.len() == 3 && w.contains('.') && w.len() <= 16
+        })
+        .map(|w| w.trim_end_matches(':').to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H800: &str = r#"[    8.233918] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  570.148.08  Release Build
+[406312.552881] NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+[406312.560114] NVRM: The NVIDIA GPU 0000:9b:00.0
+               NVRM: (PCI ID: 10de:2324) installed in this system has
+               NVRM: fallen off the bus and is not responding to commands.
+[406312.553102] NVRM: Xid (PCI:0000:9b:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)
+"#;
+
+    #[test]
+    fn continuations_join_and_xids_are_anchored() {
+        let m = messages(H800);
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[2].lines.len(), 3);
+        assert!(
+            m[2].text
+                .contains("installed in this system has fallen off the bus"),
+            "{}",
+            m[2].text
+        );
+        assert_eq!(find(&m, "has fallen off the bus").len(), 1);
+        assert_eq!(fallen_bus(&m[2]).as_deref(), Some("0000:9b:00.0"));
+        assert_eq!(
+            xid(&m[1]),
+            Some(Xid {
+                bus: "0000:9b:00".into(),
+                code: 79
+            })
+        );
+        let counts = xid_counts(&m);
+        assert_eq!(counts.get(&79), Some(&1));
+        assert_eq!(counts.get(&154), Some(&1));
+    }
+
+    #[test]
+    fn user_space_text_is_never_matched() {
+        let log = "[ 1.0] NVRM: GPU at 0000:01:00.0: the client 'has fallen off the bus' (pid 1005) did x\n\
+[ 2.0] NVRM: Xid (PCI:0000:01:00): 13, pid='77', name=has fallen off the bus, Graphics Exception\n\
+[ 3.0] NVRM: something, pid=5 name=RmFetchGspRmImages: No firmware image found\n";
+        let m = messages(log);
+        assert!(find(&m, "has fallen off the bus").is_empty(), "{m:#?}");
+        assert!(find(&m, "No firmware image found").is_empty());
+        assert_eq!(xid(&m[1]).map(|x| x.code), Some(13));
+        // A line that only mentions an Xid is not one.
+        assert_eq!(
+            xid(&messages("[1.0] hello NVRM: Xid (PCI:0000:01:00): 79, x\n")[0]),
+            None
+        );
+    }
+
+    #[test]
+    fn dmesg_t_timestamps_and_garbage() {
+        let m = messages(
+            "[Tue Sep  8 17:16:02 2026] NVRM: RmFetchGspRmImages: No firmware image found\n",
+        );
+        assert_eq!(
+            m[0].text,
+            "NVRM: RmFetchGspRmImages: No firmware image found"
+        );
+        // A continuation with nothing before it stands alone; control bytes do not panic.
+        assert_eq!(messages("   orphan continuation\n\u{0}\u{ff}\n").len(), 2);
+    }
+}
