@@ -277,6 +277,8 @@ pub struct Assessment {
     pub reasons: Vec<Reason>,
     pub dma_buf: Option<bool>,
     pub dma_buf_basis: DmaBufBasis,
+    /// The lines `dma_buf` rests on (kallsyms, the release, or the kernel config).
+    pub dma_buf_evidence: Vec<Evidence>,
     /// `open_capable` per GPU, in `facts.gpus` order.
     pub open_capable: Vec<Option<bool>>,
 }
@@ -657,6 +659,7 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
         reasons: r,
         dma_buf,
         dma_buf_basis: basis,
+        dma_buf_evidence: dma_ev,
         open_capable: open_caps,
     }
 }

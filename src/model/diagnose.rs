@@ -46,17 +46,6 @@ pub fn operator_managed(f: &Facts) -> bool {
     f.v2.gpu_operator.value == Some(true)
 }
 
-/// What the next boot means for the driver (the CSV's `next_boot_driver`, the TUI's NEXT BOOT):
-/// `Some("ok")`, `Some("missing")`, `Some("n/a")` (no host nvidia.ko under the running kernel,
-/// or the GPU Operator builds the driver), `None` when unknown.
-pub fn next_boot_driver(f: &Facts) -> Option<&'static str> {
-    next_boot(f, ModuleFile::Driver).map(|n| match n {
-        NextBoot::Keeps => "ok",
-        NextBoot::Loses { .. } => "missing",
-        NextBoot::NotApplicable => "n/a",
-    })
-}
-
 enum NextBoot {
     Keeps,
     Loses { boot: String, running: String },

@@ -33,6 +33,10 @@ pub struct DriverJson {
     /// Version of the userspace driver (NVML): from nvidia-smi's driver_version, or the NVML
     /// version in a mismatch message.
     pub userspace_version: Option<String>,
+    /// `host` or `gpu-operator` (the driver container's root at /run/nvidia/driver); `null`
+    /// with no driver loaded or when unknown. Schema 2.
+    #[serde(default)]
+    pub managed_by: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +69,84 @@ pub struct DmaBufJson {
 pub struct PeermemJson {
     pub loaded: Option<bool>,
     pub configured: Option<bool>,
+    /// Registered with the RDMA stack as nv_mem or nv_mem_nc (what NCCL before 2.23 tests).
+    /// Schema 2.
+    #[serde(default)]
+    pub registered: Option<bool>,
+}
+
+/// `boot` (schema 2): the next boot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootJson {
+    /// The running kernel release.
+    pub running: Option<String>,
+    /// The release the next reboot starts.
+    pub boot_kernel: Option<String>,
+    /// /run/reboot-required exists.
+    pub reboot_pending: Option<bool>,
+    /// Installed kernels and the NVIDIA module files under their /lib/modules/<release>.
+    pub kernels: Option<Vec<InstalledKernelJson>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstalledKernelJson {
+    pub release: String,
+    /// Paths on the node; `null` when that folder could not be searched.
+    pub nvidia_modules: Option<Vec<String>>,
+}
+
+/// `firmware` (schema 2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirmwareJson {
+    /// `gsp*.bin` for the loaded driver in a firmware search folder; `null` unless a GPU is not
+    /// initialized (while GPUs work, its absence proves nothing).
+    pub gsp_files_present: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfiguredParamJson {
+    /// The key without `NVreg_`, as /proc/driver/nvidia/params names it.
+    pub key: String,
+    pub value: String,
+    /// The modprobe.d file it came from.
+    pub source: String,
+}
+
+/// `module_params` (schema 2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleParamsJson {
+    /// `options nvidia NVreg_K=V` lines of the boot configuration, in reading order.
+    pub configured: Option<Vec<ConfiguredParamJson>>,
+    /// /proc/driver/nvidia/params; `null` with no module loaded or when unreadable.
+    pub in_effect: Option<BTreeMap<String, String>>,
+}
+
+/// `rdma` (schema 2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RdmaJson {
+    /// Entries of /sys/class/infiniband.
+    pub devices: Option<Vec<String>>,
+    /// `ibv_reg_dmabuf_mr` in the host's libibverbs.so.1; `null` with no host library.
+    pub libibverbs_dmabuf: Option<bool>,
+}
+
+/// `secure_boot` (schema 2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecureBootJson {
+    pub enabled: Option<bool>,
+    /// The lockdown mode (`none`, `integrity`, `confidentiality`).
+    pub lockdown: Option<String>,
+    /// The running kernel's host nvidia.ko ends with a module signature.
+    pub nvidia_ko_signed: Option<bool>,
+    /// Secure Boot, CONFIG_MODULE_SIG_FORCE=y or module.sig_enforce=1.
+    pub signature_enforced: Option<bool>,
+}
+
+/// `kernel_log` (schema 2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelLogJson {
+    /// Xid events in the lines read, by code; `null` when the log could not be read.
+    pub xid_counts: Option<BTreeMap<String, u32>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +175,23 @@ pub struct NodeReport {
     pub dma_buf: Option<DmaBufJson>,
     pub peermem: Option<PeermemJson>,
     pub taint: Option<TaintJson>,
+    /// Schema 2 facts (`null` on an unreachable node, and in schema-1 documents).
+    #[serde(default)]
+    pub boot: Option<BootJson>,
+    #[serde(default)]
+    pub firmware: Option<FirmwareJson>,
+    #[serde(default)]
+    pub module_params: Option<ModuleParamsJson>,
+    #[serde(default)]
+    pub rdma: Option<RdmaJson>,
+    #[serde(default)]
+    pub secure_boot: Option<SecureBootJson>,
+    #[serde(default)]
+    pub kernel_log: Option<KernelLogJson>,
+    /// Each fact's evidence, by the JSON path of the fact (`kernel.release`, `driver.flavor`,
+    /// `boot.boot_kernel`, …): the file or command and the raw line.
+    #[serde(default)]
+    pub evidence: BTreeMap<String, Vec<Evidence>>,
 }
 
 /// Modules worth showing: the NVIDIA ones and those GPUDirect RDMA goes through.
@@ -124,7 +223,94 @@ impl NodeReport {
             version: d.version.clone(),
             arch: d.arch.clone(),
             userspace_version: userspace_version.clone(),
+            managed_by: match (d.flavor, facts.v2.gpu_operator.value) {
+                (Flavor::None, _) | (_, None) => None,
+                (_, Some(true)) => Some("gpu-operator".to_string()),
+                (_, Some(false)) => Some("host".to_string()),
+            },
         });
+        let v2 = &facts.v2;
+        let not_initialized = a
+            .reasons
+            .iter()
+            .any(|r| matches!(r.code, Code::GpuNotInitialized | Code::GpuWithoutDriver));
+        let mut evidence: BTreeMap<String, Vec<Evidence>> = BTreeMap::new();
+        let mut ev = |path: &str, e: Vec<Evidence>| {
+            if !e.is_empty() {
+                evidence.insert(path.to_string(), e);
+            }
+        };
+        ev(
+            "kernel.release",
+            facts.kernel_evidence.iter().cloned().collect(),
+        );
+        ev(
+            "driver.flavor",
+            facts
+                .driver
+                .as_ref()
+                .map(|d| d.evidence.clone())
+                .unwrap_or_default(),
+        );
+        ev("peermem.loaded", facts.peermem_loaded_evidence.clone());
+        ev(
+            "peermem.configured",
+            facts.peermem_configured_evidence.clone(),
+        );
+        ev(
+            "taint.value",
+            facts.taint_evidence.iter().cloned().collect(),
+        );
+        ev("dma_buf.kernel_support", a.dma_buf_evidence.clone());
+        ev(
+            "gpus",
+            facts.gpus.iter().map(|g| g.evidence.clone()).collect(),
+        );
+        ev("boot.kernels", v2.kernels.evidence.clone());
+        ev("boot.boot_kernel", v2.boot_kernel.evidence.clone());
+        ev("boot.reboot_pending", v2.reboot_pending.evidence.clone());
+        if not_initialized {
+            ev(
+                "firmware.gsp_files_present",
+                v2.gsp_files_present.evidence.clone(),
+            );
+        }
+        ev(
+            "module_params.in_effect",
+            v2.params_in_effect.evidence.clone(),
+        );
+        ev(
+            "module_params.configured",
+            v2.options_configured
+                .iter()
+                .map(|(c, src)| Evidence::new(src.clone(), c.line.clone()))
+                .collect(),
+        );
+        ev("peermem.registered", v2.peermem_registered.evidence.clone());
+        ev(
+            "rdma.devices",
+            facts
+                .rdma_devices
+                .iter()
+                .flatten()
+                .map(|d| Evidence::new("/sys/class/infiniband", d.clone()))
+                .collect(),
+        );
+        ev(
+            "rdma.libibverbs_dmabuf",
+            v2.libibverbs_dmabuf.evidence.clone(),
+        );
+        ev("secure_boot.enabled", v2.secure_boot.evidence.clone());
+        ev("secure_boot.lockdown", v2.lockdown.evidence.clone());
+        ev(
+            "secure_boot.nvidia_ko_signed",
+            v2.nvidia_ko_signed.evidence.clone(),
+        );
+        ev(
+            "secure_boot.signature_enforced",
+            v2.signature_enforced.evidence.clone(),
+        );
+        ev("driver.managed_by", v2.gpu_operator.evidence.clone());
         NodeReport {
             name,
             status: a.status,
@@ -170,11 +356,105 @@ impl NodeReport {
             peermem: Some(PeermemJson {
                 loaded: facts.peermem_loaded,
                 configured: facts.peermem_configured,
+                registered: v2.peermem_registered.value,
             }),
             taint: Some(TaintJson {
                 proprietary: facts.taint.map(|v| v & 1 == 1),
                 value: facts.taint,
             }),
+            boot: Some(BootJson {
+                running: facts.kernel_release.clone(),
+                boot_kernel: v2.boot_kernel.value.clone(),
+                reboot_pending: v2.reboot_pending.value,
+                kernels: v2.kernels.value.as_ref().map(|ks| {
+                    ks.iter()
+                        .map(|k| InstalledKernelJson {
+                            release: k.release.clone(),
+                            nvidia_modules: k.nvidia_modules.clone(),
+                        })
+                        .collect()
+                }),
+            }),
+            firmware: Some(FirmwareJson {
+                gsp_files_present: if not_initialized {
+                    v2.gsp_files_present.value
+                } else {
+                    None
+                },
+            }),
+            module_params: Some(ModuleParamsJson {
+                configured: facts.peermem_configured.map(|_| {
+                    v2.options_configured
+                        .iter()
+                        .map(|(c, src)| ConfiguredParamJson {
+                            key: c.key.clone(),
+                            value: c.value.clone(),
+                            source: src.clone(),
+                        })
+                        .collect()
+                }),
+                in_effect: v2.params_in_effect.value.clone(),
+            }),
+            rdma: Some(RdmaJson {
+                devices: facts.rdma_devices.clone(),
+                libibverbs_dmabuf: v2.libibverbs_dmabuf.value,
+            }),
+            secure_boot: Some(SecureBootJson {
+                enabled: v2.secure_boot.value,
+                lockdown: v2.lockdown.value.clone(),
+                nvidia_ko_signed: v2.nvidia_ko_signed.value,
+                signature_enforced: v2.signature_enforced.value,
+            }),
+            kernel_log: Some(KernelLogJson {
+                xid_counts: v2.kernel_log.value.as_ref().map(|log| {
+                    super::klog::xid_counts(log)
+                        .into_iter()
+                        .map(|(c, n)| (c.to_string(), n))
+                        .collect()
+                }),
+            }),
+            evidence,
+        }
+    }
+
+    /// `next_boot_driver` of the CSV: `ok`, `missing`, `n/a`, or `None` when unknown
+    /// (docs/domain.md, "Snapshot JSON"); from the report's own facts.
+    pub fn next_boot_driver(&self) -> Option<&'static str> {
+        if self.status == NodeStatus::Unreachable {
+            return None;
+        }
+        if self
+            .reasons
+            .iter()
+            .any(|r| r.code == Code::NextBootWithoutDriver)
+        {
+            return Some("missing");
+        }
+        if self.driver.as_ref().and_then(|d| d.managed_by.as_deref()) == Some("gpu-operator") {
+            return Some("n/a");
+        }
+        let boot = self.boot.as_ref()?;
+        let running = boot.running.as_deref()?;
+        let kernels = boot.kernels.as_ref()?;
+        let has_driver = |rel: &str| {
+            kernels.iter().find(|k| k.release == rel).map(|k| {
+                k.nvidia_modules.as_ref().map(|m| {
+                    m.iter().any(|p| {
+                        super::boot::module_file(p) == Some(super::boot::ModuleFile::Driver)
+                    })
+                })
+            })
+        };
+        match has_driver(running) {
+            Some(Some(true)) => {}
+            Some(None) => return None,
+            Some(Some(false)) | None => return Some("n/a"),
+        }
+        let target = boot.boot_kernel.as_deref()?;
+        match has_driver(target) {
+            Some(Some(true)) => Some("ok"),
+            _ if target == running => Some("ok"),
+            _ => None,
         }
     }
 
@@ -201,6 +481,13 @@ impl NodeReport {
             dma_buf: None,
             peermem: None,
             taint: None,
+            boot: None,
+            firmware: None,
+            module_params: None,
+            rdma: None,
+            secure_boot: None,
+            kernel_log: None,
+            evidence: BTreeMap::new(),
         }
     }
 

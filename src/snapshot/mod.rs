@@ -76,7 +76,7 @@ impl Sink for JsonlSink<'_> {
 }
 
 /// CSV columns, in order (domain.md).
-pub const CSV_COLUMNS: [&str; 11] = [
+pub const CSV_COLUMNS: [&str; 13] = [
     "name",
     "status",
     "kernel",
@@ -88,6 +88,8 @@ pub const CSV_COLUMNS: [&str; 11] = [
     "peermem_loaded",
     "peermem_configured",
     "reasons",
+    "next_boot_driver",
+    "rdma_devices",
 ];
 
 fn opt_bool(b: Option<bool>) -> String {
@@ -95,7 +97,7 @@ fn opt_bool(b: Option<bool>) -> String {
 }
 
 /// One CSV row for `n`; unknown values are empty.
-pub fn csv_row(n: &NodeReport) -> [String; 11] {
+pub fn csv_row(n: &NodeReport) -> [String; 13] {
     let driver = n.driver.as_ref();
     [
         n.name.clone(),
@@ -118,6 +120,11 @@ pub fn csv_row(n: &NodeReport) -> [String; 11] {
             .map(|r| r.code.as_str())
             .collect::<Vec<_>>()
             .join(";"),
+        n.next_boot_driver().unwrap_or_default().to_string(),
+        n.rdma
+            .as_ref()
+            .and_then(|r| r.devices.as_ref())
+            .map_or(String::new(), |d| d.len().to_string()),
     ]
     .map(|s| terminal_safe(&s).into_owned())
 }
