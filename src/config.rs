@@ -50,15 +50,19 @@ pub enum Gate {
     DmabufKernel,
     /// No reason of severity error.
     NoErrors,
+    /// The kernel the next reboot starts has an nvidia.ko (or the node has no host driver to
+    /// check): the node survives its next reboot too.
+    NextBootHasDriver,
 }
 
 impl Gate {
-    pub const ALL: [Gate; 5] = [
+    pub const ALL: [Gate; 6] = [
         Gate::OpenModule,
         Gate::NoPeermem,
         Gate::NvidiaSmiHealthy,
         Gate::DmabufKernel,
         Gate::NoErrors,
+        Gate::NextBootHasDriver,
     ];
 
     pub fn name(self) -> &'static str {
@@ -68,6 +72,7 @@ impl Gate {
             Gate::NvidiaSmiHealthy => "nvidia-smi-healthy",
             Gate::DmabufKernel => "dmabuf-kernel",
             Gate::NoErrors => "no-errors",
+            Gate::NextBootHasDriver => "next-boot-has-driver",
         }
     }
 }

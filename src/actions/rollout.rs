@@ -66,6 +66,36 @@ pub struct StepPlan {
 pub struct NodePlan {
     pub node: String,
     pub steps: Vec<StepPlan>,
+    /// Where the node's next boot stands before the upgrade (the boot kernel and whether it
+    /// has an nvidia.ko), for the plan shown before anything runs.
+    #[serde(default)]
+    pub next_boot: Option<String>,
+}
+
+/// Why a GPU Operator-managed node is not upgraded by a host recipe, and what to change
+/// instead (docs/domain.md, "GPU Operator-managed nodes").
+pub const OPERATOR_SKIP: &str = "the driver is managed by the GPU Operator: host recipes do not change it; set driver.kernelModuleType: open in the ClusterPolicy (or the NVIDIADriver resource), and driver.rdma.enabled: false to drop nvidia-peermem";
+
+/// Whether a report says the GPU Operator manages the node's driver.
+pub fn operator_managed(r: &NodeReport) -> bool {
+    r.driver.as_ref().and_then(|d| d.managed_by.as_deref()) == Some("gpu-operator")
+}
+
+/// The next boot in words, from a report: `boot kernel 5.15.0-124-generic (no nvidia.ko: the
+/// next reboot comes up without the driver)`.
+pub fn next_boot_line(r: &NodeReport) -> Option<String> {
+    let boot = r.boot.as_ref()?;
+    let target = boot.boot_kernel.as_deref().unwrap_or("unknown");
+    let state = match r.next_boot_driver() {
+        Some("ok") => "has an nvidia.ko",
+        Some("missing") => "has no nvidia.ko: the next reboot comes up without the driver",
+        Some(_) => "no host nvidia.ko to check (n/a)",
+        None => "nvidia.ko unknown",
+    };
+    Some(format!(
+        "next boot: kernel {target} (running {}), {state}",
+        boot.running.as_deref().unwrap_or("unknown")
+    ))
 }
 
 /// A rollout: one wave of nodes with their steps.
@@ -237,6 +267,7 @@ pub fn node_plan(
     Ok(NodePlan {
         node: node.name.clone(),
         steps,
+        next_boot: next_boot_line(report),
     })
 }
 
@@ -286,6 +317,8 @@ pub fn plan(
     {
         if finished.contains(&n.name) {
             skipped.push((n.name.clone(), "upgraded by an earlier rollout".into()));
+        } else if operator_managed(r) {
+            skipped.push((n.name.clone(), OPERATOR_SKIP.into()));
         } else if r.status != NodeStatus::Migrate {
             skipped.push((
                 n.name.clone(),
@@ -365,6 +398,9 @@ pub fn plan_selected(
     }
     let mut nodes = Vec::new();
     for (n, r) in chosen {
+        if operator_managed(r) {
+            return Err(format!("{}: {OPERATOR_SKIP}", n.name));
+        }
         if r.status != NodeStatus::Migrate {
             return Err(format!(
                 "{}: status {} ({}); only migrate nodes are upgraded",
@@ -412,6 +448,9 @@ pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
     )];
     for n in &plan.nodes {
         out.push(format!("  {}", safe(&n.node)));
+        if let Some(b) = &n.next_boot {
+            out.push(format!("    ({})", safe(b)));
+        }
         for s in &n.steps {
             let at = match s.at {
                 Where::Here => "here",
@@ -461,8 +500,18 @@ pub fn check_gates(report: &NodeReport, gates: &[Gate]) -> Vec<String> {
                 let p = report.peermem.as_ref();
                 let loaded = p.and_then(|p| p.loaded);
                 let configured = p.and_then(|p| p.configured);
-                (loaded != Some(false) || configured != Some(false))
-                    .then(|| format!("nvidia-peermem loaded {loaded:?}, configured {configured:?}"))
+                let word = |b: Option<bool>| match b {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "unknown",
+                };
+                (loaded != Some(false) || configured != Some(false)).then(|| {
+                    format!(
+                        "nvidia-peermem loaded: {}, configured at boot: {}",
+                        word(loaded),
+                        word(configured)
+                    )
+                })
             }
             Gate::NvidiaSmiHealthy => {
                 let bad: Vec<&str> = report
@@ -485,9 +534,25 @@ pub fn check_gates(report: &NodeReport, gates: &[Gate]) -> Vec<String> {
                 }
             }
             Gate::DmabufKernel => {
+                // Only where GPUDirect RDMA applies: a node without an RDMA device or
+                // nvidia-peermem is not failed for its kernel's DMA-BUF support.
+                let no_rdma = report.reasons.iter().any(|r| r.code == Code::NoRdmaDevice);
                 let d = report.dma_buf.as_ref().and_then(|d| d.kernel_support);
-                (d != Some(true)).then(|| format!("DMA-BUF kernel support is {d:?}"))
+                (!no_rdma && d != Some(true)).then(|| {
+                    format!(
+                        "DMA-BUF kernel support is {}",
+                        d.map_or("unknown", |b| if b { "yes" } else { "no" })
+                    )
+                })
             }
+            Gate::NextBootHasDriver => match report.next_boot_driver() {
+                Some("ok") | Some("n/a") => None,
+                Some(_) => Some(
+                    next_boot_line(report)
+                        .unwrap_or_else(|| "the next boot has no nvidia.ko".into()),
+                ),
+                None => Some("the next boot kernel or its nvidia.ko is unknown".into()),
+            },
             Gate::NoErrors => {
                 let errs: Vec<&str> = report
                     .reasons
@@ -966,6 +1031,7 @@ mod tests {
             version: Some("535.183.01".into()),
             arch: None,
             userspace_version: None,
+            managed_by: Some("host".into()),
         });
         r
     }
@@ -1074,12 +1140,85 @@ mod tests {
         r.peermem = Some(crate::model::report::PeermemJson {
             loaded: Some(false),
             configured: Some(false),
+            registered: None,
         });
         r.dma_buf = Some(crate::model::report::DmaBufJson {
             kernel_support: Some(true),
         });
         r.reasons.clear();
+        let boot = |boot_kernel: &str, with_driver: bool| crate::model::report::BootJson {
+            running: Some("6.8.0-1".into()),
+            boot_kernel: Some(boot_kernel.into()),
+            reboot_pending: Some(false),
+            kernels: Some(vec![
+                crate::model::report::InstalledKernelJson {
+                    release: "6.8.0-1".into(),
+                    nvidia_modules: Some(vec![
+                        "/lib/modules/6.8.0-1/updates/dkms/nvidia.ko".into(),
+                    ]),
+                },
+                crate::model::report::InstalledKernelJson {
+                    release: "6.8.0-2".into(),
+                    nvidia_modules: Some(if with_driver {
+                        vec!["/lib/modules/6.8.0-2/updates/dkms/nvidia.ko".into()]
+                    } else {
+                        vec![]
+                    }),
+                },
+            ]),
+        };
+        r.boot = Some(boot("6.8.0-2", true));
         assert_eq!(check_gates(&r, &Gate::ALL), Vec::<String>::new());
+
+        // The next boot loses the driver: the gate says so.
+        r.reasons.push(crate::model::assess::Reason::new(
+            Code::NextBootWithoutDriver,
+            "x",
+            vec![],
+        ));
+        r.boot = Some(boot("6.8.0-2", false));
+        let failed = check_gates(&r, &[Gate::NextBootHasDriver]);
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(failed[0].contains("6.8.0-2"), "{failed:?}");
+        // Unknown is not a pass.
+        r.reasons.clear();
+        r.boot.as_mut().unwrap().boot_kernel = None;
+        assert_eq!(check_gates(&r, &[Gate::NextBootHasDriver]).len(), 1);
+
+        // DMA-BUF support does not gate a node where GPUDirect RDMA does not apply.
+        r.dma_buf = Some(crate::model::report::DmaBufJson {
+            kernel_support: Some(false),
+        });
+        assert_eq!(check_gates(&r, &[Gate::DmabufKernel]).len(), 1);
+        r.reasons.push(crate::model::assess::Reason::new(
+            Code::NoRdmaDevice,
+            "x",
+            vec![],
+        ));
+        assert!(check_gates(&r, &[Gate::DmabufKernel]).is_empty());
+    }
+
+    #[test]
+    fn gpu_operator_nodes_are_skipped_by_host_recipes() {
+        let mut op = report("op", NodeStatus::Migrate);
+        op.driver.as_mut().unwrap().managed_by = Some("gpu-operator".into());
+        let nodes = vec![
+            (node("op", false), op.clone()),
+            (node("host", false), report("host", NodeStatus::Migrate)),
+        ];
+        let mut cfg = UpgradeConfig::default();
+        cfg.max_unavailable = 5;
+        let p = plan(Mode::Wave, &nodes, &[], &[], &cfg, &recipes(), "r-1").unwrap();
+        let chosen: Vec<&str> = p.nodes.iter().map(|n| n.node.as_str()).collect();
+        assert_eq!(chosen, ["host"]);
+        assert_eq!(p.skipped[0].0, "op");
+        assert!(
+            p.skipped[0].1.contains("driver.kernelModuleType"),
+            "{:?}",
+            p.skipped
+        );
+        let e = plan_selected(&nodes[..1], &[], &[], &cfg, &recipes(), "r-2").unwrap_err();
+        assert!(e.contains("GPU Operator"), "{e}");
     }
 
     #[test]
