@@ -1206,8 +1206,10 @@ mod tests {
             (node("op", false), op.clone()),
             (node("host", false), report("host", NodeStatus::Migrate)),
         ];
-        let mut cfg = UpgradeConfig::default();
-        cfg.max_unavailable = 5;
+        let cfg = UpgradeConfig {
+            max_unavailable: 5,
+            ..UpgradeConfig::default()
+        };
         let p = plan(Mode::Wave, &nodes, &[], &[], &cfg, &recipes(), "r-1").unwrap();
         let chosen: Vec<&str> = p.nodes.iter().map(|n| n.node.as_str()).collect();
         assert_eq!(chosen, ["host"]);
