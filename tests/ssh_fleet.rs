@@ -11,8 +11,9 @@ use support::*;
 
 #[test]
 fn every_fixture_over_ssh_matches_its_expected_values() {
-    let fixtures = fixture_nodes();
-    assert!(fixtures.len() >= 8, "need at least 8 fixture nodes");
+    // nodes/ and nodes-v2/ (the schema-2 cases), one sshd each.
+    let fixtures = all_fixture_nodes();
+    assert!(fixtures.len() >= 16, "need at least 16 fixture nodes");
     let fleet = Fleet::start(&fixtures, 10);
     let (code, doc) = fleet.snapshot(&[]);
     assert_eq!(code, 0);
@@ -31,9 +32,11 @@ fn every_fixture_over_ssh_matches_its_expected_values() {
         .iter()
         .map(|n| n["name"].as_str().unwrap())
         .collect();
-    let mut sorted = names.clone();
-    sorted.sort();
-    assert_eq!(names, sorted);
+    let inventory_order: Vec<String> = fixtures
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, inventory_order);
     assert_eq!(doc["summary"]["unreachable"], 0);
 }
 
