@@ -234,7 +234,10 @@ fn canary_then_wave_with_dry_run_plan_and_journal() {
         "fixture-switch-open",
         "wait-ssh",
         "gates",
+        "next-boot-has-driver",
         "uncordon",
+        // The node's next boot before anything changes (this fixture has no /lib/modules).
+        "(next boot: no kernel under /lib/modules, no host nvidia.ko to check (n/a))",
     ] {
         assert!(
             plan.contains(want),

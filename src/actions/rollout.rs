@@ -85,6 +85,11 @@ pub fn operator_managed(r: &NodeReport) -> bool {
 /// next reboot comes up without the driver)`.
 pub fn next_boot_line(r: &NodeReport) -> Option<String> {
     let boot = r.boot.as_ref()?;
+    if boot.kernels.as_ref().is_some_and(|k| k.is_empty()) {
+        return Some(
+            "next boot: no kernel under /lib/modules, no host nvidia.ko to check (n/a)".into(),
+        );
+    }
     let target = boot.boot_kernel.as_deref().unwrap_or("unknown");
     let state = match r.next_boot_driver() {
         Some("ok") => "has an nvidia.ko",

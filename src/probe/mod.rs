@@ -373,8 +373,20 @@ mod tests {
         assert_eq!(n.next_boot_driver(), Some("n/a"));
         let sb = n.secure_boot.as_ref().unwrap();
         assert_eq!(sb.enabled, Some(false));
-        assert_eq!(sb.signature_enforced, Some(true), "CONFIG_MODULE_SIG_FORCE=y");
-        assert_eq!(n.kernel_log.as_ref().unwrap().xid_counts.as_ref().map(|x| x.len()), Some(0));
+        assert_eq!(
+            sb.signature_enforced,
+            Some(true),
+            "CONFIG_MODULE_SIG_FORCE=y"
+        );
+        assert_eq!(
+            n.kernel_log
+                .as_ref()
+                .unwrap()
+                .xid_counts
+                .as_ref()
+                .map(|x| x.len()),
+            Some(0)
+        );
         let d = n.driver.as_ref().unwrap();
         assert_eq!(d.version.as_deref(), Some("580.159.04"));
         assert_eq!(n.gpu_summary().as_deref(), Some("1x NVIDIA H200"));
