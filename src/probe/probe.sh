@@ -1,5 +1,5 @@
 # gpufleet probe, protocol 2. Read-only: it reads files and runs nvidia-smi, and writes nothing.
-# Run as `sh -s` with this on stdin, after a header of four assignments that gpufleet writes
+# Run as `sh -s` with this on stdin, after a header of five assignments that gpufleet writes
 # (never in any argv or environment on the node, so no other user can read the boundary from
 # /proc/*/cmdline or /proc/*/environ; no command this script runs is given it):
 #   B='<boundary>' R='<root prefix>' T=<nvidia-smi limit, s> D=<node deadline, s>
