@@ -1069,6 +1069,40 @@ mod tests {
     }
 
     #[test]
+    fn unknown_is_counted_filtered_and_sorted_after_attention() {
+        let mut a = app(4);
+        a.update(Msg::ScanStarted {
+            generation: 1,
+            names: a.rows.iter().map(|r| r.name.clone()).collect(),
+        });
+        for (n, s) in [
+            ("gpu000", NodeStatus::Ready),
+            ("gpu001", NodeStatus::Unknown),
+            ("gpu002", NodeStatus::Blocked),
+            ("gpu003", NodeStatus::Attention),
+        ] {
+            a.update(Msg::NodeDone {
+                generation: 1,
+                report: Box::new(report(n, s)),
+                raw: None,
+            });
+        }
+        a.ensure_view();
+        let names =
+            |a: &App| -> Vec<String> { a.view.iter().map(|&i| a.rows[i].name.clone()).collect() };
+        assert_eq!(names(&a), ["gpu003", "gpu001", "gpu002", "gpu000"]);
+        assert_eq!(a.counts().get(&NodeStatus::Unknown), Some(&1));
+        assert_eq!(cell(&a.rows[1], Column::Status), "unknown");
+        a.update(key('/'));
+        for c in "status:unknown".chars() {
+            a.update(key(c));
+        }
+        a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
+        assert_eq!(names(&a), ["gpu001"]);
+        assert!(!matches(&a.rows[1], "status:unreachable"));
+    }
+
+    #[test]
     fn node_text_in_cells_is_screen_safe() {
         let mut r = report("evil\x1b]0;t\x07\u{202e}\u{fffd}", NodeStatus::Ready);
         r.kernel = Some(crate::model::report::KernelJson {

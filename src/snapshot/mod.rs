@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::io::{self, Write};
 
-use anstyle::{AnsiColor, Style};
+use anstyle::{Ansi256Color, AnsiColor, Color, Style};
 use clap::ValueEnum;
 
 use crate::model::report::{NodeReport, Snapshot, summary};
@@ -162,17 +162,24 @@ struct TableSink<'a> {
     out: Box<dyn Write + 'a>,
 }
 
-/// The colour of a status, through the terminal's own palette.
+/// The colour of a status, through the terminal's own palette. `unknown` (no verdict) is
+/// orange (index 208 of the 256-colour palette) and underlined, so it reads as neither `ready`
+/// nor `attention`, also without colour.
 pub fn status_style(s: NodeStatus) -> Style {
-    let c = match s {
-        NodeStatus::Ready => AnsiColor::Green,
-        NodeStatus::Migrate => AnsiColor::Yellow,
-        NodeStatus::Blocked => AnsiColor::Magenta,
-        NodeStatus::Attention | NodeStatus::Unreachable => AnsiColor::Red,
-        NodeStatus::NoDriver => AnsiColor::Blue,
-        NodeStatus::Unknown => AnsiColor::BrightWhite,
+    let c: Color = match s {
+        NodeStatus::Ready => AnsiColor::Green.into(),
+        NodeStatus::Migrate => AnsiColor::Yellow.into(),
+        NodeStatus::Blocked => AnsiColor::Magenta.into(),
+        NodeStatus::Attention | NodeStatus::Unreachable => AnsiColor::Red.into(),
+        NodeStatus::NoDriver => AnsiColor::Blue.into(),
+        NodeStatus::Unknown => Ansi256Color(208).into(),
     };
-    Style::new().fg_color(Some(c.into())).bold()
+    let st = Style::new().fg_color(Some(c)).bold();
+    if s == NodeStatus::Unknown {
+        st.underline()
+    } else {
+        st
+    }
 }
 
 fn severity_style(s: Severity) -> Style {

@@ -305,6 +305,8 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                         }
                         (Column::Flavor, _, _) if text == "proprietary" => t.role("warn"),
                         (Column::Reasons, _, _) => t.role("dim"),
+                        // An unknown value (the report has `null` there).
+                        _ if text == "?" => t.role("unknown"),
                         _ => Style::default(),
                     };
                     let text = if c == Column::Status && r.probe == Probe::Running {
@@ -451,9 +453,14 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
     let facts = collect(&parsed);
     // `value` is already safe (node text in it through `safe`); evidence is made safe here.
     let fact = |out: &mut Vec<Line>, name: &str, value: String, ev: Vec<(String, String)>| {
+        let style = if value == "?" {
+            t.role("unknown")
+        } else {
+            Style::default()
+        };
         out.push(Line::from(vec![
             Span::styled(format!("  {name:<18}"), t.role("title")),
-            Span::raw(value),
+            Span::styled(value, style),
         ]));
         for (s, l) in ev {
             out.push(Line::from(Span::styled(
@@ -640,7 +647,8 @@ fn draw_bottom(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
 fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     let w = area.width.saturating_sub(8).min(100);
     let actions: Vec<_> = app.keymap.bound().collect();
-    let h = (actions.len() as u16 + 6).min(area.height.saturating_sub(2));
+    let legend = status_legend(t);
+    let h = (actions.len() as u16 + legend.len() as u16 + 6).min(area.height.saturating_sub(2));
     let popup = Rect {
         x: area.x + (area.width.saturating_sub(w)) / 2,
         y: area.y + (area.height.saturating_sub(h)) / 2,
@@ -667,6 +675,8 @@ fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
             t.role("warn"),
         )));
     }
+    lines.push(Line::default());
+    lines.extend(legend);
     draw_popup(
         f,
         t,
@@ -676,6 +686,26 @@ fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         "border",
         app.detail_scroll,
     );
+}
+
+/// The statuses, worst first (the matrix's sort order), each in its theme style with what it
+/// means: a title line, then one line per status.
+pub fn status_legend<'a>(t: &Theme) -> Vec<Line<'a>> {
+    let mut statuses = NodeStatus::ALL;
+    statuses.sort();
+    let mut out = vec![Line::from(Span::styled(
+        " statuses, worst first (filter: status:NAME)",
+        t.role("header"),
+    ))];
+    out.extend(statuses.iter().map(|s| {
+        Line::from(vec![
+            Span::raw(" "),
+            Span::styled(s.as_str(), t.status(*s)),
+            Span::raw(" ".repeat(20 - s.as_str().len())),
+            Span::raw(s.meaning()),
+        ])
+    }));
+    out
 }
 
 /// A bordered box over the screen at `area`, scrolled by `scroll` lines.
