@@ -33,10 +33,12 @@ Statuses, worst first:
   unreachable  the scan could not run (name does not resolve, SSH timeout, refused, not an SSH
                server, auth failed, host key)
   attention    something is broken now (nvidia-smi fails or hangs, GPU not initialized)
+  unknown      no verdict: ready or no-driver would win, but a fact it rests on is unknown
+               (a cut-short probe, an unreadable file; reason verdict-incomplete names them)
   blocked      the move is impossible until something changes (pre-Turing GPU, kernel < 5.12)
   migrate      on (part of) the legacy stack and nothing blocks the move
   no-driver    no NVIDIA module loaded and no NVIDIA GPU seen
-  ready        open module loaded, no nvidia-peermem, DMA-BUF support not ruled out";
+  ready        open module loaded, no nvidia-peermem, DMA-BUF supported where RDMA applies";
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -189,7 +191,7 @@ Exit codes:
 With --check:
   0  every node is ready
   1  some node is not ready (no-driver included)
-  2  some node is unreachable, or an error
+  2  some node is unreachable or unknown, or an error
 
 Examples:
   gpufleet snapshot
@@ -250,7 +252,8 @@ pub struct SnapshotArgs {
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<Format>,
 
-    /// Exit 0 only when every node is ready, 1 when any is not, 2 when any is unreachable or unknown
+    /// Exit 0 only when every node is ready, 1 when any is not, 2 when any is unreachable or
+    /// unknown
     #[arg(long)]
     pub check: bool,
 

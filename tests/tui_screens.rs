@@ -292,3 +292,160 @@ fn tiny_terminals_do_not_panic() {
         render(&mut a, w, h);
     }
 }
+
+/// A node the verdict could not be given for: the real H200 fixture's report with the facts of
+/// peermem at boot unknown, as `assess` reports it (status `unknown`, `verdict-incomplete` and
+/// a `fact-unknown`).
+fn unknown_report(reports: &[NodeReport]) -> NodeReport {
+    let h200 = reports
+        .iter()
+        .find(|r| r.name == "h200-open-580-k6.18-real")
+        .unwrap();
+    let mut v = serde_json::to_value(h200).unwrap();
+    v["name"] = "h200-unknown".into();
+    v["status"] = "unknown".into();
+    v["peermem"]["configured"] = serde_json::Value::Null;
+    v["reasons"] = serde_json::json!([
+        {"code": "verdict-incomplete", "severity": "error", "evidence": [],
+         "message": "no verdict: the node would be ready, but these facts are unknown: peermem.configured (/etc/modprobe.d/x.conf: not read)"},
+        {"code": "fact-unknown", "severity": "info", "evidence": [],
+         "message": "peermem.configured unknown: /etc/modprobe.d/x.conf: not read"}
+    ]);
+    serde_json::from_value(v).unwrap()
+}
+
+/// The screen cell where `text` starts on the first line that holds it: (x, y).
+fn find(term: &Terminal<TestBackend>, text: &str) -> (u16, u16) {
+    let buf = term.backend().buffer();
+    for y in 0..buf.area.height {
+        let line: String = (0..buf.area.width)
+            .map(|x| buf[(x, y)].symbol().to_string())
+            .collect();
+        if let Some(i) = line.find(text) {
+            return (line[..i].chars().count() as u16, y);
+        }
+    }
+    panic!("{text:?} not on screen:\n{}", term.backend());
+}
+
+#[test]
+fn an_unknown_node_is_counted_sorted_styled_filtered_and_explained() {
+    let reports = fixture_reports();
+    let unknown = unknown_report(&reports);
+    let mut rows: Vec<Row> = reports.iter().map(|r| Row::new(r.name.clone())).collect();
+    rows.push(Row::new("h200-unknown"));
+    let mut a = App::new(
+        rows,
+        Keymap::default(),
+        false,
+        "fleet.toml (9 nodes)".into(),
+    );
+    let names: Vec<String> = a.rows.iter().map(|r| r.name.clone()).collect();
+    a.update(Msg::ScanStarted {
+        generation: 1,
+        names,
+    });
+    for r in reports.into_iter().chain([unknown]) {
+        a.update(Msg::NodeDone {
+            generation: 1,
+            report: Box::new(r),
+            raw: None,
+        });
+    }
+    a.ensure_view();
+    let theme = Theme::default();
+    let mut term = Terminal::new(TestBackend::new(160, 20)).unwrap();
+    term.draw(|f| {
+        ui::draw(f, &a, &theme);
+    })
+    .unwrap();
+    let screen = format!("{}", term.backend());
+    let top = screen.lines().next().unwrap();
+    assert!(top.contains("2 attention  1 unknown  1 no-driver"), "{top}");
+    // Sorted after attention, before blocked.
+    let order: Vec<&str> = screen
+        .lines()
+        .filter_map(|l| {
+            ["attention", "unknown", "blocked"]
+                .into_iter()
+                .find(|s| l.contains(&format!("  {s}  ")))
+        })
+        .collect();
+    assert_eq!(
+        order,
+        ["attention", "attention", "unknown", "blocked", "blocked"],
+        "{screen}"
+    );
+    // Drawn in its own role, on top and in the row; no-driver keeps its own.
+    let (x, y) = find(&term, "1 unknown");
+    let cell = &term.backend().buffer()[(x + 2, y)];
+    assert_eq!(cell.fg, theme.role("status-unknown").fg.unwrap());
+    let (_, y) = find(&term, "h200-unknown");
+    let row: String = (0..160)
+        .map(|x| term.backend().buffer()[(x, y)].symbol().to_string())
+        .collect();
+    let sx = row.find(" unknown ").unwrap() as u16 + 1;
+    let st = &term.backend().buffer()[(sx, y)];
+    assert_eq!(st.fg, theme.role("status-unknown").fg.unwrap());
+    assert!(
+        st.modifier
+            .contains(theme.role("status-unknown").add_modifier)
+    );
+    assert_ne!(
+        st.fg,
+        theme.status(gpufleet::model::NodeStatus::Ready).fg.unwrap()
+    );
+    // The unknown value (peermem at boot) is `?`, in the role for unknown values.
+    assert!(row.contains("?"), "{row}");
+    let qx = row.find('?').unwrap() as u16;
+    assert_eq!(
+        term.backend().buffer()[(qx, y)].fg,
+        theme.role("unknown").fg.unwrap()
+    );
+
+    // status:unknown keeps only it.
+    key(&mut a, KeyCode::Char('/'));
+    typed(&mut a, "status:unknown");
+    key(&mut a, KeyCode::Enter);
+    let names: Vec<&str> = a.view.iter().map(|&i| a.rows[i].name.as_str()).collect();
+    assert_eq!(names, ["h200-unknown"]);
+
+    // The detail pane says what the status means and names the unknown fact.
+    key(&mut a, KeyCode::Enter);
+    let screen = render(&mut a, 160, 30);
+    assert!(
+        screen.contains(&format!(
+            "h200-unknown  unknown: {}",
+            gpufleet::model::NodeStatus::Unknown.meaning()
+        )),
+        "{screen}"
+    );
+    assert!(screen.contains("error verdict-incomplete"), "{screen}");
+    assert!(screen.contains("peermem.configured"), "{screen}");
+}
+
+#[test]
+fn help_lists_every_status_worst_first() {
+    let mut a = app(false);
+    key(&mut a, KeyCode::Char('?'));
+    let screen = render(&mut a, 120, 50);
+    let at = |s: &str| {
+        screen
+            .lines()
+            .position(|l| l.contains(&format!("│ {s:<20}")))
+            .unwrap_or_else(|| panic!("{s} not in the help:\n{screen}"))
+    };
+    let lines: Vec<usize> = [
+        "unreachable",
+        "attention",
+        "unknown",
+        "blocked",
+        "migrate",
+        "no-driver",
+        "ready",
+    ]
+    .iter()
+    .map(|s| at(s))
+    .collect();
+    assert!(lines.windows(2).all(|w| w[1] == w[0] + 1), "{screen}");
+}

@@ -13,6 +13,7 @@ use ratatui::crossterm::event::{
 
 pub use keys::{Action, Keymap};
 
+use crate::model::text::screen_safe;
 use crate::model::{NodeReport, NodeStatus};
 use crate::probe::RawRun;
 
@@ -305,14 +306,14 @@ pub fn cell(row: &Row, c: Column) -> &str {
     row.cells.get(i).map_or("", String::as_str)
 }
 
-/// Cell text of `row` in column `c` (terminal-safe; empty until the first report).
+/// Cell text of `row` in column `c` (through [`screen_safe`]; empty until the first report).
 fn compute_cell(row: &Row, c: Column) -> String {
     if c == Column::Node && row.marked {
-        return format!("✓ {}", crate::model::text::terminal_safe(&row.name));
+        return format!("✓ {}", screen_safe(&row.name));
     }
     let Some(r) = &row.report else {
         return match c {
-            Column::Node => crate::model::text::terminal_safe(&row.name).into_owned(),
+            Column::Node => screen_safe(&row.name).into_owned(),
             Column::Status => match row.probe {
                 Probe::Running => "probing".into(),
                 _ => "pending".into(),
@@ -320,7 +321,7 @@ fn compute_cell(row: &Row, c: Column) -> String {
             _ => String::new(),
         };
     };
-    let cells = crate::snapshot::table_cells(r);
+    let cells = crate::snapshot::table_cells(r, screen_safe);
     match c {
         Column::Node => cells[0].clone(),
         Column::Status => cells[1].clone(),
@@ -1065,6 +1066,59 @@ mod tests {
         assert_eq!(names(&a), ["gpu002"]);
         a.update(Msg::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
         assert_eq!(a.view.len(), 3);
+    }
+
+    #[test]
+    fn unknown_is_counted_filtered_and_sorted_after_attention() {
+        let mut a = app(4);
+        a.update(Msg::ScanStarted {
+            generation: 1,
+            names: a.rows.iter().map(|r| r.name.clone()).collect(),
+        });
+        for (n, s) in [
+            ("gpu000", NodeStatus::Ready),
+            ("gpu001", NodeStatus::Unknown),
+            ("gpu002", NodeStatus::Blocked),
+            ("gpu003", NodeStatus::Attention),
+        ] {
+            a.update(Msg::NodeDone {
+                generation: 1,
+                report: Box::new(report(n, s)),
+                raw: None,
+            });
+        }
+        a.ensure_view();
+        let names =
+            |a: &App| -> Vec<String> { a.view.iter().map(|&i| a.rows[i].name.clone()).collect() };
+        assert_eq!(names(&a), ["gpu003", "gpu001", "gpu002", "gpu000"]);
+        assert_eq!(a.counts().get(&NodeStatus::Unknown), Some(&1));
+        assert_eq!(cell(&a.rows[1], Column::Status), "unknown");
+        a.update(key('/'));
+        for c in "status:unknown".chars() {
+            a.update(key(c));
+        }
+        a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
+        assert_eq!(names(&a), ["gpu001"]);
+        assert!(!matches(&a.rows[1], "status:unreachable"));
+    }
+
+    #[test]
+    fn node_text_in_cells_is_screen_safe() {
+        let mut r = report("evil\x1b]0;t\x07\u{202e}\u{fffd}", NodeStatus::Ready);
+        r.kernel = Some(crate::model::report::KernelJson {
+            release: Some("6.8\u{2028}x\u{feff}".into()),
+        });
+        let mut row = Row::new(r.name.clone());
+        row.report = Some(r);
+        row.refresh();
+        assert_eq!(
+            cell(&row, Column::Node),
+            "evil\\x1b]0;t\\x07\\u{202e}\\u{fffd}"
+        );
+        assert_eq!(cell(&row, Column::Kernel), "6.8\\u{2028}x\\u{feff}");
+        row.marked = true;
+        row.refresh();
+        assert!(!cell(&row, Column::Node).contains('\x1b'));
     }
 
     #[test]

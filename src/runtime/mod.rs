@@ -4,7 +4,7 @@
 //! panic hook, plus turning mouse capture off first).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -235,6 +235,17 @@ fn spawn_scan(
 }
 
 fn export(format: ExportFormat, reports: Vec<crate::model::NodeReport>) -> Result<String, String> {
+    export_in(Path::new(""), format, reports)
+}
+
+/// Writes `reports` to `dir/gpufleet-<UTC time>.<json|csv>` (`dir` empty: the current folder)
+/// with the same writers as `gpufleet snapshot`, so the CSV is neutralized and escaped as there;
+/// returns the file's path.
+fn export_in(
+    dir: &Path,
+    format: ExportFormat,
+    reports: Vec<crate::model::NodeReport>,
+) -> Result<String, String> {
     let stamp = jiff::Timestamp::now()
         .strftime("%Y%m%d-%H%M%SZ")
         .to_string();
@@ -243,10 +254,10 @@ fn export(format: ExportFormat, reports: Vec<crate::model::NodeReport>) -> Resul
         ExportFormat::Csv => "csv",
     };
     // Never overwrite an earlier export (two in the same second get -2, -3, …).
-    let mut path = PathBuf::from(format!("gpufleet-{stamp}.{ext}"));
+    let mut path = dir.join(format!("gpufleet-{stamp}.{ext}"));
     let mut n = 2;
     while path.exists() {
-        path = PathBuf::from(format!("gpufleet-{stamp}-{n}.{ext}"));
+        path = dir.join(format!("gpufleet-{stamp}-{n}.{ext}"));
         n += 1;
     }
     let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -433,5 +444,34 @@ async fn event_loop(
             _ = sigterm.recv() => pending.push(Effect::Quit),
             _ = sighup.recv() => pending.push(Effect::Quit),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Code, NodeReport};
+
+    /// The TUI's CSV export (`E`) neutralizes formulas and escapes node text as
+    /// `gpufleet snapshot --format csv` does.
+    #[test]
+    fn the_tui_csv_export_is_neutralized_and_escaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut n = NodeReport::unreachable(
+            "=cmd|'/c calc'!A1\x1b[2J\u{202e}".into(),
+            Code::SshTimeout,
+            "x".into(),
+            vec![],
+            String::new(),
+            0,
+        );
+        n.status = crate::model::NodeStatus::Unknown;
+        let path = export_in(dir.path(), ExportFormat::Csv, vec![n]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut rdr = csv::Reader::from_reader(text.as_bytes());
+        let row = rdr.records().next().unwrap().unwrap();
+        assert_eq!(&row[0], "'=cmd|'/c calc'!A1\\x1b[2J\\u{202e}");
+        assert_eq!(&row[1], "unknown");
+        assert!(!text.contains('\x1b') && !text.contains('\u{202e}'));
     }
 }

@@ -1,9 +1,10 @@
 //! Headless output: the snapshot as a table, JSON, JSON Lines or CSV, and its exit code
 //! (design/domain.md "Snapshot JSON").
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
-use anstyle::{AnsiColor, Style};
+use anstyle::{Ansi256Color, AnsiColor, Color, Style};
 use clap::ValueEnum;
 
 use crate::model::report::{NodeReport, Snapshot, summary};
@@ -15,7 +16,7 @@ use crate::model::{NodeStatus, Severity};
 pub enum Format {
     /// Aligned columns for people, with what each status means and its reasons.
     Table,
-    /// One JSON document (schema_version 1).
+    /// One JSON document (schema_version 2).
     Json,
     /// JSON Lines: one {"type":"node"} object per node as it finishes, then {"type":"summary"}.
     Jsonl,
@@ -96,7 +97,20 @@ fn opt_bool(b: Option<bool>) -> String {
     b.map_or(String::new(), |b| b.to_string())
 }
 
-/// One CSV row for `n`; unknown values are empty.
+/// A CSV cell that a spreadsheet would run as a formula neutralized: a cell starting with `=`,
+/// `+`, `-`, `@`, tab or carriage return gets a leading `'` (OWASP, "CSV Injection"). Applied to
+/// the raw value, before [`terminal_safe`], so `\tx` becomes `'\tx` and then `'\\tx`. gpufleet
+/// reads no CSV of its own back, so nothing has to undo it.
+pub fn csv_cell(s: &str) -> String {
+    let cell = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
+    } else {
+        s.to_string()
+    };
+    terminal_safe(&cell).into_owned()
+}
+
+/// One CSV row for `n`; unknown values are empty; every cell through [`csv_cell`].
 pub fn csv_row(n: &NodeReport) -> [String; 13] {
     let driver = n.driver.as_ref();
     [
@@ -126,7 +140,7 @@ pub fn csv_row(n: &NodeReport) -> [String; 13] {
             .and_then(|r| r.devices.as_ref())
             .map_or(String::new(), |d| d.len().to_string()),
     ]
-    .map(|s| terminal_safe(&s).into_owned())
+    .map(|s| csv_cell(&s))
 }
 
 struct CsvSink<'a> {
@@ -155,17 +169,24 @@ struct TableSink<'a> {
     out: Box<dyn Write + 'a>,
 }
 
-/// The colour of a status, through the terminal's own palette.
+/// The colour of a status, through the terminal's own palette. `unknown` (no verdict) is
+/// orange (index 208 of the 256-colour palette) and underlined, so it reads as neither `ready`
+/// nor `attention`, also without colour.
 pub fn status_style(s: NodeStatus) -> Style {
-    let c = match s {
-        NodeStatus::Ready => AnsiColor::Green,
-        NodeStatus::Migrate => AnsiColor::Yellow,
-        NodeStatus::Blocked => AnsiColor::Magenta,
-        NodeStatus::Attention | NodeStatus::Unreachable => AnsiColor::Red,
-        NodeStatus::NoDriver => AnsiColor::Blue,
-        NodeStatus::Unknown => AnsiColor::BrightWhite,
+    let c: Color = match s {
+        NodeStatus::Ready => AnsiColor::Green.into(),
+        NodeStatus::Migrate => AnsiColor::Yellow.into(),
+        NodeStatus::Blocked => AnsiColor::Magenta.into(),
+        NodeStatus::Attention | NodeStatus::Unreachable => AnsiColor::Red.into(),
+        NodeStatus::NoDriver => AnsiColor::Blue.into(),
+        NodeStatus::Unknown => Ansi256Color(208).into(),
     };
-    Style::new().fg_color(Some(c.into())).bold()
+    let st = Style::new().fg_color(Some(c)).bold();
+    if s == NodeStatus::Unknown {
+        st.underline()
+    } else {
+        st
+    }
 }
 
 fn severity_style(s: Severity) -> Style {
@@ -197,8 +218,9 @@ fn peermem_cell(n: &NodeReport) -> String {
     }
 }
 
-/// The table cells of one node (already terminal-safe).
-pub fn table_cells(n: &NodeReport) -> [String; 9] {
+/// The table cells of one node, each through `safe` ([`terminal_safe`] for the table,
+/// [`crate::model::text::screen_safe`] for the TUI) and cut to 64 characters.
+pub fn table_cells(n: &NodeReport, safe: fn(&str) -> Cow<'_, str>) -> [String; 9] {
     let unreachable = n.status == NodeStatus::Unreachable;
     let dash =
         |s: Option<String>| s.unwrap_or_else(|| if unreachable { "-".into() } else { "?".into() });
@@ -224,7 +246,7 @@ pub fn table_cells(n: &NodeReport) -> [String; 9] {
         },
         peermem_cell(n),
     ]
-    .map(|s| clip(&terminal_safe(&s), 64))
+    .map(|s| clip(&safe(&s), 64))
 }
 
 /// `s` cut to `max` characters, the last one an ellipsis when cut.
@@ -247,7 +269,11 @@ impl Sink for TableSink<'_> {
     }
 
     fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {
-        let rows: Vec<[String; 9]> = snapshot.nodes.iter().map(table_cells).collect();
+        let rows: Vec<[String; 9]> = snapshot
+            .nodes
+            .iter()
+            .map(|n| table_cells(n, terminal_safe))
+            .collect();
         let mut widths = HEADERS.map(|h| h.chars().count());
         for r in &rows {
             for (w, c) in widths.iter_mut().zip(r) {
@@ -340,5 +366,185 @@ pub fn exit_code(nodes: &[NodeReport], check: Option<Check>) -> u8 {
         0
     } else {
         1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Code;
+    use crate::model::facts::Evidence;
+    use crate::model::report::{GpuJson, KernelJson};
+
+    const HOSTILE: &str = "\x1b[2J\x1b]0;owned\x07\u{9b}31m\u{202e}\u{2066}\u{200b}\u{2028}\u{2029}\u{feff}\u{61c}\0\u{fffd}";
+
+    fn hostile(status: NodeStatus) -> NodeReport {
+        let mut n = NodeReport::unreachable(
+            format!("node{HOSTILE}"),
+            Code::VerdictIncomplete,
+            format!("message{HOSTILE}"),
+            vec![Evidence {
+                source: format!("/etc/modprobe.d/x{HOSTILE}.conf"),
+                line: format!("softdep nvidia post: nvidia-peermem # {HOSTILE}"),
+            }],
+            String::new(),
+            0,
+        );
+        n.status = status;
+        n.kernel = Some(KernelJson {
+            release: Some(format!("-rc1{HOSTILE}")),
+        });
+        n.gpus = Some(vec![GpuJson {
+            index: 0,
+            name: Some(format!("=HYPERLINK(\"x\"){HOSTILE}")),
+            bus_id: None,
+            uuid: None,
+            pci_device_id: None,
+            compute_capability: Some("9.0".into()),
+            open_capable: None,
+        }]);
+        n
+    }
+
+    /// No character that must never be written raw (README "Trust model") in `s`, but for the
+    /// line ends gpufleet writes itself.
+    fn assert_clean(what: &str, s: &str) {
+        for c in s.chars().filter(|c| *c != '\n') {
+            assert!(
+                !crate::model::text::is_unsafe(c),
+                "{what}: raw U+{:04X} in {s:?}",
+                c as u32
+            );
+        }
+    }
+
+    #[test]
+    fn csv_cells_that_start_a_formula_are_neutralized() {
+        for (raw, want) in [
+            ("=1+1", "'=1+1"),
+            ("+cmd", "'+cmd"),
+            ("-rc1", "'-rc1"),
+            ("-2", "'-2"),
+            ("@SUM(A1)", "'@SUM(A1)"),
+            ("\tx", "'\\tx"),
+            ("\rx", "'\\rx"),
+            ("6.8.0-49-generic", "6.8.0-49-generic"),
+            ("a=b", "a=b"),
+            ("", ""),
+            ("'quoted", "'quoted"),
+        ] {
+            assert_eq!(csv_cell(raw), want, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn csv_rows_are_neutralized_and_escaped_through_the_csv_writer() {
+        let n = hostile(NodeStatus::Unknown);
+        let mut out = Vec::new();
+        {
+            let mut sink = sink(Format::Csv, Box::new(&mut out));
+            sink.node(&n).unwrap();
+            sink.finish(&Snapshot::new(String::new(), vec![n.clone()]))
+                .unwrap();
+        }
+        let text = String::from_utf8(out).unwrap();
+        assert_clean("csv", &text);
+        let mut rdr = csv::Reader::from_reader(text.as_bytes());
+        let row = rdr.records().next().unwrap().unwrap();
+        assert_eq!(&row[1], "unknown");
+        assert!(row[2].starts_with("'-rc1\\x1b[2J"), "{}", &row[2]);
+        assert!(row[5].starts_with("1x =HYPERLINK"), "{}", &row[5]);
+        assert_eq!(&row[10], "verdict-incomplete");
+    }
+
+    #[test]
+    fn the_table_shows_node_text_escaped_and_unknown_with_its_meaning() {
+        let nodes = vec![hostile(NodeStatus::Unknown), hostile(NodeStatus::Ready)];
+        let mut out = Vec::new();
+        {
+            let mut sink = sink(Format::Table, Box::new(&mut out));
+            sink.finish(&Snapshot::new(String::new(), nodes)).unwrap();
+        }
+        let text = String::from_utf8(out).unwrap();
+        // The only ESC bytes are gpufleet's own SGR colour sequences.
+        let plain = text
+            .split('\x1b')
+            .enumerate()
+            .map(|(i, part)| {
+                if i == 0 {
+                    return part.to_string();
+                }
+                let rest = part.strip_prefix('[').expect("only SGR sequences");
+                let end = rest.find('m').expect("SGR ends with m");
+                assert!(
+                    rest[..end].chars().all(|c| c.is_ascii_digit() || c == ';'),
+                    "not an SGR sequence: {part:?}"
+                );
+                rest[end + 1..].to_string()
+            })
+            .collect::<String>();
+        assert_clean("table", &plain);
+        assert!(plain.contains("node\\x1b[2J\\x1b]0;owned\\x07\\x9b31m\\u{202e}"));
+        assert!(plain.contains(&format!("  unknown: {}", NodeStatus::Unknown.meaning())));
+        assert!(plain.contains("message\\x1b[2J"));
+        assert!(plain.contains("softdep nvidia post: nvidia-peermem # \\x1b[2J"));
+        assert!(plain.contains("2 nodes: 1 ready, 1 unknown"), "{plain}");
+        // Unknown is drawn in its own style, not ready's.
+        assert!(text.contains(&format!("{}unknown", status_style(NodeStatus::Unknown))));
+        assert_ne!(
+            status_style(NodeStatus::Unknown),
+            status_style(NodeStatus::Ready)
+        );
+    }
+
+    #[test]
+    fn json_keeps_exact_values_with_no_raw_format_characters() {
+        let n = hostile(NodeStatus::Unknown);
+        for format in [Format::Json, Format::Jsonl] {
+            let mut out = Vec::new();
+            {
+                let mut sink = sink(format, Box::new(&mut out));
+                sink.node(&n).unwrap();
+                sink.finish(&Snapshot::new(String::new(), vec![n.clone()]))
+                    .unwrap();
+            }
+            let text = String::from_utf8(out).unwrap();
+            assert_clean("json", &text);
+            let first = text.lines().next().unwrap();
+            let doc: serde_json::Value = if format == Format::Json {
+                serde_json::from_str(&text).unwrap()
+            } else {
+                serde_json::from_str(first).unwrap()
+            };
+            let node = if format == Format::Json {
+                &doc["nodes"][0]
+            } else {
+                &doc["data"]
+            };
+            assert_eq!(node["name"], n.name);
+            assert_eq!(
+                node["reasons"][0]["evidence"][0]["line"],
+                n.reasons[0].evidence[0].line
+            );
+        }
+    }
+
+    #[test]
+    fn check_exits_2_on_unknown() {
+        let n = |s| {
+            let mut r = hostile(s);
+            r.status = s;
+            r
+        };
+        assert_eq!(exit_code(&[n(NodeStatus::Ready)], true), 0);
+        assert_eq!(
+            exit_code(&[n(NodeStatus::Ready), n(NodeStatus::Migrate)], true),
+            1
+        );
+        assert_eq!(
+            exit_code(&[n(NodeStatus::Migrate), n(NodeStatus::Unknown)], true),
+            2
+        );
+        assert_eq!(exit_code(&[n(NodeStatus::Unknown)], false), 0);
     }
 }

@@ -16,7 +16,7 @@ pub use theme::Theme;
 
 use crate::app::{App, Column, Mode, Probe, Row, cell};
 use crate::model::assess::{Thresholds, dma_buf_support};
-use crate::model::text::terminal_safe;
+use crate::model::text::screen_safe;
 use crate::model::{NodeStatus, Severity, collect, sections};
 
 /// Where the last frame put things, for the app.
@@ -85,7 +85,7 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     let names: Vec<String> = c
         .names
         .iter()
-        .map(|x| terminal_safe(x).into_owned())
+        .map(|x| screen_safe(x).into_owned())
         .collect();
     let mut lines: Vec<Line> = vec![
         Line::from(Span::styled(
@@ -108,7 +108,7 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     lines.extend(
         c.plan
             .iter()
-            .map(|l| Line::from(Span::raw(format!(" {l}")))),
+            .map(|l| Line::from(Span::raw(format!(" {}", screen_safe(l))))),
     );
     draw_popup(
         f,
@@ -124,7 +124,7 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
 fn draw_top(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     let mut spans = vec![
         Span::styled(" gpufleet ", t.role("title")),
-        Span::styled(terminal_safe(&app.source).into_owned(), t.role("dim")),
+        Span::styled(screen_safe(&app.source).into_owned(), t.role("dim")),
         Span::raw("  "),
     ];
     if app.read_only {
@@ -228,7 +228,7 @@ fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
 /// The value of the grouping label for `r` (`-` when the node lacks the label).
 fn group_of(app: &App, r: &Row) -> String {
     let value = app.group_by.as_ref().and_then(|k| r.labels.get(k));
-    terminal_safe(value.map_or("-", String::as_str)).into_owned()
+    screen_safe(value.map_or("-", String::as_str)).into_owned()
 }
 
 fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
@@ -243,11 +243,11 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                 if app.filter.is_empty() {
                     String::new()
                 } else {
-                    format!(" · filter: {}", terminal_safe(&app.filter))
+                    format!(" · filter: {}", screen_safe(&app.filter))
                 },
                 app.group_by
                     .as_ref()
-                    .map(|g| format!(" · by label {g}"))
+                    .map(|g| format!(" · by label {}", screen_safe(g)))
                     .unwrap_or_default()
             ),
             t.role("title"),
@@ -305,6 +305,8 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                         }
                         (Column::Flavor, _, _) if text == "proprietary" => t.role("warn"),
                         (Column::Reasons, _, _) => t.role("dim"),
+                        // An unknown value (the report has `null` there).
+                        _ if text == "?" => t.role("unknown"),
                         _ => Style::default(),
                     };
                     let text = if c == Column::Status && r.probe == Probe::Running {
@@ -386,7 +388,7 @@ fn severity_style(t: &Theme, s: Severity) -> Style {
 /// The detail pane's lines for `row`: status, reasons with evidence, every fact with its
 /// evidence, then the raw probe sections.
 pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
-    let safe = |s: &str| terminal_safe(s).into_owned();
+    let safe = |s: &str| screen_safe(s).into_owned();
     let mut out: Vec<Line> = Vec::new();
     let Some(r) = &row.report else {
         out.push(Line::from(Span::styled(
@@ -449,10 +451,16 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
     };
     let parsed = sections::parse(&raw.output, &raw.boundary);
     let facts = collect(&parsed);
+    // `value` is already safe (node text in it through `safe`); evidence is made safe here.
     let fact = |out: &mut Vec<Line>, name: &str, value: String, ev: Vec<(String, String)>| {
+        let style = if value == "?" {
+            t.role("unknown")
+        } else {
+            Style::default()
+        };
         out.push(Line::from(vec![
             Span::styled(format!("  {name:<18}"), t.role("title")),
-            Span::raw(safe(&value)),
+            Span::styled(value, style),
         ]));
         for (s, l) in ev {
             out.push(Line::from(Span::styled(
@@ -474,25 +482,25 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
     fact(
         &mut out,
         "kernel",
-        facts.kernel_release.clone().unwrap_or_else(|| "?".into()),
+        facts.kernel_release.as_deref().map_or("?".into(), safe),
         ev(&facts.kernel_evidence),
     );
     fact(
         &mut out,
         "os",
-        facts.os_pretty_name.clone().unwrap_or_else(|| "?".into()),
+        facts.os_pretty_name.as_deref().map_or("?".into(), safe),
         vec![],
     );
     if let Some(d) = &facts.driver {
         fact(
             &mut out,
             "module",
-            format!(
+            safe(&format!(
                 "{} {} {}",
                 d.flavor.as_str(),
                 d.version.clone().unwrap_or_default(),
                 d.arch.clone().unwrap_or_default()
-            ),
+            )),
             d.evidence
                 .iter()
                 .map(|e| (e.source.clone(), e.line.clone()))
@@ -544,9 +552,9 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
             &format!("gpu {}", g.index),
             format!(
                 "{} · {} · cc {}{}",
-                g.name.clone().unwrap_or_else(|| "?".into()),
-                g.bus_id.clone().unwrap_or_default(),
-                g.compute_capability.clone().unwrap_or_else(|| "?".into()),
+                g.name.as_deref().map_or("?".into(), safe),
+                safe(g.bus_id.as_deref().unwrap_or_default()),
+                g.compute_capability.as_deref().map_or("?".into(), safe),
                 if g.initialized {
                     ""
                 } else {
@@ -569,7 +577,10 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
         out.push(Line::from(vec![
             Span::styled(format!("▸ {:?} ", s.kind).to_lowercase(), t.role("title")),
             Span::styled(safe(&s.name), t.role("title")),
-            Span::styled(format!("  [{:?}]", s.status).to_lowercase(), t.role("dim")),
+            Span::styled(
+                safe(&format!("  [{:?}]", s.status).to_lowercase()),
+                t.role("dim"),
+            ),
         ]));
         for l in String::from_utf8_lossy(&s.body).lines().take(400) {
             out.push(Line::from(Span::raw(format!("  {}", safe(l)))));
@@ -602,7 +613,7 @@ fn draw_bottom(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     let line = if app.mode == Mode::FilterInput {
         Line::from(vec![
             Span::styled("/", t.role("header")),
-            Span::raw(terminal_safe(&app.input).into_owned()),
+            Span::raw(screen_safe(&app.input).into_owned()),
             Span::styled("█", t.role("dim")),
             Span::styled(
                 "   enter apply · esc cancel · status: flavor: label: group: reason:",
@@ -610,7 +621,7 @@ fn draw_bottom(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
             ),
         ])
     } else if let Some(m) = &app.message {
-        Line::from(Span::styled(terminal_safe(m).into_owned(), t.role("warn")))
+        Line::from(Span::styled(screen_safe(m).into_owned(), t.role("warn")))
     } else {
         let k = &app.keymap;
         let mut spans = Vec::new();
@@ -636,7 +647,8 @@ fn draw_bottom(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
 fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     let w = area.width.saturating_sub(8).min(100);
     let actions: Vec<_> = app.keymap.bound().collect();
-    let h = (actions.len() as u16 + 6).min(area.height.saturating_sub(2));
+    let legend = status_legend(t);
+    let h = (actions.len() as u16 + legend.len() as u16 + 6).min(area.height.saturating_sub(2));
     let popup = Rect {
         x: area.x + (area.width.saturating_sub(w)) / 2,
         y: area.y + (area.height.saturating_sub(h)) / 2,
@@ -663,6 +675,8 @@ fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
             t.role("warn"),
         )));
     }
+    lines.push(Line::default());
+    lines.extend(legend);
     draw_popup(
         f,
         t,
@@ -672,6 +686,26 @@ fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         "border",
         app.detail_scroll,
     );
+}
+
+/// The statuses, worst first (the matrix's sort order), each in its theme style with what it
+/// means: a title line, then one line per status.
+pub fn status_legend<'a>(t: &Theme) -> Vec<Line<'a>> {
+    let mut statuses = NodeStatus::ALL;
+    statuses.sort();
+    let mut out = vec![Line::from(Span::styled(
+        " statuses, worst first (filter: status:NAME)",
+        t.role("header"),
+    ))];
+    out.extend(statuses.iter().map(|s| {
+        Line::from(vec![
+            Span::raw(" "),
+            Span::styled(s.as_str(), t.status(*s)),
+            Span::raw(" ".repeat(20 - s.as_str().len())),
+            Span::raw(s.meaning()),
+        ])
+    }));
+    out
 }
 
 /// A bordered box over the screen at `area`, scrolled by `scroll` lines.

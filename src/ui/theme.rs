@@ -1,8 +1,13 @@
-//! Themes: semantic roles (ok, warn, blocked, crit, unknown, info, dim, header, title, border,
-//! selected, badge, gauge, probing) mapped to styles, from `themes/*.toml` (built in: default,
-//! light, high-contrast) or `<config dir>/themes/NAME.toml`. A user theme overrides only the
-//! roles it names. With `NO_COLOR` set (no-color.org) colours are dropped and the selection is
-//! shown reversed.
+//! Themes: semantic roles (ok, warn, blocked, crit, status-unknown, no-driver, unknown, info,
+//! dim, header, title, border, selected, badge, gauge, probing) mapped to styles, from
+//! `themes/*.toml` (built in: default, light, high-contrast) or `<config dir>/themes/NAME.toml`.
+//! A user theme overrides only the roles it names. With `NO_COLOR` set (no-color.org) colours
+//! are dropped and the selection is shown reversed.
+//!
+//! Roles by status: ready `ok`, migrate `warn`, blocked `blocked`, attention and unreachable
+//! `crit`, unknown `status-unknown`, no-driver `no-driver`. The role `unknown` is for unknown
+//! values (`?`). Themes written before `no-driver` existed styled no-driver nodes with
+//! `unknown`: a theme file that sets `unknown` but not `no-driver` still does.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,9 +27,23 @@ const BUILT_IN: [(&str, &str); 3] = [
     ),
 ];
 
-const ROLES: [&str; 14] = [
-    "ok", "warn", "blocked", "crit", "unknown", "info", "dim", "header", "title", "border",
-    "selected", "badge", "gauge", "probing",
+const ROLES: [&str; 16] = [
+    "ok",
+    "warn",
+    "blocked",
+    "crit",
+    "status-unknown",
+    "no-driver",
+    "unknown",
+    "info",
+    "dim",
+    "header",
+    "title",
+    "border",
+    "selected",
+    "badge",
+    "gauge",
+    "probing",
 ];
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -106,6 +125,14 @@ impl Theme {
                 style_of(spec).map_err(|e| format!("{origin}: {role}: {e}"))?,
             );
         }
+        // `no-driver` was split from `unknown`: a theme that styles only `unknown` keeps
+        // styling no-driver nodes with it.
+        if file.roles.contains_key("unknown")
+            && !file.roles.contains_key("no-driver")
+            && let Some(st) = self.roles.get("unknown").copied()
+        {
+            self.roles.insert("no-driver", st);
+        }
         Ok(self)
     }
 
@@ -161,8 +188,8 @@ impl Theme {
             NodeStatus::Migrate => "warn",
             NodeStatus::Blocked => "blocked",
             NodeStatus::Attention | NodeStatus::Unreachable => "crit",
-            NodeStatus::NoDriver => "unknown",
-            NodeStatus::Unknown => "unknown",
+            NodeStatus::NoDriver => "no-driver",
+            NodeStatus::Unknown => "status-unknown",
         })
     }
 }
@@ -225,6 +252,71 @@ mod tests {
                 .unwrap_err()
                 .contains("built in: default, light, high-contrast")
         );
+    }
+
+    #[test]
+    fn statuses_have_their_own_roles_and_unknown_stands_apart() {
+        for (name, _) in BUILT_IN {
+            let t = Theme::load(name, None, false).unwrap();
+            // The split kept the colours: no-driver nodes look as they did.
+            assert_eq!(t.role("no-driver"), t.role("unknown"), "{name}");
+            assert_eq!(
+                t.status(NodeStatus::NoDriver),
+                t.role("no-driver"),
+                "{name}"
+            );
+            let unknown = t.status(NodeStatus::Unknown);
+            assert_eq!(unknown, t.role("status-unknown"), "{name}");
+            for s in NodeStatus::ALL {
+                if s != NodeStatus::Unknown {
+                    assert_ne!(unknown, t.status(s), "{name}: unknown looks like {s}");
+                }
+            }
+            // Not even its colour may be ready's.
+            assert_ne!(unknown.fg, t.status(NodeStatus::Ready).fg, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_theme_that_styles_only_unknown_still_styles_no_driver_nodes() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("themes")).unwrap();
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.path().join(format!("themes/{name}.toml")), text).unwrap()
+        };
+        write(
+            "old",
+            "[roles]\nunknown = { fg = \"#123456\", italic = true }\n",
+        );
+        let t = Theme::load("old", Some(dir.path()), false).unwrap();
+        let mine = Style::default()
+            .fg(Color::Rgb(0x12, 0x34, 0x56))
+            .add_modifier(Modifier::ITALIC);
+        assert_eq!(t.role("unknown"), mine);
+        assert_eq!(t.status(NodeStatus::NoDriver), mine);
+        // The new status keeps the default theme's style.
+        assert_eq!(
+            t.status(NodeStatus::Unknown),
+            Theme::default().role("status-unknown")
+        );
+        // A theme that names both keeps each.
+        write(
+            "new",
+            "[roles]\nunknown = { fg = \"#123456\" }\nno-driver = { fg = \"blue\" }\n",
+        );
+        let t = Theme::load("new", Some(dir.path()), false).unwrap();
+        assert_eq!(t.status(NodeStatus::NoDriver).fg, Some(Color::Blue));
+        assert_eq!(t.role("unknown").fg, Some(Color::Rgb(0x12, 0x34, 0x56)));
+        // A theme that names neither keeps the default's.
+        write("other", "[roles]\nok = { fg = \"green\" }\n");
+        let t = Theme::load("other", Some(dir.path()), false).unwrap();
+        assert_eq!(
+            t.status(NodeStatus::NoDriver),
+            Theme::default().role("no-driver")
+        );
+        write("typo", "[roles]\nstatus-unknwn = { fg = \"red\" }\n");
+        let e = Theme::load("typo", Some(dir.path()), false).unwrap_err();
+        assert!(e.contains("did you mean `status-unknown`?"), "{e}");
     }
 
     #[test]
