@@ -101,43 +101,61 @@ fn holds_boundary(bytes: &[u8]) -> bool {
     })
 }
 
-/// Reads every /proc/*/cmdline and /proc/*/environ over and over until stopped; returns the
-/// command lines of the processes in which a boundary was seen.
+/// What a [`Watcher`] saw: command lines of processes holding a real boundary, whether it saw
+/// the planted one, and how many times it read every process.
+struct Seen {
+    real: Vec<String>,
+    planted: bool,
+    rounds: u64,
+}
+
+/// Reads every /proc/*/cmdline and /proc/*/environ over and over until stopped.
 struct Watcher {
     stop: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<(Vec<String>, u64)>,
+    handle: std::thread::JoinHandle<Seen>,
 }
+
+/// The boundary the positive control plants. Tests run in parallel, so a watcher may see the
+/// other test's plant: it is told apart from a real boundary.
+const PLANTED: &str = "gpufleet-0123456789abcdef0123456789abcdef";
 
 impl Watcher {
     fn start() -> Watcher {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let handle = std::thread::spawn(move || {
-            let mut seen = Vec::new();
-            let mut rounds = 0u64;
+            let mut seen = Seen {
+                real: Vec::new(),
+                planted: false,
+                rounds: 0,
+            };
             while !s.load(Ordering::Relaxed) {
-                rounds += 1;
+                seen.rounds += 1;
                 for e in std::fs::read_dir("/proc").unwrap().flatten() {
                     let pid = e.file_name().to_str().map(str::parse::<u32>);
                     if !matches!(pid, Some(Ok(_))) {
                         continue;
                     }
                     for f in ["cmdline", "environ"] {
-                        if let Ok(b) = std::fs::read(e.path().join(f))
-                            && holds_boundary(&b)
-                        {
+                        let Ok(b) = std::fs::read(e.path().join(f)) else {
+                            continue;
+                        };
+                        if b.windows(PLANTED.len()).any(|w| w == PLANTED.as_bytes()) {
+                            seen.planted = true;
+                        } else if holds_boundary(&b) {
                             let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-                            seen.push(String::from_utf8_lossy(&cmd).replace('\0', " "));
+                            seen.real
+                                .push(String::from_utf8_lossy(&cmd).replace('\0', " "));
                         }
                     }
                 }
             }
-            (seen, rounds)
+            seen
         });
         Watcher { stop, handle }
     }
 
-    fn finish(self) -> (Vec<String>, u64) {
+    fn finish(self) -> Seen {
         self.stop.store(true, Ordering::Relaxed);
         self.handle.join().unwrap()
     }
@@ -147,17 +165,16 @@ impl Watcher {
 /// without it, the tests below could not fail).
 fn positive_control() {
     let w = Watcher::start();
-    let planted = format!("gpufleet-{}", "0123456789abcdef".repeat(2));
     let st = Command::new("sh")
-        .args(["-c", "sleep 1", "planted"])
-        .arg(&planted)
+        .args(["-c", "sleep 1", "planted", PLANTED])
         .status()
         .unwrap();
     assert!(st.success());
-    let (seen, rounds) = w.finish();
+    let seen = w.finish();
     assert!(
-        seen.iter().any(|c| c.contains(&planted)),
-        "the watcher missed a planted boundary in {rounds} rounds"
+        seen.planted,
+        "the watcher missed a planted boundary in {} rounds",
+        seen.rounds
     );
 }
 
@@ -168,10 +185,14 @@ fn the_boundary_never_appears_in_any_argv_or_environment_locally() {
     let (_t, node) = scratch("l40s-open-570-k6.8-smi-hang");
     let w = Watcher::start();
     let n = run_json(&node, &["--nvidia-smi-timeout", "3", "--deadline", "10"]);
-    let (seen, rounds) = w.finish();
+    let seen = w.finish();
     assert_eq!(n["driver"]["version"], "570.86.15", "the probe did not run");
-    assert!(rounds > 10, "the watcher ran only {rounds} rounds");
-    assert!(seen.is_empty(), "boundary seen in: {seen:?}");
+    assert!(
+        seen.rounds > 10,
+        "the watcher ran only {} rounds",
+        seen.rounds
+    );
+    assert!(seen.real.is_empty(), "boundary seen in: {:?}", seen.real);
 }
 
 #[test]
@@ -181,10 +202,14 @@ fn the_boundary_never_appears_in_any_argv_or_environment_over_ssh() {
     let fleet = Fleet::start(std::slice::from_ref(&node), 60);
     let w = Watcher::start();
     let (_, doc) = fleet.snapshot(&["--nvidia-smi-timeout", "3", "--deadline", "10"]);
-    let (seen, rounds) = w.finish();
+    let seen = w.finish();
     assert_eq!(doc["nodes"][0]["driver"]["version"], "570.86.15", "{doc:#}");
-    assert!(rounds > 10, "the watcher ran only {rounds} rounds");
-    assert!(seen.is_empty(), "boundary seen in: {seen:?}");
+    assert!(
+        seen.rounds > 10,
+        "the watcher ran only {} rounds",
+        seen.rounds
+    );
+    assert!(seen.real.is_empty(), "boundary seen in: {:?}", seen.real);
 }
 
 /// A node tree with a file outside its root that would make nvidia-peermem "configured".

@@ -720,7 +720,12 @@ fn verdict_unknowns(f: &Facts, status: NodeStatus, dma_buf: Option<bool>) -> Vec
         }
     }
     match rdma_applies(f) {
-        None => missing.push(why("rdma.devices")),
+        // Unknown because the device list was not read, or because nvidia-peermem's use is.
+        None if f.rdma_devices.is_none() => missing.push(why("rdma.devices")),
+        None => missing.push(
+            "GPUDirect RDMA applicability (no RDMA device, but whether nvidia-peermem is used is unknown)"
+                .to_string(),
+        ),
         Some(true) if dma_buf.is_none() => missing.push(format!(
             "dma_buf.kernel_support (RDMA applies; {})",
             why("kernel config")
