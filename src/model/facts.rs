@@ -244,6 +244,8 @@ fn why_not(name: &str, s: &Section) -> String {
     match &s.status {
         Status::Ok | Status::Absent => String::new(),
         Status::Denied => format!("{name}: permission denied"),
+        // ELOOP: the probe followed 40 symlinks under the root prefix without an end.
+        Status::Error(40) => format!("{name}: too many levels of symbolic links (a loop)"),
         Status::Error(rc) => format!("{name}: read failed (exit {rc})"),
         Status::Rc(rc) => format!("{name}: exit {rc}"),
         Status::Timeout => format!("{name}: time limit reached"),
@@ -364,9 +366,17 @@ fn rdma_devices(out: &ProbeOutput, f: &mut Facts) {
     }
 }
 
+/// A kernel release as `uname -r` prints it: letters, digits and `._+~-` (what the probe also
+/// accepts to build `/boot/config-<release>`); anything else (a NUL, an invalid byte) is not one.
+fn is_release(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '~' | '-'))
+}
+
 fn kernel(out: &ProbeOutput, f: &mut Facts) {
     match read(out, Kind::File, "/proc/sys/kernel/osrelease") {
-        Read::Text(t) if !t.trim().is_empty() => {
+        Read::Text(t) if is_release(t.trim()) => {
             f.kernel_release = Some(t.trim().to_string());
             f.kernel_evidence = Some(Evidence::new("/proc/sys/kernel/osrelease", t.trim()));
             return;
@@ -376,7 +386,9 @@ fn kernel(out: &ProbeOutput, f: &mut Facts) {
     // Fallback: "Linux version <release> (...)".
     if let Read::Text(t) = read(out, Kind::File, "/proc/version") {
         let mut w = t.split_whitespace();
-        if let (Some("Linux"), Some("version"), Some(rel)) = (w.next(), w.next(), w.next()) {
+        if let (Some("Linux"), Some("version"), Some(rel)) = (w.next(), w.next(), w.next())
+            && is_release(rel)
+        {
             f.kernel_release = Some(rel.to_string());
             f.kernel_evidence = Some(Evidence::new("/proc/version", first_line(&t)));
             return;

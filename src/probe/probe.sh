@@ -32,22 +32,27 @@ have() { command -v "$1" >/dev/null 2>&1; }
 begin() { printf '%s %s %s\n' "$B" "$1" "$2"; }
 end() { printf '\n%s end %s\n' "$B" "$1"; }
 
-# The watchdog: D seconds after the start it kills this probe's process group (this shell and
-# every command it started), also when gpufleet or the connection is gone. Ended at the trailer.
+# The watchdog: D seconds after the start, or as soon as this shell is gone (killed by SIGPIPE
+# when gpufleet closed the session), it kills this probe's process group (this shell and every
+# command it started). The trailer ends it. $$ is this shell's pid, also inside the subshell.
 W=
 if have sleep; then
   (
     trap 'kill "$s" 2>/dev/null; exit 0' TERM
-    sleep "$D" &
-    s=$!
-    wait "$s"
+    i=0
+    while [ "$i" -lt "$D" ] && kill -0 $$ 2>/dev/null; do
+      sleep 1 &
+      s=$!
+      wait "$s"
+      i=$((i + 1))
+    done
     kill -KILL 0
   ) </dev/null >/dev/null 2>&1 &
   W=$!
 fi
 
 # confine PATH: sets P to where PATH (absolute, as on the node) is under the root prefix, every
-# symlink resolved under it. Fails (1) after 40 links (a loop) or when a link cannot be read.
+# symlink resolved under it. Fails with 2 after 40 links (a loop), 1 when a link cannot be read.
 confine() {
   P=$1
   [ -z "$R" ] && return 0
@@ -65,7 +70,7 @@ confine() {
     esac
     if [ -h "$R$_cur/$_c" ]; then
       _n=$((_n + 1))
-      [ "$_n" -le 40 ] || return 1
+      [ "$_n" -le 40 ] || return 2
       have readlink || return 1
       _t=$(readlink "$R$_cur/$_c" 2>/dev/null) || return 1
       [ -n "$_t" ] || return 1
@@ -81,7 +86,12 @@ confine() {
 # check NAME: confines NAME into P; on failure, or when P is absent, unreadable or not a regular
 # file or folder, ends the open section with that status and fails.
 check() {
-  if ! confine "$1"; then end denied; return 1; fi
+  confine "$1"
+  case $? in
+    0) ;;
+    2) end "error 40"; return 1 ;;
+    *) end denied; return 1 ;;
+  esac
   if [ ! -e "$P" ]; then end absent; return 1; fi
   if [ -p "$P" ] || [ -c "$P" ] || [ -b "$P" ] || [ -S "$P" ]; then end not-regular; return 1; fi
   if [ ! -r "$P" ]; then end denied; return 1; fi
