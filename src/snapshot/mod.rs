@@ -536,15 +536,21 @@ mod tests {
             r.status = s;
             r
         };
-        assert_eq!(exit_code(&[n(NodeStatus::Ready)], true), 0);
+        let check = Some(Check::default());
+        assert_eq!(exit_code(&[n(NodeStatus::Ready)], check), 0);
         assert_eq!(
-            exit_code(&[n(NodeStatus::Ready), n(NodeStatus::Migrate)], true),
+            exit_code(&[n(NodeStatus::Ready), n(NodeStatus::Migrate)], check),
             1
         );
         assert_eq!(
-            exit_code(&[n(NodeStatus::Migrate), n(NodeStatus::Unknown)], true),
+            exit_code(&[n(NodeStatus::Migrate), n(NodeStatus::Unknown)], check),
             2
         );
-        assert_eq!(exit_code(&[n(NodeStatus::Unknown)], false), 0);
+        assert_eq!(exit_code(&[n(NodeStatus::Unknown)], None), 0);
+        let lenient = Some(Check {
+            allow_no_driver: true,
+        });
+        assert_eq!(exit_code(&[n(NodeStatus::NoDriver)], check), 1);
+        assert_eq!(exit_code(&[n(NodeStatus::NoDriver)], lenient), 0);
     }
 }
