@@ -75,7 +75,7 @@ fn tui_in_a_real_terminal_against_the_real_sshd_fleet() {
 }
 
 /// Regenerates the README's screenshots (assets/*.png, and the screen text beside each) from
-/// the real TUI scanning the 8-node real-sshd fleet. Needs ../shared/tools/term-shot.py and
+/// the real TUI scanning the 16-node real-sshd fleet (nodes/ and nodes-v2/). Needs ../shared/tools/term-shot.py and
 /// its packages (pyte, pillow, fonts-dejavu-core):
 /// `cargo test --test tui_tmux -- --ignored screenshots`.
 #[test]
@@ -83,7 +83,7 @@ fn tui_in_a_real_terminal_against_the_real_sshd_fleet() {
 fn screenshots() {
     let shot = manifest().join("../shared/tools/term-shot.py");
     assert!(shot.exists(), "{} is needed", shot.display());
-    let fleet = Fleet::start(&fixture_nodes(), 140);
+    let fleet = Fleet::start(&all_fixture_nodes(), 140);
     let mut text = fleet.inventory_text();
     // A canary and labels, as an operator's inventory would have.
     text = text.replacen(

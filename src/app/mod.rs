@@ -93,11 +93,13 @@ pub enum Column {
     MinCc,
     DmaBuf,
     Peermem,
+    /// Whether the kernel the next reboot starts has an nvidia.ko.
+    NextBoot,
     Reasons,
 }
 
 impl Column {
-    pub const ALL: [Column; 10] = [
+    pub const ALL: [Column; 11] = [
         Column::Node,
         Column::Status,
         Column::Kernel,
@@ -107,6 +109,7 @@ impl Column {
         Column::MinCc,
         Column::DmaBuf,
         Column::Peermem,
+        Column::NextBoot,
         Column::Reasons,
     ];
 
@@ -121,6 +124,7 @@ impl Column {
             Column::MinCc => "CC",
             Column::DmaBuf => "DMA-BUF",
             Column::Peermem => "PEERMEM",
+            Column::NextBoot => "NEXT BOOT",
             Column::Reasons => "REASONS",
         }
     }
@@ -332,6 +336,7 @@ fn compute_cell(row: &Row, c: Column) -> String {
         Column::MinCc => cells[6].clone(),
         Column::DmaBuf => cells[7].clone(),
         Column::Peermem => cells[8].clone(),
+        Column::NextBoot => cells[9].clone(),
         Column::Reasons => r
             .reasons
             .iter()

@@ -300,7 +300,7 @@ fn broken_now_rules(f: &Facts, r: &mut Vec<Reason>, log: &[Message]) {
     let counts = klog::xid_counts(log);
     let others: BTreeMap<u32, u32> = counts.into_iter().filter(|(c, _)| *c != 79).collect();
     if !others.is_empty() {
-        let list: Vec<String> = others.iter().map(|(c, n)| format!("{c} ×{n}")).collect();
+        let list: Vec<String> = others.iter().map(|(c, n)| format!("{c} ({n}x)")).collect();
         let lines: Vec<&Message> = log
             .iter()
             .filter(|m| klog::xid(m).is_some_and(|x| x.code != 79))

@@ -220,7 +220,7 @@ fn peermem_cell(n: &NodeReport) -> String {
 
 /// The table cells of one node, each through `safe` ([`terminal_safe`] for the table,
 /// [`crate::model::text::screen_safe`] for the TUI) and cut to 64 characters.
-pub fn table_cells(n: &NodeReport, safe: fn(&str) -> Cow<'_, str>) -> [String; 9] {
+pub fn table_cells(n: &NodeReport, safe: fn(&str) -> Cow<'_, str>) -> [String; 10] {
     let unreachable = n.status == NodeStatus::Unreachable;
     let dash =
         |s: Option<String>| s.unwrap_or_else(|| if unreachable { "-".into() } else { "?".into() });
@@ -245,8 +245,23 @@ pub fn table_cells(n: &NodeReport, safe: fn(&str) -> Cow<'_, str>) -> [String; 9
             yes_no(n.dma_buf.as_ref().and_then(|d| d.kernel_support)).into()
         },
         peermem_cell(n),
+        next_boot_cell(n).into(),
     ]
     .map(|s| clip(&safe(&s), 64))
+}
+
+/// The NEXT BOOT cell: `ok`, `no driver` (the next reboot comes up without nvidia.ko), `n/a`
+/// (no host driver to check), `?` (unknown), `-` (unreachable). docs/domain.md, "Next boot".
+pub fn next_boot_cell(n: &NodeReport) -> &'static str {
+    if n.status == NodeStatus::Unreachable {
+        return "-";
+    }
+    match n.next_boot_driver() {
+        Some("ok") => "ok",
+        Some("missing") => "no driver",
+        Some(_) => "n/a",
+        None => "?",
+    }
 }
 
 /// `s` cut to `max` characters, the last one an ellipsis when cut.
@@ -259,8 +274,17 @@ fn clip(s: &str, max: usize) -> String {
     out
 }
 
-const HEADERS: [&str; 9] = [
-    "NODE", "STATUS", "KERNEL", "MODULE", "DRIVER", "GPUS", "MIN CC", "DMA-BUF", "PEERMEM",
+const HEADERS: [&str; 10] = [
+    "NODE",
+    "STATUS",
+    "KERNEL",
+    "MODULE",
+    "DRIVER",
+    "GPUS",
+    "MIN CC",
+    "DMA-BUF",
+    "PEERMEM",
+    "NEXT BOOT",
 ];
 
 impl Sink for TableSink<'_> {
@@ -269,7 +293,7 @@ impl Sink for TableSink<'_> {
     }
 
     fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {
-        let rows: Vec<[String; 9]> = snapshot
+        let rows: Vec<[String; 10]> = snapshot
             .nodes
             .iter()
             .map(|n| table_cells(n, terminal_safe))

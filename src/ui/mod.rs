@@ -15,9 +15,8 @@ use ratatui::widgets::{
 pub use theme::Theme;
 
 use crate::app::{App, Column, Mode, Probe, Row, cell};
-use crate::model::assess::{Thresholds, dma_buf_support};
 use crate::model::text::screen_safe;
-use crate::model::{NodeStatus, Severity, collect, sections};
+use crate::model::{NodeReport, NodeStatus, Severity, sections};
 
 /// Where the last frame put things, for the app.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -178,12 +177,13 @@ fn draw_gauge(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
 }
 
 /// Column widths for the visible rows; `None` hides a column. Columns join in priority order
-/// while they fit (node, status, module, driver, DMA-BUF, peermem, CC, GPUs, kernel); the
-/// reasons column takes what is left. Hidden facts stay in the detail pane.
+/// while they fit beside the reasons column's minimum (node, status, module, driver, DMA-BUF,
+/// peermem, next boot, CC, GPUs, kernel); the reasons column takes what is left. Hidden facts
+/// stay in the detail pane.
 fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
-    const MIN: [u16; 10] = [4, 9, 6, 6, 6, 4, 2, 7, 7, 12];
-    const MAX: [u16; 10] = [40, 11, 20, 11, 11, 28, 4, 7, 11, 400];
-    const PRIORITY: [usize; 9] = [0, 1, 3, 4, 7, 8, 6, 5, 2];
+    const MIN: [u16; 11] = [4, 9, 6, 6, 6, 4, 2, 7, 7, 9, 12];
+    const MAX: [u16; 11] = [40, 11, 20, 11, 11, 28, 4, 7, 11, 9, 400];
+    const PRIORITY: [usize; 10] = [0, 1, 3, 4, 7, 8, 9, 6, 5, 2];
     let natural: Vec<u16> = Column::ALL
         .iter()
         .enumerate()
@@ -210,19 +210,32 @@ fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
             (content.max(title) as u16).clamp(MIN[i], MAX[i] + markers)
         })
         .collect();
-    let mut out = vec![None; 10];
+    let mut out = vec![None; 11];
     let mut used: u16 = 2; // highlight symbol
-    for &i in &PRIORITY {
+    // The reasons column keeps its minimum once node and status are in: it says why.
+    let reserve = 2 + MIN[10];
+    for (k, &i) in PRIORITY.iter().enumerate() {
         let need = natural[i] + if used > 2 { 2 } else { 0 };
-        if used + need <= total {
+        let keep = if k < 2 { 0 } else { reserve };
+        if used + need + keep <= total {
             out[i] = Some(natural[i]);
             used += need;
         }
     }
-    if used + 2 + MIN[9] <= total {
-        out[9] = Some(total - used - 2);
+    if used + 2 + MIN[10] <= total {
+        out[10] = Some(total - used - 2);
     }
     out
+}
+
+/// Whether GPUDirect RDMA does not apply to the node (`no-rdma-device`): its kernel's DMA-BUF
+/// support then blocks nothing.
+fn rdma_na(r: &Row) -> bool {
+    r.report.as_ref().is_some_and(|x| {
+        x.reasons
+            .iter()
+            .any(|r| r.code == crate::model::Code::NoRdmaDevice)
+    })
 }
 
 /// The value of the grouping label for `r` (`-` when the node lacks the label).
@@ -297,7 +310,9 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                         (Column::Status, _, Probe::Running) => t.role("probing"),
                         (Column::Status, Some(s), _) => t.status(s),
                         (Column::Status, None, _) => t.role("dim"),
-                        (Column::DmaBuf, _, _) if text == "no" => t.role("crit"),
+                        // "no" blocks only where GPUDirect RDMA applies.
+                        (Column::DmaBuf, _, _) if text == "no" && !rdma_na(r) => t.role("crit"),
+                        (Column::NextBoot, _, _) if text == "no driver" => t.role("crit"),
                         (Column::Peermem, _, _)
                             if text.starts_with("loaded") || text == "at boot" =>
                         {
@@ -385,6 +400,269 @@ fn severity_style(t: &Theme, s: Severity) -> Style {
     })
 }
 
+/// The facts of a report with their evidence, grouped as the JSON is (the assessment's own
+/// values: nothing is recomputed here, so the pane never contradicts the status).
+fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme) {
+    let safe = |s: &str| screen_safe(s).into_owned();
+    let q = |s: Option<&str>| s.map_or_else(|| "?".to_string(), safe);
+    let yn = |b: Option<bool>| {
+        match b {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "?",
+        }
+        .to_string()
+    };
+    // `value` is already safe; the evidence of `path` (a JSON path) is made safe here.
+    let fact = |out: &mut Vec<Line<'a>>, name: &str, value: String, path: &str| {
+        let style = if value == "?" {
+            t.role("unknown")
+        } else {
+            Style::default()
+        };
+        out.push(Line::from(vec![
+            Span::styled(format!("  {name:<20}"), t.role("title")),
+            Span::styled(value, style),
+        ]));
+        for e in r.evidence.get(path).into_iter().flatten().take(8) {
+            out.push(Line::from(Span::styled(
+                format!("        {}: {}", safe(&e.source), safe(e.line.trim_end())),
+                t.role("dim"),
+            )));
+        }
+    };
+    let section = |out: &mut Vec<Line<'a>>, title: &str| {
+        out.push(Line::default());
+        out.push(Line::from(Span::styled(
+            title.to_string(),
+            t.role("header"),
+        )));
+    };
+    if r.status == NodeStatus::Unreachable {
+        return;
+    }
+    section(out, "facts and evidence");
+    fact(
+        out,
+        "kernel",
+        q(r.kernel.as_ref().and_then(|k| k.release.as_deref())),
+        "kernel.release",
+    );
+    fact(
+        out,
+        "os",
+        q(r.os.as_ref().and_then(|o| o.pretty_name.as_deref())),
+        "os.pretty_name",
+    );
+    match &r.driver {
+        Some(d) => fact(
+            out,
+            "module",
+            format!(
+                "{}{}",
+                safe(&format!(
+                    "{} {} {}",
+                    d.flavor.as_str(),
+                    d.version.clone().unwrap_or_default(),
+                    d.arch.clone().unwrap_or_default()
+                )),
+                d.managed_by
+                    .as_deref()
+                    .map(|m| format!(" · managed by {}", safe(m)))
+                    .unwrap_or_default()
+            ),
+            "driver.flavor",
+        ),
+        None => fact(out, "module", "?".into(), "driver.flavor"),
+    }
+    let pm = r.peermem.as_ref();
+    fact(
+        out,
+        "peermem loaded",
+        yn(pm.and_then(|p| p.loaded)),
+        "peermem.loaded",
+    );
+    fact(
+        out,
+        "peermem at boot",
+        yn(pm.and_then(|p| p.configured)),
+        "peermem.configured",
+    );
+    if pm.and_then(|p| p.loaded) == Some(true) {
+        fact(
+            out,
+            "peermem registered",
+            yn(pm.and_then(|p| p.registered)),
+            "peermem.registered",
+        );
+    }
+    fact(
+        out,
+        "DMA-BUF kernel",
+        yn(r.dma_buf.as_ref().and_then(|d| d.kernel_support)),
+        "dma_buf.kernel_support",
+    );
+    fact(
+        out,
+        "taint",
+        r.taint
+            .as_ref()
+            .and_then(|x| x.value)
+            .map_or("?".into(), |v| v.to_string()),
+        "taint.value",
+    );
+    for g in r.gpus.iter().flatten() {
+        out.push(Line::from(vec![
+            Span::styled(
+                format!("  {:<20}", format!("gpu {}", g.index)),
+                t.role("title"),
+            ),
+            Span::raw(format!(
+                "{} · {} · cc {}",
+                q(g.name.as_deref()),
+                q(g.bus_id.as_deref()),
+                q(g.compute_capability.as_deref())
+            )),
+        ]));
+    }
+    for e in r.evidence.get("gpus").into_iter().flatten().take(8) {
+        out.push(Line::from(Span::styled(
+            format!("        {}: {}", safe(&e.source), safe(e.line.trim_end())),
+            t.role("dim"),
+        )));
+    }
+    if let Some(b) = &r.boot {
+        section(out, "next boot");
+        fact(out, "running", q(b.running.as_deref()), "kernel.release");
+        fact(
+            out,
+            "boot kernel",
+            q(b.boot_kernel.as_deref()),
+            "boot.boot_kernel",
+        );
+        fact(
+            out,
+            "nvidia.ko next boot",
+            crate::snapshot::next_boot_cell(r).to_string(),
+            "boot.kernels",
+        );
+        fact(
+            out,
+            "reboot pending",
+            yn(b.reboot_pending),
+            "boot.reboot_pending",
+        );
+        for k in b.kernels.iter().flatten() {
+            let mods = match &k.nvidia_modules {
+                Some(m) if m.is_empty() => "no NVIDIA module".to_string(),
+                Some(m) => m
+                    .iter()
+                    .map(|p| p.rsplit('/').next().unwrap_or(p))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                None => "?".into(),
+            };
+            out.push(Line::from(vec![
+                Span::styled(format!("    {:<18}", safe(&k.release)), t.role("dim")),
+                Span::raw(safe(&mods)),
+            ]));
+        }
+    }
+    if let Some(fw) = &r.firmware
+        && fw.gsp_files_present.is_some()
+    {
+        section(out, "firmware");
+        fact(
+            out,
+            "GSP firmware",
+            yn(fw.gsp_files_present),
+            "firmware.gsp_files_present",
+        );
+    }
+    if let Some(mp) = &r.module_params {
+        let configured = mp.configured.as_deref().unwrap_or_default();
+        if !configured.is_empty() {
+            section(out, "module parameters (configured → in effect)");
+            for c in configured {
+                let now = mp
+                    .in_effect
+                    .as_ref()
+                    .map(|p| p.get(&c.key).map_or("not a parameter", String::as_str))
+                    .unwrap_or("?");
+                out.push(Line::from(vec![
+                    Span::styled(format!("  NVreg_{:<28}", safe(&c.key)), t.role("title")),
+                    Span::raw(safe(&format!("{} → {now}", c.value))),
+                    Span::styled(format!("  ({})", safe(&c.source)), t.role("dim")),
+                ]));
+            }
+        }
+    }
+    if let Some(rd) = &r.rdma {
+        section(out, "RDMA");
+        fact(
+            out,
+            "devices",
+            rd.devices.as_ref().map_or("?".into(), |d| {
+                if d.is_empty() {
+                    "none".into()
+                } else {
+                    safe(&d.join(" "))
+                }
+            }),
+            "rdma.devices",
+        );
+        fact(
+            out,
+            "verbs DMA-BUF",
+            rd.libibverbs_dmabuf
+                .map_or("no host library".into(), |b| yn(Some(b))),
+            "rdma.libibverbs_dmabuf",
+        );
+    }
+    if let Some(sb) = &r.secure_boot {
+        section(out, "module signatures");
+        fact(out, "Secure Boot", yn(sb.enabled), "secure_boot.enabled");
+        fact(
+            out,
+            "lockdown",
+            q(sb.lockdown.as_deref()),
+            "secure_boot.lockdown",
+        );
+        fact(
+            out,
+            "signatures enforced",
+            yn(sb.signature_enforced),
+            "secure_boot.signature_enforced",
+        );
+        fact(
+            out,
+            "nvidia.ko signed",
+            yn(sb.nvidia_ko_signed),
+            "secure_boot.nvidia_ko_signed",
+        );
+    }
+    if let Some(kl) = &r.kernel_log {
+        section(out, "kernel log");
+        fact(
+            out,
+            "Xid events",
+            kl.xid_counts
+                .as_ref()
+                .map_or("? (not readable)".into(), |x| {
+                    if x.is_empty() {
+                        "none".into()
+                    } else {
+                        x.iter()
+                            .map(|(c, n)| format!("{} ({n}x)", safe(c)))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                }),
+            "kernel_log",
+        );
+    }
+}
+
 /// The detail pane's lines for `row`: status, reasons with evidence, every fact with its
 /// evidence, then the raw probe sections.
 pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
@@ -446,124 +724,11 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
             )));
         }
     }
+    fact_lines(&mut out, r, t);
     let Some(raw) = &row.raw else {
         return out;
     };
     let parsed = sections::parse(&raw.output, &raw.boundary);
-    let facts = collect(&parsed);
-    // `value` is already safe (node text in it through `safe`); evidence is made safe here.
-    let fact = |out: &mut Vec<Line>, name: &str, value: String, ev: Vec<(String, String)>| {
-        let style = if value == "?" {
-            t.role("unknown")
-        } else {
-            Style::default()
-        };
-        out.push(Line::from(vec![
-            Span::styled(format!("  {name:<18}"), t.role("title")),
-            Span::styled(value, style),
-        ]));
-        for (s, l) in ev {
-            out.push(Line::from(Span::styled(
-                format!("        {}: {}", safe(&s), safe(l.trim_end())),
-                t.role("dim"),
-            )));
-        }
-    };
-    out.push(Line::default());
-    out.push(Line::from(Span::styled(
-        "facts and evidence",
-        t.role("header"),
-    )));
-    let ev = |e: &Option<crate::model::facts::Evidence>| {
-        e.iter()
-            .map(|e| (e.source.clone(), e.line.clone()))
-            .collect::<Vec<_>>()
-    };
-    fact(
-        &mut out,
-        "kernel",
-        facts.kernel_release.as_deref().map_or("?".into(), safe),
-        ev(&facts.kernel_evidence),
-    );
-    fact(
-        &mut out,
-        "os",
-        facts.os_pretty_name.as_deref().map_or("?".into(), safe),
-        vec![],
-    );
-    if let Some(d) = &facts.driver {
-        fact(
-            &mut out,
-            "module",
-            safe(&format!(
-                "{} {} {}",
-                d.flavor.as_str(),
-                d.version.clone().unwrap_or_default(),
-                d.arch.clone().unwrap_or_default()
-            )),
-            d.evidence
-                .iter()
-                .map(|e| (e.source.clone(), e.line.clone()))
-                .collect(),
-        );
-    }
-    let yn = |b: Option<bool>| {
-        b.map_or(
-            "?".to_string(),
-            |b| if b { "yes".into() } else { "no".into() },
-        )
-    };
-    fact(
-        &mut out,
-        "peermem loaded",
-        yn(facts.peermem_loaded),
-        facts
-            .peermem_loaded_evidence
-            .iter()
-            .map(|e| (e.source.clone(), e.line.clone()))
-            .collect(),
-    );
-    fact(
-        &mut out,
-        "peermem at boot",
-        yn(facts.peermem_configured),
-        facts
-            .peermem_configured_evidence
-            .iter()
-            .map(|e| (e.source.clone(), e.line.clone()))
-            .collect(),
-    );
-    let (dma, _, dma_ev) = dma_buf_support(&facts, &Thresholds::default());
-    fact(
-        &mut out,
-        "DMA-BUF kernel",
-        yn(dma),
-        dma_ev.into_iter().map(|e| (e.source, e.line)).collect(),
-    );
-    fact(
-        &mut out,
-        "taint",
-        facts.taint.map_or("?".into(), |v| v.to_string()),
-        ev(&facts.taint_evidence),
-    );
-    for g in &facts.gpus {
-        fact(
-            &mut out,
-            &format!("gpu {}", g.index),
-            format!(
-                "{} · {} · cc {}{}",
-                g.name.as_deref().map_or("?".into(), safe),
-                safe(g.bus_id.as_deref().unwrap_or_default()),
-                g.compute_capability.as_deref().map_or("?".into(), safe),
-                if g.initialized {
-                    ""
-                } else {
-                    " · not initialized"
-                }
-            ),
-            vec![(g.evidence.source.clone(), g.evidence.line.clone())],
-        );
-    }
     out.push(Line::default());
     out.push(Line::from(Span::styled(
         format!(
