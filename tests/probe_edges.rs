@@ -659,3 +659,30 @@ fn the_shipped_recipe_masks_peermem_from_etc_only() {
         assert!(mlx.windows(9).any(|w| w == b"NVreg_X=1"), "{name}");
     }
 }
+
+/// A passthrough host: the A30s are bound to vfio-pci, no nvidia module is loaded. They are
+/// said (`gpu-bound-elsewhere`) and the node is `no-driver`, not a broken GPU node.
+#[test]
+fn gpus_bound_to_vfio_pci_make_a_no_driver_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("a30");
+    copy_tree(
+        &support::any_fixture("a30-proprietary-550-secureboot-unsigned-dkms"),
+        &node,
+    );
+    for bus in ["0000:3b:00.0", "0000:d8:00.0"] {
+        let dev = node.join("root/sys/devices/pci0000:00").join(bus);
+        std::os::unix::fs::symlink("../../../bus/pci/drivers/vfio-pci", dev.join("driver"))
+            .unwrap();
+    }
+    let n = json_node(&node, &[]);
+    assert_eq!(n["status"], "no-driver", "{n:#}");
+    let c = codes(&n);
+    assert!(c.contains(&"gpu-bound-elsewhere".to_string()), "{c:?}");
+    assert!(c.contains(&"no-nvidia-module".to_string()), "{c:?}");
+    assert!(!c.contains(&"gpu-without-driver".to_string()), "{c:?}");
+    assert!(
+        !c.contains(&"module-signature-rejected".to_string()),
+        "{c:?}"
+    );
+}

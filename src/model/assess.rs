@@ -157,6 +157,7 @@ reason_codes! {
     NoRdmaDevice = "no-rdma-device", Info, None;
     ModuleParamIgnored = "module-param-ignored", Info, None;
     GpuOperatorManaged = "gpu-operator-managed", Info, None;
+    GpuBoundElsewhere = "gpu-bound-elsewhere", Info, None;
     RebootPending = "reboot-pending", Info, None;
     FactUnknown = "fact-unknown", Info, None;
 }
@@ -365,8 +366,49 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
     );
     let flavor = flavor.unwrap_or(Flavor::Unknown);
     let flavor_known = f.driver.is_some();
-    let pci = f.pci_gpus.clone().unwrap_or_default();
-    let nvidia_node = module_loaded || !f.gpus.is_empty() || !pci.is_empty();
+    // GPUs bound to another driver (vfio-pci passthrough, nouveau) are not the NVIDIA driver's:
+    // they are said (`gpu-bound-elsewhere`) and otherwise left out.
+    let (elsewhere, pci): (Vec<_>, Vec<_>) = f
+        .pci_gpus
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .partition(|d| d.bound_elsewhere());
+    let seen_gpus = f
+        .gpus
+        .iter()
+        .filter(|g| {
+            !elsewhere
+                .iter()
+                .any(|d| g.bus_id.as_deref() == Some(d.bus_id.as_str()))
+        })
+        .count();
+    let nvidia_node = module_loaded || seen_gpus > 0 || !pci.is_empty();
+    if !elsewhere.is_empty() {
+        r.push(Reason::new(
+            Code::GpuBoundElsewhere,
+            format!(
+                "{} NVIDIA GPU(s) bound to another driver ({}): passed through to VMs or driven by nouveau, not the NVIDIA driver's",
+                elsewhere.len(),
+                elsewhere
+                    .iter()
+                    .filter_map(|d| d.driver.clone())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            elsewhere
+                .iter()
+                .map(|d| {
+                    Evidence::new(
+                        format!("/sys/bus/pci/devices/{}/driver", d.bus_id),
+                        format!("-> {}", d.driver.as_deref().unwrap_or("?")),
+                    )
+                })
+                .collect(),
+        ));
+    }
     let driver_ev = f
         .driver
         .as_ref()
@@ -570,7 +612,7 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
             f.peermem_configured_evidence.clone(),
         ));
     }
-    if flavor_known && flavor == Flavor::None && f.gpus.is_empty() && pci.is_empty() {
+    if flavor_known && flavor == Flavor::None && seen_gpus == 0 && pci.is_empty() {
         r.push(Reason::new(
             Code::NoNvidiaModule,
             "no NVIDIA driver loaded",
@@ -1126,12 +1168,13 @@ mod tests {
                             | Code::NoRdmaDevice
                             | Code::ModuleParamIgnored
                             | Code::GpuOperatorManaged
+                            | Code::GpuBoundElsewhere
                             | Code::RebootPending
                     )
             {
                 assert_eq!(c.severity(), Severity::Warn, "{c:?}");
             }
         }
-        assert_eq!(Code::ALL.len(), 44);
+        assert_eq!(Code::ALL.len(), 45);
     }
 }

@@ -703,6 +703,15 @@ fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
                         return Ok(None);
                     }
                     let (device, class) = (attr(bus, "device")?, attr(bus, "class")?);
+                    // The bound driver: the link's last component; unbound or unread is None.
+                    let driver = match read(out, Kind::Link, &format!("{PCI}/{bus}/driver")) {
+                        Read::Text(t) => first_line(&t)
+                            .rsplit('/')
+                            .next()
+                            .filter(|d| !d.is_empty())
+                            .map(str::to_string),
+                        _ => None,
+                    };
                     Ok(sysfs::normalize_bus_id(bus)
                         .zip(device)
                         .zip(class)
@@ -711,6 +720,7 @@ fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
                                 bus_id,
                                 device_id: u16::try_from(device).ok()?,
                                 class,
+                                driver,
                             })
                         }))
                 });

@@ -66,9 +66,18 @@ pub struct PciDevice {
     pub device_id: u16,
     /// The 24-bit class code (`0x030200` = 3D controller, `0x030000` = VGA).
     pub class: u32,
+    /// The kernel driver bound to it (`nvidia`, `vfio-pci`, `nouveau`), from the
+    /// `/sys/bus/pci/devices/<bus>/driver` link; `None` when unbound or unread.
+    pub driver: Option<String>,
 }
 
 impl PciDevice {
+    /// Bound to a driver that is not NVIDIA's: passed through to a VM (`vfio-pci`) or driven by
+    /// `nouveau` on a desktop (docs/domain.md, "GPUs the driver did not take").
+    pub fn bound_elsewhere(&self) -> bool {
+        matches!(self.driver.as_deref(), Some("vfio-pci" | "nouveau"))
+    }
+
     /// Display (0x0300xx) or 3D (0x0302xx) controllers: the GPUs. Audio and USB functions of the
     /// same card are not.
     pub fn is_gpu(&self) -> bool {
@@ -122,6 +131,7 @@ mod tests {
             bus_id: String::new(),
             device_id: 0,
             class,
+            driver: None,
         };
         assert!(d(0x030200).is_gpu());
         assert!(d(0x030000).is_gpu());

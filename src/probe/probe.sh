@@ -197,6 +197,18 @@ file /sys/module/nvidia/version
 file /proc/modules
 dir /sys/module
 
+# link NAME: the target of the symlink NAME (not followed).
+link() {
+  begin link "$1"
+  if ! confine "${1%/*}"; then end denied; return 0; fi
+  _l=$P/${1##*/}
+  if [ -h "$_l" ]; then
+    if have readlink && readlink "$_l" 2>/dev/null; then end ok; else end denied; fi
+  elif [ -e "$_l" ]; then end not-link
+  else end absent
+  fi
+}
+
 # entries NAME: the names in folder NAME (confined), one per line, for `| while read`.
 entries() { confine "$1" && [ -d "$P" ] && [ -r "$P" ] && ls -1 "$P" 2>/dev/null; }
 
@@ -218,6 +230,7 @@ entries /sys/bus/pci/devices | while IFS= read -r d; do
   [ "$v" = 0x10de ] || continue
   file "$n/device"
   file "$n/class"
+  link "$n/driver"
 done
 
 dir /sys/class/infiniband
@@ -288,18 +301,6 @@ if check /proc/config.gz; then
     fi
   fi
 fi
-
-# link NAME: the target of the symlink NAME (not followed).
-link() {
-  begin link "$1"
-  if ! confine "${1%/*}"; then end denied; return 0; fi
-  _l=$P/${1##*/}
-  if [ -h "$_l" ]; then
-    if have readlink && readlink "$_l" 2>/dev/null; then end ok; else end denied; fi
-  elif [ -e "$_l" ]; then end not-link
-  else end absent
-  fi
-}
 
 # Installed kernels, their NVIDIA driver module files, and the kernel the next boot starts.
 # Module files: a walk of at most 6 levels under /lib/modules/<k> (no -maxdepth: not POSIX),
