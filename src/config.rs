@@ -182,7 +182,7 @@ impl Default for SshConfig {
     }
 }
 
-/// `[assessment]`: thresholds of domain.md's rules, as "major.minor" strings.
+/// `[assessment]`: thresholds of docs/domain.md's rules, as "major.minor" strings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AssessmentConfig {

@@ -1,4 +1,4 @@
-//! The write permit: the only key to code that changes nodes. architecture.md decision 7:
+//! The write permit: the only key to code that changes nodes. docs/architecture.md decision 7:
 //! any source that says read-only (flag, config, inventory) makes write actions impossible to
 //! reach — here, impossible to call, because every function that changes a node takes a
 //! `&WritePermit`, and the only way to get one is [`WritePermit::new`], which refuses while any

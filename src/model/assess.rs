@@ -1,6 +1,6 @@
 //! The verdict: one status and every reason that applies (pure: no I/O).
 //!
-//! Vocabulary, rules and precedence from design/domain.md ("Verdict: status + reasons" and
+//! Vocabulary, rules and precedence from docs/domain.md ("Verdict: status + reasons" and
 //! "Rules"): unreachable > attention > blocked > migrate > no-driver > ready; advisories never
 //! change the status; `blocked` and `migrate` reasons apply only to nodes with an NVIDIA module
 //! or GPU; all reasons that apply are listed.
@@ -22,7 +22,7 @@ pub enum NodeStatus {
     Unreachable,
     Attention,
     /// No verdict: `ready` or `no-driver` would win, but a fact it rests on is unknown. Decided
-    /// after the precedence of the others (domain.md "Conclusions from absence need their
+    /// after the precedence of the others (docs/domain.md "Conclusions from absence need their
     /// facts"); sorts after `attention`.
     Unknown,
     Blocked,
@@ -54,7 +54,7 @@ impl NodeStatus {
         }
     }
 
-    /// What the status means, in words (domain.md's table).
+    /// What the status means, in words (docs/domain.md's status table).
     pub fn meaning(self) -> &'static str {
         match self {
             NodeStatus::Unreachable => "the scan could not run",
@@ -99,7 +99,7 @@ impl Severity {
 
 macro_rules! reason_codes {
     ($($variant:ident = $code:literal, $sev:ident, $status:expr;)*) => {
-        /// Reason codes (domain.md), each with its severity and the status it implies
+        /// Reason codes (docs/domain.md, "Reason codes"), each with its severity and the status it implies
         /// (`None` for advisories).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Code { $($variant,)* }
@@ -292,7 +292,7 @@ fn below(v: &Version, t: MajorMinor) -> bool {
     (u32::from(v.major), u32::from(v.minor)) < (t.0, t.1)
 }
 
-/// The DMA-BUF rule of domain.md: kallsyms, else release below minimum, else kernel config.
+/// The DMA-BUF rule of docs/domain.md: kallsyms, else release below minimum, else kernel config.
 pub fn dma_buf_support(f: &Facts, t: &Thresholds) -> (Option<bool>, DmaBufBasis, Vec<Evidence>) {
     if f.kallsyms_dmabuf == Some(true) {
         return (
@@ -706,7 +706,7 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
     }
 }
 
-/// Whether GPUDirect RDMA applies to the node (domain.md "GPUDirect RDMA applies"): it has an
+/// Whether GPUDirect RDMA applies to the node (docs/domain.md "GPUDirect RDMA applies"): it has an
 /// RDMA device (an entry in /sys/class/infiniband) or uses nvidia-peermem (loaded or configured).
 /// `None` when that cannot be told (the RDMA device list was not read and peermem is not known
 /// to be in use).
@@ -722,7 +722,7 @@ pub fn rdma_applies(f: &Facts) -> Option<bool> {
 }
 
 /// The facts that a `ready` or `no-driver` verdict rests on which are unknown, each as
-/// "fact (why)" (domain.md "Conclusions from absence need their facts"). `ready` rests on the
+/// "fact (why)" (docs/domain.md "Conclusions from absence need their facts"). `ready` rests on the
 /// probe's trailer, the module flavour, nvidia-peermem loaded and configured, the GPU list,
 /// RDMA applicability and, where RDMA applies, DMA-BUF support; `no-driver` on the trailer,
 /// the module flavour and the PCI scan.

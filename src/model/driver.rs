@@ -1,6 +1,6 @@
 //! `/proc/driver/nvidia/version`: module flavour, driver version and arch.
 //!
-//! Formats (research/gpu-stack.md §1.1, from open-gpu-kernel-modules `utils.mk` and samples):
+//! Formats (NVIDIA/open-gpu-kernel-modules `utils.mk` and real samples; docs/domain.md, facts table):
 //! open = `NVRM version: NVIDIA UNIX Open Kernel Module for <arch>  <ver>  <BuildType>  (<user>@<host>)  <date>`,
 //! proprietary = `NVRM version: NVIDIA UNIX <arch> Kernel Module  <ver>  <date>`. Versions may have two
 //! parts (`555.58`), dates may be localized or missing, the build host may be empty (`(nixbld@)`),

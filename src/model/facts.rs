@@ -1,6 +1,6 @@
 //! Facts about one node, built from its probe output (pure: no I/O).
 //!
-//! Each fact follows domain.md's table (primary evidence, then fallbacks) and its rule
+//! Each fact follows docs/domain.md's facts table (primary evidence, then fallbacks) and its rule
 //! "absent is not unknown": a file the kernel only creates when a feature exists is an answer
 //! when missing; a fact is unknown (`None`, with an [`Unknown`] entry saying why) only when a
 //! read failed or no evidence exists either way.

@@ -1,6 +1,6 @@
 //! `/proc/modules`: loaded kernel modules with state and taint letters.
 //!
-//! Line format (torvalds/linux `kernel/module/procfs.c`, research/gpu-stack.md §1.3):
+//! Line format (torvalds/linux `kernel/module/procfs.c`):
 //! `name size refcount used_by|- Live|Loading|Unloading 0x<addr> [(<taint>)]`. On kernels without
 //! module unloading (CONFIG_MODULE_UNLOAD=n, like the real H200) refcount and used-by are both `-`;
 //! the used-by list ends with a comma; the address is zero for unprivileged readers. procfs's own
@@ -140,7 +140,7 @@ drm_ttm_helper 12288 1 nvidia_drm, Live 0x0000000000000000\n";
 
     #[test]
     fn loading_and_unloading_states() {
-        // Written from the format in gpu-stack.md §1.3.
+        // Written from the format of kernel/module/procfs.c.
         let text = "nvidia_peermem 16384 0 - Loading 0x0000000000000000 (OE)\n\
 nvidia_drm 151552 0 - Unloading 0x0000000000000000 (PO)\n";
         let (m, bad) = parse(text);

@@ -1,4 +1,4 @@
-//! The per-node report and the snapshot document (design/domain.md "Snapshot JSON",
+//! The per-node report and the snapshot document (docs/domain.md "Snapshot JSON",
 //! schema_version 2). Unknown values are `null`; an unreachable node has `name`, `status`,
 //! `reasons` and every fact `null`.
 

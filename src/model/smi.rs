@@ -1,7 +1,7 @@
 //! `nvidia-smi --query-gpu=... --format=csv,nounits` output and nvidia-smi failures.
 //!
 //! The CSV has a header of the requested field names joined by `, ` and one row per GPU
-//! (research/gpu-stack.md §1.6). Failure strings are classified as in domain.md's Rules.
+//! (NVIDIA's nvidia-smi documentation). Failure strings are classified as in docs/domain.md's Rules.
 
 /// One GPU row, by field name; values `[N/A]` or `[Not Supported]` become `None`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

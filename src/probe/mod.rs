@@ -1,6 +1,6 @@
 //! Collection: the probe script and running it on this machine (local mode).
 //!
-//! architecture.md decision 1: one POSIX `sh` script, sent on stdin to `sh -s`, reads every fact
+//! docs/architecture.md decision 1: one POSIX `sh` script, sent on stdin to `sh -s`, reads every fact
 //! under a root prefix and runs nvidia-smi last under a per-call time limit. gpufleet itself
 //! enforces the output cap and the per-node deadline; sections that arrived complete before the
 //! deadline are kept. Locally the script runs in its own process group, killed as a group at the
@@ -49,7 +49,7 @@ pub fn probe_stdin(boundary: &str, root: &str, settings: &ProbeSettings) -> Vec<
     out
 }
 
-/// Most bytes of probe output read from one node: 1 MiB (architecture.md decision 1).
+/// Most bytes of probe output read from one node: 1 MiB (docs/architecture.md decision 1).
 pub const OUTPUT_CAP: usize = 1 << 20;
 
 /// How to probe.

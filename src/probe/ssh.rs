@@ -1,6 +1,6 @@
 //! The probe over SSH (russh): one connection and one exec per node per scan.
 //!
-//! Following research/fleet-tui-anchors.md §4: russh has no connect timeout (name resolution +
+//! Following docs/architecture.md decision 6: russh has no connect timeout (name resolution +
 //! TCP connect, then handshake + authentication, each run under a tokio timeout here), keepalive
 //! is off by default (turned on), `nodelay` is off by default (turned on), and its examples
 //! accept every host key — here the key is checked against known_hosts ([`super::known_hosts`])

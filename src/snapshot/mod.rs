@@ -1,5 +1,5 @@
 //! Headless output: the snapshot as a table, JSON, JSON Lines or CSV, and its exit code
-//! (design/domain.md "Snapshot JSON").
+//! (docs/domain.md "Snapshot JSON").
 
 use std::borrow::Cow;
 use std::io::{self, Write};
@@ -76,7 +76,7 @@ impl Sink for JsonlSink<'_> {
     }
 }
 
-/// CSV columns, in order (domain.md).
+/// CSV columns, in order (docs/domain.md, "Snapshot JSON").
 pub const CSV_COLUMNS: [&str; 13] = [
     "name",
     "status",
