@@ -6,29 +6,12 @@ mod support;
 
 use std::io::Read;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{Fleet, codes, fixture, manifest};
-
-fn copy_tree(from: &Path, to: &Path) {
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
-
-fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    let node = t.path().join(name);
-    copy_tree(&fixture(name), &node);
-    (t, node)
-}
+use support::{Fleet, codes, manifest, scratch};
 
 fn reason<'a>(n: &'a Value, code: &str) -> &'a Value {
     n["reasons"]
@@ -42,13 +25,7 @@ fn reason<'a>(n: &'a Value, code: &str) -> &'a Value {
 /// A `cat` in the node's bin/ (first on PATH) that runs `action` (sh code) for files whose path
 /// ends with `suffix`, and is plain cat otherwise.
 fn cat_shim(node: &Path, suffix: &str, action: &str) {
-    let script =
-        format!("#!/bin/sh\ncase \"$1\" in *{suffix}) {action} ;; esac\nexec /bin/cat \"$@\"\n");
-    let path = node.join("bin/cat");
-    std::fs::write(&path, script).unwrap();
-    let mut perm = std::fs::metadata(&path).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(&path, perm).unwrap();
+    support::shim(&node.join("bin"), "cat", suffix, action);
 }
 
 /// The children of sshd `pid` (its per-connection processes).
@@ -86,8 +63,10 @@ fn hang_after_auth_is_said_as_such() {
 
 /// The connection drops while the probe is in `cat` of `suffix`: the sections before are
 /// kept, the rest is unknown, and the node says after which section and why.
-fn drop_mid_output(suffix: &str, octet: u8) -> Value {
+/// `setup` prepares the node's files first.
+fn drop_mid_output(setup: impl FnOnce(&Path), suffix: &str, octet: u8) -> Value {
     let (_t, node) = scratch("h200-open-580-k6.18-real");
+    setup(&node);
     cat_shim(&node, suffix, "exec sleep 300");
     let fleet = Fleet::start(std::slice::from_ref(&node), octet);
     let sshd = fleet.nodes[0].1.pid();
@@ -119,7 +98,7 @@ fn drop_mid_output(suffix: &str, octet: u8) -> Value {
 
 #[test]
 fn a_connection_dropped_before_proc_modules_is_never_ready() {
-    let n = drop_mid_output("/proc/modules", 72);
+    let n = drop_mid_output(|_| {}, "/proc/modules", 72);
     assert_eq!(n["status"], "unknown", "{n:#}");
     assert_eq!(n["kernel"]["release"], "6.18.44-fc-v657-gpu");
     assert_eq!(n["modules"], Value::Null);
@@ -131,37 +110,12 @@ fn a_connection_dropped_before_proc_modules_is_never_ready() {
 #[test]
 fn a_connection_dropped_before_modprobe_d_is_never_ready() {
     // The h200 has no modprobe.d: give it one, and hang in its file.
-    let n = {
-        let (_t, node) = scratch("h200-open-580-k6.18-real");
+    let with_conf = |node: &Path| {
         let d = node.join("root/etc/modprobe.d");
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("local.conf"), "options nvidia NVreg_X=1\n").unwrap();
-        cat_shim(&node, "modprobe.d/local.conf", "exec sleep 300");
-        let fleet = Fleet::start(std::slice::from_ref(&node), 74);
-        let sshd = fleet.nodes[0].1.pid();
-        let inv = fleet.inventory.display().to_string();
-        let child = fleet
-            .command(&[
-                "snapshot",
-                "-i",
-                &inv,
-                "--format",
-                "json",
-                "--deadline",
-                "30",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(1500));
-        for p in children_of(sshd) {
-            let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
-        }
-        let out = child.wait_with_output().unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-        doc["nodes"][0].clone()
     };
+    let n = drop_mid_output(with_conf, "modprobe.d/local.conf", 74);
     assert_eq!(n["status"], "unknown", "{n:#}");
     // Read before the drop: the module list, so peermem loaded is known.
     assert_eq!(n["peermem"]["loaded"], false);

@@ -9,7 +9,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use support::{Tmux, fixture, manifest};
+use support::{Tmux, copy_tree, fixture, manifest};
 
 /// ESC sequences (CSI clear screen, SGR colour and blink, OSC window title, OSC 8 hyperlink),
 /// a C1 CSI, bidi overrides and isolates, U+2028/U+2029, U+FEFF, an invalid UTF-8 byte, NUL.
@@ -17,16 +17,6 @@ const HOSTILE: &[u8] = "\x1b[2J\x1b[31;5mRED\x1b]0;owned\x07\x1b]8;;http://x/\x0
 
 fn hostile(extra: &[u8]) -> Vec<u8> {
     [HOSTILE, b"\xff\xfe\x00NUL", extra].concat()
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(st.success());
 }
 
 /// A writable copy of the real H200 fixture whose hostname, os-release PRETTY_NAME, GPU name

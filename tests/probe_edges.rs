@@ -6,37 +6,9 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{codes, fixture};
+use support::{codes, fixture, scratch};
 
 mod support;
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        let ty = e.file_type().unwrap();
-        if ty.is_dir() {
-            copy_tree(&e.path(), &dest);
-        } else if ty.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(e.path()).unwrap(), &dest).unwrap();
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-            let mut perm = std::fs::metadata(&dest).unwrap().permissions();
-            #[allow(clippy::permissions_set_readonly_false)]
-            perm.set_readonly(false);
-            std::fs::set_permissions(&dest, perm).unwrap();
-        }
-    }
-}
-
-/// A writable copy of fixture `name` in a temp dir.
-fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let node = dir.path().join(name);
-    copy_tree(&fixture(name), &node);
-    (dir, node)
-}
 
 fn gpufleet(node: &Path, path: &str, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gpufleet"))
@@ -175,30 +147,10 @@ fn escape_sequences_from_a_node_never_reach_the_terminal_raw() {
     assert_eq!(n["name"], "evil\x1b]0;owned\x07");
 }
 
-fn restricted_path(without: &[&str]) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    for tool in [
-        "sh", "cat", "ls", "grep", "id", "gzip", "od", "sleep", "dirname", "awk", "timeout",
-        "head", "tail", "readlink",
-    ] {
-        if without.contains(&tool) {
-            continue;
-        }
-        let found = ["/usr/bin", "/bin"]
-            .iter()
-            .map(|d| Path::new(d).join(tool))
-            .find(|p| p.exists())
-            .unwrap_or_else(|| panic!("{tool} is not installed"));
-        std::os::unix::fs::symlink(found, dir.path().join(tool)).unwrap();
-    }
-    let p = dir.path().display().to_string();
-    (dir, p)
-}
-
 #[test]
 fn hung_nvidia_smi_without_timeout_tool_is_cut_by_the_deadline() {
     let node = fixture("l40s-open-570-k6.8-smi-hang");
-    let (_bin, tools) = restricted_path(&["timeout"]);
+    let (_bin, tools) = support::tools_without(&["timeout"]);
     let path = format!("{}:{tools}", node.join("bin").display());
     let start = Instant::now();
     let out = gpufleet(&node, &path, &["--format", "json", "--deadline", "4"]);
@@ -219,7 +171,7 @@ fn without_gzip_the_config_gz_travels_as_hex() {
     let (_t, node) = scratch("h200-open-580-k6.18-real");
     // Force the kernel-config path: no kallsyms symbol.
     std::fs::write(node.join("root/proc/kallsyms"), "").unwrap();
-    let (_bin, tools) = restricted_path(&["gzip"]);
+    let (_bin, tools) = support::tools_without(&["gzip"]);
     let path = format!("{}:{tools}", node.join("bin").display());
     let out = gpufleet(&node, &path, &["--format", "json"]);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -260,23 +212,11 @@ fn a_fifo_is_never_opened_and_its_facts_are_unknown() {
     assert!(!codes(&n).contains(&"probe-incomplete".to_string()));
 }
 
-/// A `cat` that hangs on one file (a wedged NFS mount, a hung sysfs read) and is plain `cat`
-/// for every other.
-fn hanging_cat(bin: &Path, suffix: &str) {
-    let script = format!(
-        "#!/bin/sh\ncase \"$1\" in *{suffix}) exec sleep 300 ;; esac\nexec /bin/cat \"$@\"\n"
-    );
-    std::fs::write(bin.join("cat"), script).unwrap();
-    let mut perm = std::fs::metadata(bin.join("cat")).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(bin.join("cat"), perm).unwrap();
-}
-
 #[test]
 fn a_read_that_never_ends_keeps_the_sections_before_the_deadline() {
     let (_t, node) = scratch("h200-open-580-k6.18-real");
-    let (bin, tools) = restricted_path(&["cat"]);
-    hanging_cat(bin.path(), "/proc/modules");
+    let (bin, tools) = support::tools_without(&["cat"]);
+    support::shim(bin.path(), "cat", "/proc/modules", "exec sleep 300");
     let path = format!("{}:{tools}", node.join("bin").display());
     let start = Instant::now();
     let out = gpufleet(&node, &path, &["--format", "json", "--deadline", "3"]);
@@ -414,7 +354,7 @@ fn hang_scratch(secs: &str) -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn the_deadline_kills_the_whole_probe_tree() {
     let (_t, node) = hang_scratch("123.451");
-    let (_bin, tools) = restricted_path(&["timeout"]);
+    let (_bin, tools) = support::tools_without(&["timeout"]);
     let path = format!("{}:{tools}", node.join("bin").display());
     let out = gpufleet(&node, &path, &["--format", "json", "--deadline", "3"]);
     assert!(out.status.success());
@@ -664,12 +604,7 @@ fn the_shipped_recipe_masks_peermem_from_etc_only() {
 /// said (`gpu-bound-elsewhere`) and the node is `no-driver`, not a broken GPU node.
 #[test]
 fn gpus_bound_to_vfio_pci_make_a_no_driver_node() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = dir.path().join("a30");
-    copy_tree(
-        &support::any_fixture("a30-proprietary-550-secureboot-unsigned-dkms"),
-        &node,
-    );
+    let (_t, node) = scratch("a30-proprietary-550-secureboot-unsigned-dkms");
     for bus in ["0000:3b:00.0", "0000:d8:00.0"] {
         let dev = node.join("root/sys/devices/pci0000:00").join(bus);
         std::os::unix::fs::symlink("../../../bus/pci/drivers/vfio-pci", dev.join("driver"))

@@ -12,29 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{Fleet, Tmux, codes, fixture, manifest};
-
-fn copy_tree(from: &Path, to: &Path) {
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
-
-/// A writable copy of fixture `name` in a temp dir whose path holds a token unique to this test
-/// (the marker by which its processes are found).
-fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::Builder::new()
-        .prefix("gpufleet-trust-")
-        .tempdir()
-        .unwrap();
-    let node = t.path().join(name);
-    copy_tree(&fixture(name), &node);
-    (t, node)
-}
+use support::{Fleet, Tmux, codes, manifest, scratch};
 
 fn snapshot_cmd(node: &Path, path: &str, extra: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gpufleet"));
@@ -323,32 +301,11 @@ fn hang_node() -> (tempfile::TempDir, PathBuf) {
     (t, node)
 }
 
-/// A PATH of symlinks to the system tools, without `without`.
-fn tools_without(without: &str) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    for tool in [
-        "sh", "cat", "ls", "grep", "id", "gzip", "od", "sleep", "dirname", "awk", "timeout",
-        "head", "tail", "readlink",
-    ] {
-        if tool == without {
-            continue;
-        }
-        let found = ["/usr/bin", "/bin"]
-            .iter()
-            .map(|d| Path::new(d).join(tool))
-            .find(|p| p.exists())
-            .unwrap_or_else(|| panic!("{tool} is not installed"));
-        std::os::unix::fs::symlink(found, dir.path().join(tool)).unwrap();
-    }
-    let p = dir.path().display().to_string();
-    (dir, p)
-}
-
 #[test]
 fn nothing_of_a_local_probe_outlives_the_deadline_when_gpufleet_is_killed() {
     for without in ["", "timeout"] {
         let (t, node) = hang_node();
-        let (_tools, tools) = tools_without(without);
+        let (_tools, tools) = support::tools_without(&[without]);
         let path = format!("{}:{tools}", node.join("bin").display());
         let start = Instant::now();
         let mut child = snapshot_cmd(
@@ -379,7 +336,7 @@ fn nothing_of_a_probe_over_ssh_outlives_the_deadline_when_gpufleet_is_killed() {
     let (t, node) = hang_node();
     let mut fleet = Fleet::start(std::slice::from_ref(&node), 64);
     // A node without `timeout`: only the probe's watchdog can end the hung nvidia-smi.
-    let (_tools, tools) = tools_without("timeout");
+    let (_tools, tools) = support::tools_without(&["timeout"]);
     fleet.restart(
         0,
         false,

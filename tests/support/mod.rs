@@ -523,3 +523,62 @@ impl Drop for Tmux {
             .status();
     }
 }
+
+/// Copies a fixture tree with `cp -a` (symlinks, modes and FIFOs as they are).
+pub fn copy_tree(from: &Path, to: &Path) {
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cp -a {} {}", from.display(), to.display());
+}
+
+/// A writable copy of fixture `name` (of `nodes/` or `nodes-v2/`) in a temp dir whose path is
+/// unique to this call, so a test can find its own processes by it (the originals are never
+/// edited).
+pub fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::Builder::new()
+        .prefix("gpufleet-test-")
+        .tempdir()
+        .unwrap();
+    let node = t.path().join(name);
+    copy_tree(&any_fixture(name), &node);
+    (t, node)
+}
+
+/// A PATH of symlinks to the system tools the probe and the replayed fixture commands use,
+/// without `without` (a node that lacks them).
+pub fn tools_without(without: &[&str]) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    for tool in [
+        "sh", "cat", "ls", "grep", "id", "gzip", "od", "sleep", "dirname", "awk", "timeout",
+        "head", "tail", "readlink", "find", "dmesg",
+    ] {
+        if without.contains(&tool) {
+            continue;
+        }
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("{tool} is not installed"));
+        std::os::unix::fs::symlink(found, dir.path().join(tool)).unwrap();
+    }
+    let p = dir.path().display().to_string();
+    (dir, p)
+}
+
+/// An executable `name` in folder `bin` that runs `action` (sh code) when its first argument
+/// ends with `suffix`, and `exec /bin/<name> "$@"` otherwise: a `cat` that hangs on one file, a
+/// `cat` that floods.
+pub fn shim(bin: &Path, name: &str, suffix: &str, action: &str) {
+    let script =
+        format!("#!/bin/sh\ncase \"$1\" in *{suffix}) {action} ;; esac\nexec /bin/{name} \"$@\"\n");
+    let path = bin.join(name);
+    std::fs::write(&path, script).unwrap();
+    let mut perm = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&path, perm).unwrap();
+}
