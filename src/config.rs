@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::diag;
 use crate::model::assess::{MajorMinor, Thresholds};
 use crate::probe::ProbeSettings;
 use crate::probe::ssh::{HostKeyPolicy, SshSettings};
@@ -305,25 +306,11 @@ impl Paths {
     }
 }
 
-/// 1-based line and column of byte `offset` in `text`.
-pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
-}
-
 impl Config {
     /// Parses config text; `path` is only used in messages.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| {
-            let (line, col) = e.span().map_or((1, 1), |s| line_col(text, s.start));
-            ConfigError(format!(
-                "{}:{line}:{col}: {}",
-                path.display(),
-                e.message().trim()
-            ))
-        })?;
+        let cfg: Config = toml::from_str(text)
+            .map_err(|e| ConfigError(diag::toml_error(&path.display().to_string(), text, &e)))?;
         cfg.thresholds_checked(text, path)?;
         let s = &cfg.ssh;
         let secs = [
@@ -348,7 +335,9 @@ impl Config {
             .chain(counts)
         {
             if v == 0 || v > max {
-                let (line, col) = text.find(key).map_or((1, 1), |off| line_col(text, off));
+                let (line, col) = text
+                    .find(key)
+                    .map_or((1, 1), |off| diag::line_col(text, off));
                 return Err(ConfigError(format!(
                     "{}:{line}:{col}: [{table}] {key} = {v}: must be between 1 and {max}",
                     path.display()
@@ -400,7 +389,9 @@ impl Config {
         let a = &self.assessment;
         let parse = |key: &str, v: &str| -> Result<MajorMinor, ConfigError> {
             v.parse().map_err(|e: String| {
-                let (line, col) = text.find(key).map_or((1, 1), |off| line_col(text, off));
+                let (line, col) = text
+                    .find(key)
+                    .map_or((1, 1), |off| diag::line_col(text, off));
                 ConfigError(format!(
                     "{}:{line}:{col}: [assessment] {key}: {e}",
                     path.display()

@@ -10,6 +10,7 @@ pub mod actions;
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod diag;
 pub mod inventory;
 pub mod model;
 pub mod probe;

@@ -195,7 +195,7 @@ impl Keymap {
             .collect();
         for (name, keys) in overrides {
             let Some(action) = Action::from_name(name) else {
-                let hint = crate::inventory::closest(name, Action::ALL.iter().map(|a| a.name()))
+                let hint = crate::diag::closest(name, Action::ALL.iter().map(|a| a.name()))
                     .map(|s| format!("; did you mean `{s}`?"))
                     .unwrap_or_default();
                 problems.push(format!("[keys] `{name}` is not an action{hint}"));

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::config::line_col;
+use crate::diag::{closest, line_col};
 
 /// Settings shared by `[defaults]`, `[groups.NAME]` and `[[nodes]]`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -177,32 +177,6 @@ pub struct Inventory {
 #[error("{0}")]
 pub struct InventoryError(pub String);
 
-/// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
-pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|c| (strsim::damerau_levenshtein(word, c), c))
-        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-/// Adds "did you mean `x`?" to serde's "unknown field `y`, expected one of `a`, `b`" messages.
-pub fn with_suggestion(message: &str) -> String {
-    let msg = message.trim();
-    let Some(rest) = msg.strip_prefix("unknown field `") else {
-        return msg.to_string();
-    };
-    let Some((field, tail)) = rest.split_once('`') else {
-        return msg.to_string();
-    };
-    let expected: Vec<&str> = tail.split('`').skip(1).step_by(2).collect();
-    match closest(field, expected) {
-        Some(s) => format!("{msg}; did you mean `{s}`?"),
-        None => msg.to_string(),
-    }
-}
-
 fn expand_home(p: &str, base: &Path) -> PathBuf {
     if let Some(rest) = p.strip_prefix("~/")
         && let Some(home) = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf())
@@ -259,8 +233,13 @@ impl Inventory {
             let (line, col) = line_col(text, span.start);
             InventoryError(format!("{}:{line}:{col}: {msg}", path.display()))
         };
-        let raw: RawInventory = toml::from_str(text)
-            .map_err(|e| at(e.span().unwrap_or(0..0), with_suggestion(e.message())))?;
+        let raw: RawInventory = toml::from_str(text).map_err(|e| {
+            InventoryError(crate::diag::toml_error(
+                &path.display().to_string(),
+                text,
+                &e,
+            ))
+        })?;
         let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         let mut nodes = Vec::new();
         let mut seen = BTreeSet::new();

@@ -104,18 +104,11 @@ fn style_of(spec: &RoleSpec) -> Result<Style, String> {
 
 impl Theme {
     fn parse_onto(mut self, text: &str, origin: &str) -> Result<Theme, String> {
-        let file: ThemeFile = toml::from_str(text).map_err(|e| {
-            let (l, c) = e
-                .span()
-                .map_or((1, 1), |s| crate::config::line_col(text, s.start));
-            format!(
-                "{origin}:{l}:{c}: {}",
-                crate::inventory::with_suggestion(e.message())
-            )
-        })?;
+        let file: ThemeFile =
+            toml::from_str(text).map_err(|e| crate::diag::toml_error(origin, text, &e))?;
         for (role, spec) in &file.roles {
             let Some(key) = ROLES.iter().find(|r| **r == role) else {
-                let hint = crate::inventory::closest(role, ROLES)
+                let hint = crate::diag::closest(role, ROLES)
                     .map(|s| format!("; did you mean `{s}`?"))
                     .unwrap_or_default();
                 return Err(format!("{origin}: unknown role `{role}`{hint}"));
