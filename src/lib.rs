@@ -1,10 +1,20 @@
 //! gpufleet: inspect fleets of GPU nodes for the move from the proprietary NVIDIA module +
-//! nvidia-peermem to open kernel modules + DMA-BUF.
+//! nvidia-peermem to open kernel modules + DMA-BUF (docs/domain.md), and move them there.
 //!
-//! - [`model`]: pure code: probe output → facts → assessment → report.
-//! - [`probe`]: the probe script and running it (local mode).
-//! - [`snapshot`]: headless output formats and exit codes.
-//! - [`config`]: the config file (`config.toml`).
+//! - [`model`]: pure code: probe output → sections → facts → assessment (status, reasons,
+//!   evidence) → report; no I/O.
+//! - [`probe`]: the probe script (`probe.sh`) and running it: locally, over SSH (russh), and
+//!   fleet scans with bounded concurrency.
+//! - [`inventory`]: the fleet (TOML), node selection, ranges, ~/.ssh/config.
+//! - [`config`]: the config file (`config.toml`), paths, recipes and gates.
+//! - [`diag`]: line/column, suggestions and TOML error messages (a leaf).
+//! - [`snapshot`]: headless output formats (table, JSON, JSON Lines, CSV) and exit codes.
+//! - [`actions`]: the only code that changes nodes: drain backends, rollouts, the journal, the
+//!   write permit.
+//! - [`app`]: the TUI's state machine and keymap (no terminal I/O).
+//! - [`ui`]: drawing the TUI, themes.
+//! - [`runtime`]: owns the terminal, input and tasks for the TUI.
+//! - [`cli`]: arguments → settings → a subcommand → exit code.
 
 pub mod actions;
 pub mod app;
