@@ -232,9 +232,13 @@ fn sort_by_clicking_a_header() {
         .filter_map(|&i| a.rows[i].report.as_ref())
         .filter_map(|r| r.kernel.as_ref()?.release.clone())
         .collect();
+    // By version, not as text: 5.4 before 5.15, 6.8 before 6.18.
     let mut sorted = kernels.clone();
-    sorted.sort();
+    sorted.sort_by(|a, b| gpufleet::model::boot::version_cmp(a, b));
     assert_eq!(kernels, sorted);
+    let at = |prefix: &str| kernels.iter().position(|k| k.starts_with(prefix)).unwrap();
+    assert!(at("5.4.") < at("5.15."), "{kernels:?}");
+    assert!(at("6.8.") < at("6.18."), "{kernels:?}");
 }
 
 #[test]

@@ -475,6 +475,10 @@ impl App {
                     .and_then(|r| r.gpus.as_ref().map(Vec::len)),
             )
             .then_with(|| cell(a, Column::Gpus).cmp(cell(b, Column::Gpus))),
+            // Versions sort as versions: 6.10 after 6.9, 570.86 after 535.183.
+            c @ (Column::Kernel | Column::Driver) => {
+                crate::model::boot::version_cmp(cell(a, c), cell(b, c))
+            }
             c => cell(a, c).cmp(cell(b, c)),
         };
         let ord = if self.descending { ord.reverse() } else { ord };
