@@ -105,6 +105,11 @@ no error reasons) → uncordon → unlock. Only nodes whose status is `migrate` 
 step or gate stops that node and leaves it drained. Every step is written to the journal (fsynced)
 before it runs; --resume continues an interrupted rollout without repeating completed steps.
 
+Each rollout has its own id (r-<UTC time>-<random>); the node lock's marker names it and its
+operator (user@host, pid), and no other rollout passes it. Recipe steps run detached on the node
+(<root>/var/lib/gpufleet/steps/<rollout>/), so they finish if gpufleet or the connection dies;
+--resume waits for a step still running there and takes its recorded exit status.
+
 Exit codes: 0 done (or nothing to do, or --dry-run), 1 a node failed (the rollout stopped),
 2 usage, config, inventory or read-only errors.
 
@@ -134,7 +139,8 @@ pub struct UpgradeArgs {
     pub resume: bool,
 
     /// Give up the last rollout that did not finish: its nodes stay as they are (drained ones
-    /// stay drained; uncordon them yourself), and later rollouts may take over its node locks
+    /// stay drained; uncordon them yourself), and later rollouts may take over its node locks.
+    /// Refused while the rollout's process still runs
     #[arg(long)]
     pub abandon: bool,
 
@@ -697,7 +703,6 @@ fn tui_cmd(
                 ("config [tui] read_only".to_string(), config.tui.read_only),
                 ("inventory read_only".to_string(), inv.read_only),
             ],
-            planned: Default::default(),
         }),
         _ => None,
     };
@@ -776,13 +781,26 @@ fn state_dir(paths: &Paths) -> anyhow::Result<PathBuf> {
 fn print_plan(
     plan: &crate::actions::rollout::Plan,
     dry_run: bool,
-    done: &std::collections::HashSet<(String, String)>,
+    progress: &crate::actions::rollout::Progress,
 ) {
     for l in crate::actions::rollout::plan_lines(plan, dry_run) {
         println!("{l}");
     }
-    if !done.is_empty() {
-        let mut steps: Vec<String> = done.iter().map(|(n, s)| format!("{n} {s}")).collect();
+    let mut steps: Vec<String> = plan
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            n.steps
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| {
+                    progress.get(&(n.node.clone(), *i))
+                        == Some(&crate::actions::journal::Phase::Done)
+                })
+                .map(|(_, s)| format!("{} {}", n.node, s.label()))
+        })
+        .collect();
+    if !steps.is_empty() {
         steps.sort();
         println!("  done before (skipped on resume): {}", steps.join(", "));
     }
@@ -818,6 +836,22 @@ fn upgrade_cmd(
     // Refused before anything else when read-only, dry run included: nothing may start.
     let permit = WritePermit::new(&read_only)?;
     let state = state_dir(paths)?;
+    // One rollout at a time per state folder, from here on (a dry run changes nothing and
+    // takes no lock). `--abandon` is refused while the rollout's process runs.
+    let mut local = if args.dry_run {
+        None
+    } else {
+        match rollout::lock_local(&state) {
+            Ok(l) => Some(l),
+            Err(rollout::LocalLockError::Held { path, holder }) if args.abandon => {
+                anyhow::bail!(
+                    "not abandoned: the rollout is still running ({holder}; it holds {}); stop that process first (then `--resume` or `--abandon`), or wait for it to end",
+                    path.display()
+                );
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
     let journal_path = state.join("journal.jsonl");
     let (entries, skipped_lines) = journal::read(&journal_path)?;
     if skipped_lines > 0 {
@@ -841,6 +875,7 @@ fn upgrade_cmd(
             rollout: plan.rollout.clone(),
             node: String::new(),
             step: "rollout".into(),
+            seq: None,
             phase: journal::Phase::Abandoned,
             command: String::new(),
             outcome: "abandoned by the operator".into(),
@@ -873,7 +908,7 @@ fn upgrade_cmd(
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let (plan, done) = if args.resume {
+    let (plan, progress) = if args.resume {
         stopped.ok_or_else(|| {
             anyhow::anyhow!(
                 "nothing to resume: every rollout in {} finished",
@@ -922,12 +957,12 @@ fn upgrade_cmd(
             &entries,
             &ucfg,
             &config.recipes,
-            &rollout::new_id(mode),
+            &rollout::new_id(),
         )
         .map_err(anyhow::Error::msg)?;
         (plan, Default::default())
     };
-    print_plan(&plan, args.dry_run, &done);
+    print_plan(&plan, args.dry_run, &progress);
     if args.dry_run {
         return Ok(0);
     }
@@ -935,23 +970,14 @@ fn upgrade_cmd(
         println!("nothing to do");
         return Ok(0);
     }
+    if let Some(l) = local.as_mut() {
+        l.note(&plan.rollout);
+    }
     if !args.yes && !confirm(plan.nodes.len())? {
         eprintln!("gpufleet: not confirmed; nothing changed");
         return Ok(2);
     }
-    let _lock = rollout::lock_local(&state).map_err(anyhow::Error::msg)?;
-    let executor = std::sync::Arc::new(rollout::Executor {
-        permit,
-        journal: std::sync::Mutex::new(journal::Journal::open(&state)?),
-        scan,
-        cfg: ucfg,
-        done,
-        log: Box::new(|l| eprintln!("gpufleet: {}", crate::model::text::terminal_safe(l))),
-        failures: Default::default(),
-    });
-    if !args.resume {
-        executor.start(&plan).map_err(anyhow::Error::msg)?;
-    }
+    // Only how to reach each node comes from the inventory; what runs is the plan.
     let nodes: Vec<crate::inventory::Node> = plan
         .nodes
         .iter()
@@ -969,12 +995,27 @@ fn upgrade_cmd(
                 })
         })
         .collect::<anyhow::Result<_>>()?;
+    let executor = std::sync::Arc::new(rollout::Executor::new(
+        permit,
+        journal::Journal::open(&state)?,
+        scan,
+        &ucfg,
+        progress,
+        Box::new(|l| eprintln!("gpufleet: {}", crate::model::text::terminal_safe(l))),
+    ));
+    if !args.resume {
+        executor.start(&plan).map_err(anyhow::Error::msg)?;
+    }
     let (outcomes, summary) = rt.block_on(executor.run_plan(&plan, nodes));
     let failed = outcomes.iter().filter(|o| o.failure.is_some()).count();
-    for o in outcomes.iter().filter(|o| o.failure.is_some()) {
-        let (step, why) = o.failure.as_ref().expect("failed");
-        let drained = rollout::drained_note(&plan, &o.node, step);
-        eprintln!("gpufleet: {} stopped at {step}{drained}: {why}", o.node);
+    for o in &outcomes {
+        if let Some(f) = &o.failure {
+            let drained = rollout::drained_note(&plan, &o.node, f.seq);
+            eprintln!(
+                "gpufleet: {} stopped at {}{drained}: {}",
+                o.node, f.step, f.why
+            );
+        }
     }
     if failed > 0 {
         eprintln!(
@@ -982,6 +1023,7 @@ fn upgrade_cmd(
         );
     }
     println!("{summary}");
+    drop(local);
     Ok(if failed == 0 { 0 } else { 1 })
 }
 

@@ -28,13 +28,17 @@ pub struct Entry {
     pub ts: String,
     /// `user@host` of the operator.
     pub who: String,
-    /// The rollout's id (`r-20261130T101500Z-canary`).
+    /// The rollout's id (`r-20261130T101500Z-3f9a2c`).
     pub rollout: String,
     /// The node, or `""` for rollout-level entries.
     pub node: String,
     /// `rollout`, `lock`, `drain`, `step:<name>`, `wait-ssh:<name>`, `reprobe`, `gates`,
-    /// `uncordon`, `unlock`.
+    /// `uncordon`, `unlock` (the step's label, for people).
     pub step: String,
+    /// The step's place in its node's plan (0 = the first), which `--resume` matches; absent
+    /// on rollout-level entries and in journals older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<usize>,
     pub phase: Phase,
     /// The exact command, where there is one.
     #[serde(default)]
@@ -122,6 +126,7 @@ mod tests {
             rollout: "r1".into(),
             node: "gpu01".into(),
             step: step.into(),
+            seq: None,
             phase,
             command: String::new(),
             outcome: String::new(),

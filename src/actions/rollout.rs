@@ -1,10 +1,17 @@
 //! Rollouts: canaries first, then waves no larger than max-unavailable. Per node: lock →
-//! drain → recipe steps → (reboot → wait for SSH) → re-probe → gates → uncordon → unlock. Every
-//! step is journaled before it runs; a failed step or gate stops that node and leaves it
-//! drained; `--resume` continues a rollout from its journal without repeating completed steps.
+//! drain → recipe steps → (reboot → wait for SSH) → re-probe → gates → uncordon → unlock.
+//!
+//! The plan is typed ([`Step`]) and carries every command it runs: the plan the operator
+//! confirms is the plan the executor runs and the journal keeps (whole, in the rollout's
+//! start entry); nothing is derived again from the inventory (only how to reach a node is
+//! read from it). Every step is journaled before it runs; a failed step or gate stops that
+//! node and leaves it drained; a node task that panics is that node's failure; `--resume`
+//! continues a rollout from its journal without repeating completed steps, and attaches to a
+//! recipe step still running on the node (recipe steps run detached: [`node_side`]).
 
-use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::drain::{self, Local};
 use super::journal::{Entry, Journal, Phase, who};
+use super::node_side::{self, StepFiles, StepState};
 use super::permit::WritePermit;
 use crate::config::{Gate, Recipe, UpgradeConfig};
 use crate::inventory::{DrainBackend, Node};
@@ -42,34 +50,196 @@ pub enum Where {
     Gpufleet,
 }
 
-/// One planned step with its exact commands.
+/// How a drain's status command says "drained".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DrainCheck {
+    /// `sinfo -o %T` says `drained`.
+    Slurm,
+    /// `.spec.unschedulable` is `true`.
+    Kubernetes,
+    /// The command succeeds.
+    ExitStatus,
+}
+
+impl DrainCheck {
+    fn of(backend: DrainBackend) -> DrainCheck {
+        match backend {
+            DrainBackend::Slurm => DrainCheck::Slurm,
+            DrainBackend::Kubernetes => DrainCheck::Kubernetes,
+            _ => DrainCheck::ExitStatus,
+        }
+    }
+
+    fn drained(self, output: &str, success: bool) -> bool {
+        match self {
+            DrainCheck::Slurm => drain::slurm_drained(output),
+            DrainCheck::Kubernetes => success && output.trim() == "true",
+            DrainCheck::ExitStatus => success,
+        }
+    }
+}
+
+/// One planned step, with everything it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StepPlan {
-    /// `lock`, `drain`, `step:<name>`, `wait-ssh:<name>` (after a reboot step), `reprobe`,
-    /// `gates`, `uncordon`, `unlock`.
-    pub id: String,
-    pub at: Where,
-    pub commands: Vec<String>,
-    /// The step reboots the node.
-    #[serde(default)]
-    pub reboot: bool,
-    /// Run on the node with `sudo -n`.
-    #[serde(default)]
-    pub sudo: bool,
-    /// Run under the node's step lock ([`guarded`]): a recipe step.
-    #[serde(default)]
-    pub guard: bool,
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Step {
+    /// Take the node lock (`<root>/var/lib/gpufleet/rollout.lock`, naming the rollout and the
+    /// operator); a lock of a rollout in `takeover` (abandoned ones) is taken over.
+    Lock {
+        root: String,
+        sudo: bool,
+        takeover: Vec<String>,
+    },
+    /// Take the node out of service here; then run `until` until `check` says drained.
+    Drain {
+        commands: Vec<Local>,
+        until: Option<Local>,
+        check: DrainCheck,
+        timeout_s: u64,
+    },
+    /// One recipe step, run detached on the node ([`node_side::launch_command`]).
+    Recipe {
+        name: String,
+        /// The command line, with `{node}`, `{root}` and `{branch}` replaced.
+        run: String,
+        /// The step reboots the node: the node going away is its success.
+        reboot: bool,
+        sudo: bool,
+        root: String,
+        timeout_s: u64,
+    },
+    /// Wait for SSH after the reboot step `after`.
+    WaitSsh { after: String, timeout_s: u64 },
+    /// The read-only probe, again.
+    Reprobe,
+    /// These gates, on the re-probe's report.
+    Gates { gates: Vec<Gate> },
+    /// Give the node back to the scheduler.
+    Uncordon {
+        commands: Vec<Local>,
+        timeout_s: u64,
+    },
+    /// Give the node lock back (only if this rollout holds it).
+    Unlock { root: String, sudo: bool },
+}
+
+impl Step {
+    /// The step's label in the journal and the plan: `lock`, `drain`, `step:<name>`,
+    /// `wait-ssh:<name>`, `reprobe`, `gates`, `uncordon`, `unlock`.
+    pub fn label(&self) -> String {
+        match self {
+            Step::Lock { .. } => "lock".into(),
+            Step::Drain { .. } => "drain".into(),
+            Step::Recipe { name, .. } => format!("step:{name}"),
+            Step::WaitSsh { after, .. } => format!("wait-ssh:{after}"),
+            Step::Reprobe => "reprobe".into(),
+            Step::Gates { .. } => "gates".into(),
+            Step::Uncordon { .. } => "uncordon".into(),
+            Step::Unlock { .. } => "unlock".into(),
+        }
+    }
+
+    pub fn at(&self) -> Where {
+        match self {
+            Step::Drain { .. } | Step::Uncordon { .. } => Where::Here,
+            Step::Lock { .. } | Step::Recipe { .. } | Step::Unlock { .. } => Where::Node,
+            Step::WaitSsh { .. } | Step::Reprobe | Step::Gates { .. } => Where::Gpufleet,
+        }
+    }
+
+    fn sudo(&self) -> bool {
+        match self {
+            Step::Lock { sudo, .. } | Step::Recipe { sudo, .. } | Step::Unlock { sudo, .. } => {
+                *sudo
+            }
+            _ => false,
+        }
+    }
+
+    /// What the step runs, for people: the exact commands of the drain, the recipe and the
+    /// uncordon; what gpufleet does for the others.
+    pub fn shown(&self, rollout: &str) -> Vec<String> {
+        match self {
+            Step::Lock { root, takeover, .. } => {
+                let mut s = format!(
+                    "take the node lock {}/{} for rollout {rollout} (atomic mkdir; its marker names the rollout and the operator; another rollout's lock stops this node)",
+                    root.trim_end_matches('/'),
+                    node_side::MARKER
+                );
+                if !takeover.is_empty() {
+                    s.push_str(&format!(
+                        "; takes over the lock of abandoned rollout(s) {}",
+                        takeover.join(", ")
+                    ));
+                }
+                vec![s]
+            }
+            Step::Drain {
+                commands, until, ..
+            } => {
+                let mut v: Vec<String> = commands.iter().map(|c| c.to_string()).collect();
+                v.extend(until.iter().map(|c| format!("until drained: {c}")));
+                v
+            }
+            Step::Recipe { run, .. } => vec![run.clone()],
+            Step::WaitSsh { timeout_s, .. } => vec![format!("wait up to {timeout_s} s for SSH")],
+            Step::Reprobe => vec!["the read-only probe".into()],
+            Step::Gates { gates } => {
+                vec![
+                    gates
+                        .iter()
+                        .map(|g| g.name())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ]
+            }
+            Step::Uncordon { commands, .. } => commands.iter().map(|c| c.to_string()).collect(),
+            Step::Unlock { root, .. } => vec![format!(
+                "remove the node lock {}/{} if rollout {rollout} holds it",
+                root.trim_end_matches('/'),
+                node_side::MARKER
+            )],
+        }
+    }
+
+    /// The exact command for the journal (`operator`: `user@host pid N`).
+    fn journal_command(&self, rollout: &str, seq: usize, operator: &str) -> String {
+        match self {
+            Step::Lock { root, takeover, .. } => {
+                node_side::lock_command(root, rollout, operator, takeover)
+            }
+            Step::Unlock { root, .. } => node_side::unlock_command(root, rollout),
+            Step::Recipe {
+                name, run, root, ..
+            } => format!(
+                "{run}    (detached on the node: {}.{{out,rc}})",
+                StepFiles::new(root, rollout, seq, name).prefix
+            ),
+            _ => self.shown(rollout).join(" && "),
+        }
+    }
 }
 
 /// One node's plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodePlan {
     pub node: String,
-    pub steps: Vec<StepPlan>,
+    pub steps: Vec<Step>,
     /// Where the node's next boot stands before the upgrade (the boot kernel and whether it
     /// has an nvidia.ko), for the plan shown before anything runs.
     #[serde(default)]
     pub next_boot: Option<String>,
+}
+
+impl NodePlan {
+    /// Whether a node stopped at step `seq` has been drained by this rollout.
+    pub fn drained_at(&self, seq: usize) -> bool {
+        self.steps
+            .iter()
+            .position(|s| matches!(s, Step::Drain { .. }))
+            .is_some_and(|d| seq >= d)
+    }
 }
 
 /// Why a GPU Operator-managed node is not upgraded by a host recipe, and what to change
@@ -114,51 +284,8 @@ pub struct Plan {
     pub skipped: Vec<(String, String)>,
 }
 
-const MARKER: &str = "var/lib/gpufleet/rollout.lock";
-
 fn quote(s: &str) -> String {
     drain::quote_arg(s)
-}
-
-fn root_path(root: &str, rel: &str) -> String {
-    format!("{}/{rel}", root.trim_end_matches('/'))
-}
-
-/// The node-side lock: `mkdir` is atomic, so two operators cannot both take it; the owner
-/// file says which rollout holds it (a resume of the same rollout takes it again).
-pub fn lock_command(root: &str, rollout: &str, takeover: &[String]) -> String {
-    let m = quote(&root_path(root, MARKER));
-    let r = quote(rollout);
-    let mut owners = vec![r.clone()];
-    owners.extend(takeover.iter().map(|t| quote(t)));
-    let test = owners
-        .iter()
-        .map(|o| format!("[ \"$o\" = {o} ]"))
-        .collect::<Vec<_>>()
-        .join(" || ");
-    format!(
-        "mkdir -p \"$(dirname {m})\" && if mkdir {m} 2>/dev/null; then echo {r} > {m}/owner; \
-         else o=$(cat {m}/owner 2>/dev/null); if {test}; then echo {r} > {m}/owner; \
-         else echo \"locked by rollout $o\" >&2; exit 3; fi; fi"
-    )
-}
-
-pub fn unlock_command(root: &str) -> String {
-    format!("rm -rf {}", quote(&root_path(root, MARKER)))
-}
-
-/// Exit status of a guarded step whose previous run still holds the node's step lock.
-pub const STEP_BUSY: u32 = 75;
-
-/// `command` under the node's step lock (`flock -n` on `<root>/var/lib/gpufleet/step.lock`,
-/// where flock exists): when gpufleet dies mid-step, the step goes on on the node, and a
-/// `--resume` must not start it a second time beside it.
-pub fn guarded(root: &str, command: &str) -> String {
-    let lock = quote(&root_path(root, "var/lib/gpufleet/step.lock"));
-    let cmd = quote(command);
-    format!(
-        "if command -v flock >/dev/null 2>&1; then mkdir -p \"$(dirname {lock})\" && exec flock -n -E {STEP_BUSY} {lock} sh -c {cmd}; else exec sh -c {cmd}; fi"
-    )
 }
 
 /// The loaded driver's major version (`535` of 535.183.01), for `{branch}`.
@@ -191,83 +318,50 @@ pub fn node_plan(
 ) -> Result<NodePlan, String> {
     let reason = format!("gpufleet rollout {rollout}");
     let timeout = Duration::from_secs(cfg.drain_timeout);
-    let here = |cmds: Vec<Local>| cmds.iter().map(|c| c.to_string()).collect::<Vec<_>>();
-    let mut steps = vec![StepPlan {
-        id: "lock".into(),
-        at: Where::Node,
-        commands: vec![lock_command(&node.root, rollout, takeover)],
-        reboot: false,
+    let root = node.root.clone();
+    let mut steps = vec![Step::Lock {
+        root: root.clone(),
         sudo: recipe.sudo,
-        guard: false,
+        takeover: takeover.to_vec(),
     }];
-    if node.drain.backend != DrainBackend::None {
-        let mut cmds = here(drain::drain_commands(&node.drain, node, timeout, &reason));
-        cmds.extend(
-            drain::status_command(&node.drain, node).map(|c| format!("until drained: {c}")),
-        );
-        steps.push(StepPlan {
-            id: "drain".into(),
-            at: Where::Here,
-            commands: cmds,
-            reboot: false,
-            sudo: false,
-            guard: false,
+    let drains = node.drain.backend != DrainBackend::None;
+    if drains {
+        steps.push(Step::Drain {
+            commands: drain::drain_commands(&node.drain, node, timeout, &reason),
+            until: drain::status_command(&node.drain, node),
+            check: DrainCheck::of(node.drain.backend),
+            timeout_s: cfg.drain_timeout,
         });
     }
     for s in &recipe.steps {
-        steps.push(StepPlan {
-            id: format!("step:{}", s.name),
-            at: Where::Node,
-            commands: vec![expand(&s.run, node, report)?],
+        steps.push(Step::Recipe {
+            name: s.name.clone(),
+            run: expand(&s.run, node, report)?,
             reboot: s.reboot,
             sudo: recipe.sudo,
-            guard: true,
+            root: root.clone(),
+            timeout_s: cfg.step_timeout,
         });
         if s.reboot {
-            steps.push(StepPlan {
-                id: format!("wait-ssh:{}", s.name),
-                at: Where::Gpufleet,
-                commands: vec![format!("wait up to {} s for SSH", cfg.reboot_timeout)],
-                reboot: false,
-                sudo: false,
-                guard: false,
+            steps.push(Step::WaitSsh {
+                after: s.name.clone(),
+                timeout_s: cfg.reboot_timeout,
             });
         }
     }
-    let gates: Vec<&str> = cfg.gates.iter().map(|g| g.name()).collect();
-    steps.push(StepPlan {
-        id: "reprobe".into(),
-        at: Where::Gpufleet,
-        commands: vec!["the read-only probe".into()],
-        reboot: false,
-        sudo: false,
-        guard: false,
+    steps.push(Step::Reprobe);
+    steps.push(Step::Gates {
+        gates: cfg.gates.clone(),
     });
-    steps.push(StepPlan {
-        id: "gates".into(),
-        at: Where::Gpufleet,
-        commands: vec![gates.join(", ")],
-        reboot: false,
-        sudo: false,
-        guard: false,
-    });
-    if node.drain.backend != DrainBackend::None {
-        steps.push(StepPlan {
-            id: "uncordon".into(),
-            at: Where::Here,
-            commands: here(drain::uncordon_commands(&node.drain, node)),
-            reboot: false,
-            sudo: false,
-            guard: false,
+    if drains {
+        steps.push(Step::Uncordon {
+            commands: drain::uncordon_commands(&node.drain, node),
+            timeout_s: cfg.drain_timeout,
         });
     }
-    steps.push(StepPlan {
-        id: "unlock".into(),
-        at: Where::Node,
-        commands: vec![unlock_command(&node.root)],
-        reboot: false,
+    steps.push(Step::Unlock {
+        root,
         sudo: recipe.sudo,
-        guard: false,
     });
     Ok(NodePlan {
         node: node.name.clone(),
@@ -440,10 +534,13 @@ pub fn plan_selected(
 /// command (terminal-safe), then the skipped nodes.
 pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
     let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    let mode = match plan.mode {
+        Mode::Canary => "canary",
+        Mode::Wave => "wave",
+    };
     let mut out = vec![format!(
-        "rollout {} ({:?}): {} node(s){}",
+        "rollout {} ({mode}): {} node(s){}",
         plan.rollout,
-        plan.mode,
         plan.nodes.len(),
         if dry_run {
             " — dry run, nothing will change"
@@ -457,21 +554,28 @@ pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
             out.push(format!("    ({})", safe(b)));
         }
         for s in &n.steps {
-            let at = match s.at {
+            let at = match s.at() {
                 Where::Here => "here",
                 Where::Node => "node",
                 Where::Gpufleet => "gpufleet",
             };
-            let sudo = match (s.sudo, s.guard) {
-                (true, true) => {
-                    " (sudo -n, one run at a time: flock <root>/var/lib/gpufleet/step.lock)"
+            let mut notes = Vec::new();
+            if s.sudo() {
+                notes.push("sudo -n");
+            }
+            if let Step::Recipe { reboot, .. } = s {
+                notes.push("detached, one step at a time: flock <root>/var/lib/gpufleet/step.lock");
+                if *reboot {
+                    notes.push("reboots: the node going away is its success");
                 }
-                (false, true) => " (one run at a time: flock <root>/var/lib/gpufleet/step.lock)",
-                (true, false) => " (sudo -n)",
-                (false, false) => "",
-            };
-            out.push(format!("    {:<22} [{at}{sudo}]", safe(&s.id)));
-            out.extend(s.commands.iter().map(|c| format!("        {}", safe(c))));
+            }
+            let notes: String = notes.iter().map(|n| format!("; {n}")).collect();
+            out.push(format!("    {:<22} [{at}{notes}]", safe(&s.label())));
+            out.extend(
+                s.shown(&plan.rollout)
+                    .iter()
+                    .map(|c| format!("        {}", safe(c))),
+            );
         }
     }
     out.extend(
@@ -482,7 +586,8 @@ pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
     out
 }
 
-/// Gate results for a re-probed node: the gates that failed, with why.
+/// Gate results for a re-probed node: the gates that failed, each with why in words
+/// (`no-peermem: nvidia-peermem is loaded and configured at boot`).
 pub fn check_gates(report: &NodeReport, gates: &[Gate]) -> Vec<String> {
     let mut failed = Vec::new();
     let smi_codes = [
@@ -493,30 +598,39 @@ pub fn check_gates(report: &NodeReport, gates: &[Gate]) -> Vec<String> {
     ];
     for g in gates {
         let why = match g {
-            Gate::OpenModule => {
-                let f = report
-                    .driver
-                    .as_ref()
-                    .map(|d| d.flavor.as_str())
-                    .unwrap_or("unknown");
-                (f != "open").then(|| format!("module flavour is {f}"))
-            }
+            Gate::OpenModule => match report.driver.as_ref().map(|d| d.flavor.as_str()) {
+                Some("open") => None,
+                Some("proprietary") => {
+                    Some("the proprietary kernel module is loaded, not the open one".into())
+                }
+                Some("none") => Some("no NVIDIA kernel module is loaded".into()),
+                _ => Some("which NVIDIA kernel module is loaded is unknown".into()),
+            },
             Gate::NoPeermem => {
                 let p = report.peermem.as_ref();
-                let loaded = p.and_then(|p| p.loaded);
-                let configured = p.and_then(|p| p.configured);
-                let word = |b: Option<bool>| match b {
-                    Some(true) => "yes",
-                    Some(false) => "no",
-                    None => "unknown",
-                };
-                (loaded != Some(false) || configured != Some(false)).then(|| {
-                    format!(
-                        "nvidia-peermem loaded: {}, configured at boot: {}",
-                        word(loaded),
-                        word(configured)
-                    )
-                })
+                match (p.and_then(|p| p.loaded), p.and_then(|p| p.configured)) {
+                    (Some(false), Some(false)) => None,
+                    (Some(true), Some(true)) => {
+                        Some("nvidia-peermem is loaded and configured at boot".into())
+                    }
+                    (Some(true), Some(false)) => {
+                        Some("nvidia-peermem is loaded (not configured at boot)".into())
+                    }
+                    (Some(true), None) => Some(
+                        "nvidia-peermem is loaded (whether it is configured at boot is unknown)"
+                            .into(),
+                    ),
+                    (Some(false), Some(true)) => {
+                        Some("nvidia-peermem is configured at boot (not loaded now)".into())
+                    }
+                    (None, Some(true)) => Some(
+                        "nvidia-peermem is configured at boot (whether it is loaded is unknown)"
+                            .into(),
+                    ),
+                    _ => Some(
+                        "whether nvidia-peermem is loaded or configured at boot is unknown".into(),
+                    ),
+                }
             }
             Gate::NvidiaSmiHealthy => {
                 let bad: Vec<&str> = report
@@ -531,7 +645,7 @@ pub fn check_gates(report: &NodeReport, gates: &[Gate]) -> Vec<String> {
                     .and_then(|d| d.userspace_version.as_ref())
                     .is_some();
                 if !bad.is_empty() {
-                    Some(bad.join(", "))
+                    Some(format!("nvidia-smi is not healthy: {}", bad.join(", ")))
                 } else if !answered {
                     Some("nvidia-smi did not answer".into())
                 } else {
@@ -542,13 +656,12 @@ pub fn check_gates(report: &NodeReport, gates: &[Gate]) -> Vec<String> {
                 // Only where GPUDirect RDMA applies: a node without an RDMA device or
                 // nvidia-peermem is not failed for its kernel's DMA-BUF support.
                 let no_rdma = report.reasons.iter().any(|r| r.code == Code::NoRdmaDevice);
-                let d = report.dma_buf.as_ref().and_then(|d| d.kernel_support);
-                (!no_rdma && d != Some(true)).then(|| {
-                    format!(
-                        "DMA-BUF kernel support is {}",
-                        d.map_or("unknown", |b| if b { "yes" } else { "no" })
-                    )
-                })
+                match report.dma_buf.as_ref().and_then(|d| d.kernel_support) {
+                    _ if no_rdma => None,
+                    Some(true) => None,
+                    Some(false) => Some("the kernel has no DMA-BUF support".into()),
+                    None => Some("whether the kernel supports DMA-BUF is unknown".into()),
+                }
             }
             Gate::NextBootHasDriver => match report.next_boot_driver() {
                 Some("ok") | Some("n/a") => None,
@@ -565,7 +678,7 @@ pub fn check_gates(report: &NodeReport, gates: &[Gate]) -> Vec<String> {
                     .filter(|r| r.severity == Severity::Error)
                     .map(|r| r.code.as_str())
                     .collect();
-                (!errs.is_empty()).then(|| errs.join(", "))
+                (!errs.is_empty()).then(|| format!("error reasons: {}", errs.join(", ")))
             }
         };
         if let Some(w) = why {
@@ -575,26 +688,45 @@ pub fn check_gates(report: &NodeReport, gates: &[Gate]) -> Vec<String> {
     failed
 }
 
+/// How far a rollout got, per (node, step number): the last phase the journal says.
+pub type Progress = HashMap<(String, usize), Phase>;
+
 /// Runs plans: owns the journal and the write permit.
 pub struct Executor {
-    pub permit: WritePermit,
-    pub journal: Mutex<Journal>,
-    pub scan: Arc<Scan>,
-    pub cfg: UpgradeConfig,
-    /// (node, step) pairs already done in this rollout (from the journal, on resume).
-    pub done: HashSet<(String, String)>,
+    permit: WritePermit,
+    journal: Mutex<Journal>,
+    scan: Arc<Scan>,
+    /// Failed nodes tolerated before no node starts another step.
+    max_failures: usize,
+    /// Where an earlier run of this rollout stopped (from the journal, on resume): done steps
+    /// are skipped, a recipe step that started is attached to, a failed one retried.
+    progress: Progress,
     /// Progress lines for the operator.
-    pub log: Box<dyn Fn(&str) + Send + Sync>,
-    /// Nodes failed so far in this run; past `cfg.max_failures` no node starts another step.
-    pub failures: std::sync::atomic::AtomicUsize,
+    log: Box<dyn Fn(&str) + Send + Sync>,
+    /// Nodes failed so far in this run; past `max_failures` no node starts another step.
+    failures: AtomicUsize,
+    /// `user@host pid N`, written into the node locks.
+    operator: String,
+    /// Each node's current step (number and label), for a task that panics.
+    at: Mutex<HashMap<String, (usize, String)>>,
+}
+
+/// Why a node stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The step's number in the node's plan, where known.
+    pub seq: Option<usize>,
+    /// The step's label.
+    pub step: String,
+    pub why: String,
 }
 
 /// How one node's rollout ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeOutcome {
     pub node: String,
-    /// `None` on success; else the step that failed and why (the node stays drained).
-    pub failure: Option<(String, String)>,
+    /// `None` on success; else where it stopped and why (the node stays drained).
+    pub failure: Option<Failure>,
 }
 
 fn excerpt(b: &[u8]) -> String {
@@ -611,11 +743,132 @@ fn excerpt(b: &[u8]) -> String {
     crate::model::text::terminal_safe(&tail).into_owned()
 }
 
+/// `user@host pid N`: who runs this process.
+pub fn operator() -> String {
+    format!("{} pid {}", who(), std::process::id())
+}
+
+fn with_sudo(command: &str, sudo: bool) -> String {
+    if sudo {
+        format!("sudo -n sh -c {}", quote(command))
+    } else {
+        command.to_string()
+    }
+}
+
+async fn exec(
+    session: &ssh::Session,
+    command: &str,
+    sudo: bool,
+    timeout: Duration,
+) -> Result<ssh::ExecOutput, ssh::Unreachable> {
+    session
+        .exec(
+            &with_sudo(command, sudo),
+            b"",
+            tokio::time::Instant::now() + timeout,
+            1 << 20,
+            true,
+        )
+        .await
+}
+
+/// Runs a write-side `command` on `node` over a fresh SSH connection (under `sudo -n` when
+/// `sudo`). Needs the write permit.
+pub async fn node_write(
+    _permit: &WritePermit,
+    scan: &Scan,
+    node: &Node,
+    command: &str,
+    sudo: bool,
+    timeout: Duration,
+) -> Result<ssh::ExecOutput, ssh::Unreachable> {
+    let session = ssh::connect(node, &scan.ssh, scan.keys.clone()).await?;
+    let out = exec(&session, command, sudo, timeout).await;
+    session.close().await;
+    out
+}
+
+/// Starts (or attaches to) a recipe step on the node: a write. Needs the write permit.
+pub async fn launch_step(
+    _permit: &WritePermit,
+    session: &ssh::Session,
+    launch: &str,
+    sudo: bool,
+) -> Result<ssh::ExecOutput, ssh::Unreachable> {
+    exec(session, launch, sudo, Duration::from_secs(60)).await
+}
+
+/// A read-only command on `node` (no permit: it changes nothing).
+async fn node_read(
+    scan: &Scan,
+    node: &Node,
+    command: &str,
+    timeout: Duration,
+) -> Result<ssh::ExecOutput, ssh::Unreachable> {
+    let session = ssh::connect(node, &scan.ssh, scan.keys.clone()).await?;
+    let out = exec(&session, command, false, timeout).await;
+    session.close().await;
+    out
+}
+
+fn exit_words(o: &ssh::ExecOutput) -> String {
+    o.describe_exit()
+        .unwrap_or_else(|| "cut off (no exit status)".to_string())
+}
+
+/// The text of a task's panic.
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic".to_string()
+    }
+}
+
+/// Test hook (debug builds only, for tests/upgrade.rs): `GPUFLEET_TEST_PANIC_NODE=NODE` (or
+/// `NODE@STEP`, default step `gates`) makes that node's task panic once that step's start is
+/// journaled, as a bug in gpufleet would.
+#[cfg(debug_assertions)]
+fn test_panic_hook(node: &str, label: &str) {
+    if let Ok(v) = std::env::var("GPUFLEET_TEST_PANIC_NODE") {
+        let (n, s) = v.split_once('@').unwrap_or((v.as_str(), "gates"));
+        if n == node && s == label {
+            panic!("GPUFLEET_TEST_PANIC_NODE: a test panic in {node} at {label}");
+        }
+    }
+}
+
 impl Executor {
+    pub fn new(
+        permit: WritePermit,
+        journal: Journal,
+        scan: Arc<Scan>,
+        cfg: &UpgradeConfig,
+        progress: Progress,
+        log: Box<dyn Fn(&str) + Send + Sync>,
+    ) -> Executor {
+        Executor {
+            permit,
+            journal: Mutex::new(journal),
+            scan,
+            max_failures: cfg.max_failures,
+            progress,
+            log,
+            failures: AtomicUsize::new(0),
+            operator: operator(),
+            at: Mutex::new(HashMap::new()),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn write(
         &self,
         rollout: &str,
         node: &str,
+        seq: Option<usize>,
         step: &str,
         phase: Phase,
         command: &str,
@@ -627,13 +880,14 @@ impl Executor {
             rollout: rollout.into(),
             node: node.into(),
             step: step.into(),
+            seq,
             phase,
             command: command.into(),
             outcome: outcome.into(),
         };
         self.journal
             .lock()
-            .expect("journal lock")
+            .unwrap_or_else(|p| p.into_inner())
             .append(&e)
             .map_err(|e| format!("journal: {e}"))
     }
@@ -641,46 +895,103 @@ impl Executor {
     /// Records the start of `plan` (with the whole plan, for `--resume`).
     pub fn start(&self, plan: &Plan) -> Result<(), String> {
         let json = serde_json::to_string(plan).map_err(|e| e.to_string())?;
-        self.write(&plan.rollout, "", "rollout", Phase::Start, "", &json)
+        self.write(&plan.rollout, "", None, "rollout", Phase::Start, "", &json)
     }
 
-    /// Runs every node of `plan` at once (`nodes` are the inventory's entries for them),
-    /// writes the rollout's end, and returns each node's outcome and a one-line summary.
+    fn node_failed(
+        &self,
+        rollout: &str,
+        node: &str,
+        seq: Option<usize>,
+        step: &str,
+        why: String,
+    ) -> NodeOutcome {
+        let _ = self.write(rollout, node, seq, step, Phase::Failed, "", &why);
+        self.failures.fetch_add(1, Ordering::SeqCst);
+        (self.log)(&format!("{node}: {step} FAILED: {why}"));
+        NodeOutcome {
+            node: node.to_string(),
+            failure: Some(Failure {
+                seq,
+                step: step.to_string(),
+                why,
+            }),
+        }
+    }
+
+    /// Runs every node of `plan` at once (`nodes`: how to reach them, from the inventory),
+    /// writes the rollout's end, and returns each node's outcome and a one-line summary. A
+    /// node task that panics or is cancelled is that node's failure; the rollout is `done`
+    /// only when every node of the plan finished.
     pub async fn run_plan(
-        self: std::sync::Arc<Self>,
+        self: Arc<Self>,
         plan: &Plan,
         nodes: Vec<Node>,
     ) -> (Vec<NodeOutcome>, String) {
         let mut set = tokio::task::JoinSet::new();
+        let mut names = HashMap::new();
+        let mut outcomes = Vec::new();
         for np in &plan.nodes {
             let Some(node) = nodes.iter().find(|n| n.name == np.node).cloned() else {
+                let seq = (0..np.steps.len())
+                    .find(|s| self.progress.get(&(np.node.clone(), *s)) != Some(&Phase::Done));
+                let label = seq.map_or_else(|| "rollout".into(), |s| np.steps[s].label());
+                outcomes.push(self.node_failed(
+                    &plan.rollout,
+                    &np.node,
+                    seq,
+                    &label,
+                    "not in the inventory any more: gpufleet cannot reach it".into(),
+                ));
                 continue;
             };
+            let name = np.node.clone();
             let (ex, id, np) = (self.clone(), plan.rollout.clone(), np.clone());
-            set.spawn(async move { ex.run_node(&id, &node, &np).await });
+            let h = set.spawn(async move { ex.run_node(&id, &node, &np).await });
+            names.insert(h.id(), name);
         }
-        let mut outcomes = Vec::new();
-        while let Some(r) = set.join_next().await {
-            if let Ok(o) = r {
-                outcomes.push(o);
+        while let Some(r) = set.join_next_with_id().await {
+            match r {
+                Ok((_, o)) => outcomes.push(o),
+                Err(e) => {
+                    let node = names.get(&e.id()).cloned().unwrap_or_default();
+                    let why = if e.is_panic() {
+                        format!(
+                            "internal error: the node's task panicked ({}); `gpufleet upgrade --resume` goes on from this step",
+                            panic_text(e.into_panic())
+                        )
+                    } else {
+                        "the node's task was cancelled; `gpufleet upgrade --resume` goes on from this step".to_string()
+                    };
+                    let at = self
+                        .at
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&node)
+                        .cloned();
+                    let (seq, label) = match at {
+                        Some((s, l)) => (Some(s), l),
+                        None => (None, "rollout".to_string()),
+                    };
+                    outcomes.push(self.node_failed(&plan.rollout, &node, seq, &label, why));
+                }
             }
         }
         let failed: Vec<String> = outcomes
             .iter()
             .filter_map(|o| {
-                let (step, why) = o.failure.as_ref()?;
+                let f = o.failure.as_ref()?;
                 Some(format!(
-                    "{} stopped at {step}{}: {why}",
+                    "{} stopped at {}{}: {}",
                     o.node,
-                    drained_note(plan, &o.node, step)
+                    f.step,
+                    drained_note(plan, &o.node, f.seq),
+                    f.why
                 ))
             })
             .collect();
-        let phase = if failed.is_empty() {
-            Phase::Done
-        } else {
-            Phase::Failed
-        };
+        let finished = failed.is_empty() && outcomes.len() == plan.nodes.len();
+        let phase = if finished { Phase::Done } else { Phase::Failed };
         let summary = if failed.is_empty() {
             format!(
                 "rollout {}: {} node(s) upgraded",
@@ -696,46 +1007,17 @@ impl Executor {
                 failed.join("; ")
             )
         };
-        let _ = self.write(&plan.rollout, "", "rollout", phase, "", &summary);
+        let _ = self.write(&plan.rollout, "", None, "rollout", phase, "", &summary);
         (outcomes, summary)
     }
 
-    async fn remote(
-        &self,
-        node: &Node,
-        command: &str,
-        sudo: bool,
-        timeout: Duration,
-    ) -> Result<ssh::ExecOutput, ssh::Unreachable> {
-        let session = ssh::connect(node, &self.scan.ssh, self.scan.keys.clone()).await?;
-        let cmd = if sudo {
-            format!("sudo -n sh -c {}", quote(command))
-        } else {
-            command.to_string()
-        };
-        let out = session
-            .exec(
-                &cmd,
-                b"",
-                tokio::time::Instant::now() + timeout,
-                1 << 20,
-                true,
-            )
-            .await;
-        session.close().await;
-        out
-    }
-
-    async fn wait_ssh(&self, node: &Node) -> Result<String, String> {
+    async fn wait_ssh(&self, node: &Node, timeout_s: u64) -> Result<String, String> {
         let start = Instant::now();
-        let limit = Duration::from_secs(self.cfg.reboot_timeout);
+        let limit = Duration::from_secs(timeout_s);
         // Give the reboot a moment to take the node down.
         tokio::time::sleep(Duration::from_secs(2)).await;
         loop {
-            match self
-                .remote(node, "true", false, Duration::from_secs(10))
-                .await
-            {
+            match node_read(&self.scan, node, "true", Duration::from_secs(10)).await {
                 Ok(out) if out.exit_status == Some(0) => {
                     return Ok(format!("SSH back after {} s", start.elapsed().as_secs()));
                 }
@@ -755,47 +1037,238 @@ impl Executor {
         }
     }
 
+    /// A command run here (drain, uncordon): each must succeed.
+    async fn here(&self, commands: &[Local], timeout: Duration) -> Result<Vec<String>, String> {
+        let mut said = Vec::new();
+        for c in commands {
+            let out = drain::run(&self.permit, c, timeout).await?;
+            if !out.success {
+                return Err(format!(
+                    "`{c}` exited {}: {}",
+                    out.code.map_or("by a signal".into(), |c| c.to_string()),
+                    out.output
+                ));
+            }
+            said.push(out.output);
+        }
+        Ok(said)
+    }
+
+    /// One recipe step: started detached on the node (or attached to, when an earlier run
+    /// started it), then polled over this SSH session until its exit status is recorded on
+    /// the node, within `timeout_s`. A reboot step succeeds when the node goes away.
+    #[allow(clippy::too_many_arguments)]
+    async fn recipe_step(
+        &self,
+        rollout: &str,
+        seq: usize,
+        node: &Node,
+        name: &str,
+        run: &str,
+        reboot: bool,
+        sudo: bool,
+        root: &str,
+        timeout_s: u64,
+    ) -> Result<String, String> {
+        let files = StepFiles::new(root, rollout, seq, name);
+        let retry = self.progress.get(&(node.name.clone(), seq)) == Some(&Phase::Failed);
+        let start = Instant::now();
+        let timeout = Duration::from_secs(timeout_s);
+        let session = ssh::connect(node, &self.scan.ssh, self.scan.keys.clone())
+            .await
+            .map_err(|u| u.message)?;
+        let launch = node_side::launch_command(&files, run, timeout_s, retry);
+        let attached = match launch_step(&self.permit, &session, &launch, sudo).await {
+            Ok(o) if o.exit_status == Some(0) => {
+                String::from_utf8_lossy(&o.output).contains("gpufleet-step attached")
+            }
+            Ok(o) => {
+                session.close().await;
+                return Err(format!(
+                    "could not start the step on the node: {}: {}",
+                    exit_words(&o),
+                    excerpt(&o.output)
+                ));
+            }
+            Err(u) if reboot => {
+                return Ok(format!(
+                    "reboot issued (the connection dropped: {})",
+                    u.message
+                ));
+            }
+            Err(u) => return Err(u.message),
+        };
+        if attached {
+            (self.log)(&format!(
+                "{}: step:{name} was started before; waiting for it on the node",
+                node.name
+            ));
+        }
+        let recorded = if attached {
+            " (recorded on the node by the run started before)"
+        } else {
+            ""
+        };
+        let mut session = Some(session);
+        let mut dead_seen = 0;
+        let mut pause = Duration::from_millis(300);
+        let poll = node_side::poll_command(&files);
+        loop {
+            tokio::time::sleep(pause).await;
+            pause = Duration::from_secs(1);
+            let s = match session.take() {
+                Some(s) => Ok(s),
+                None => ssh::connect(node, &self.scan.ssh, self.scan.keys.clone()).await,
+            };
+            let polled = match s {
+                Ok(s) => {
+                    let r = exec(&s, &poll, sudo, Duration::from_secs(30)).await;
+                    match &r {
+                        Ok(o) if o.exit_status.is_some() => session = Some(s),
+                        _ => s.close().await,
+                    }
+                    r.map_err(|u| u.message).and_then(|o| {
+                        node_side::parse_poll(&String::from_utf8_lossy(&o.output)).ok_or_else(
+                            || format!("the step's status could not be read: {}", exit_words(&o)),
+                        )
+                    })
+                }
+                Err(u) => Err(u.message),
+            };
+            let over = start.elapsed() >= timeout;
+            match polled {
+                Err(e) if reboot => {
+                    if let Some(s) = session.take() {
+                        s.close().await;
+                    }
+                    return Ok(format!("reboot issued; the node went away ({e})"));
+                }
+                Err(e) if over => {
+                    return Err(format!(
+                        "the node did not answer for the step's status within {timeout_s} s ({e}); the step goes on there: `gpufleet upgrade --resume` waits for it"
+                    ));
+                }
+                Err(_) => continue,
+                Ok(StepState::Running) if over => {
+                    if let Some(s) = session.take() {
+                        s.close().await;
+                    }
+                    return Err(format!(
+                        "still running on the node after {timeout_s} s; it goes on there: `gpufleet upgrade --resume` waits for it again"
+                    ));
+                }
+                Ok(StepState::Running) => {}
+                Ok(StepState::Done(rc, out)) => {
+                    if let Some(s) = session.take() {
+                        s.close().await;
+                    }
+                    let out = excerpt(out.as_bytes());
+                    return if rc == "0" {
+                        Ok(format!(
+                            "{}exit status 0{recorded}: {out}",
+                            if reboot { "reboot issued, " } else { "" }
+                        ))
+                    } else {
+                        Err(format!("exit status {rc}{recorded}: {out}"))
+                    };
+                }
+                Ok(StepState::Dead(out)) => {
+                    dead_seen += 1;
+                    if dead_seen < 2 {
+                        continue;
+                    }
+                    if let Some(s) = session.take() {
+                        s.close().await;
+                    }
+                    if reboot {
+                        return Ok(
+                            "reboot issued; the step ended without an exit status (the node went down)"
+                                .into(),
+                        );
+                    }
+                    return Err(format!(
+                        "the step started but ended without an exit status (killed, or the node restarted): {}; check the node, then `gpufleet upgrade --resume` runs it again",
+                        excerpt(out.as_bytes())
+                    ));
+                }
+                Ok(StepState::Busy) => {
+                    return Err(format!(
+                        "another step held the node's step lock ({}) for {timeout_s} s: this step did not run; `gpufleet upgrade --resume` starts it once the lock is free",
+                        files.lock
+                    ));
+                }
+                Ok(StepState::None) => {
+                    return Err(format!(
+                        "the step's files are gone from the node ({}.*)",
+                        files.prefix
+                    ));
+                }
+            }
+        }
+    }
+
     async fn run_step(
         &self,
         rollout: &str,
+        seq: usize,
         node: &Node,
-        step: &StepPlan,
+        step: &Step,
         report: &mut Option<NodeReport>,
     ) -> Result<String, String> {
-        match step.at {
-            Where::Here => {
-                let timeout = Duration::from_secs(self.cfg.drain_timeout);
-                let mut said = Vec::new();
-                let cmds = if step.id == "drain" {
-                    drain::drain_commands(
-                        &node.drain,
-                        node,
-                        timeout,
-                        &format!("gpufleet rollout {rollout}"),
-                    )
-                } else {
-                    drain::uncordon_commands(&node.drain, node)
-                };
-                for c in &cmds {
-                    let out = drain::run(&self.permit, c, timeout).await?;
-                    if !out.success {
-                        return Err(format!(
-                            "`{c}` exited {}: {}",
-                            out.code.map_or("by a signal".into(), |c| c.to_string()),
-                            out.output
-                        ));
-                    }
-                    said.push(out.output);
+        match step {
+            Step::Lock {
+                root,
+                sudo,
+                takeover,
+            } => {
+                let cmd = node_side::lock_command(root, rollout, &self.operator, takeover);
+                let o = node_write(
+                    &self.permit,
+                    &self.scan,
+                    node,
+                    &cmd,
+                    *sudo,
+                    Duration::from_secs(60),
+                )
+                .await
+                .map_err(|u| u.message)?;
+                match o.exit_status {
+                    Some(0) => Ok(format!("locked for rollout {rollout} by {}", self.operator)),
+                    Some(node_side::LOCKED) => Err(excerpt(&o.output)),
+                    _ => Err(format!("{}: {}", exit_words(&o), excerpt(&o.output))),
                 }
-                if step.id == "drain"
-                    && let Some(status) = drain::status_command(&node.drain, node)
-                {
+            }
+            Step::Unlock { root, sudo } => {
+                let cmd = node_side::unlock_command(root, rollout);
+                let o = node_write(
+                    &self.permit,
+                    &self.scan,
+                    node,
+                    &cmd,
+                    *sudo,
+                    Duration::from_secs(60),
+                )
+                .await
+                .map_err(|u| u.message)?;
+                if o.exit_status == Some(0) {
+                    Ok("unlocked".into())
+                } else {
+                    Err(format!("{}: {}", exit_words(&o), excerpt(&o.output)))
+                }
+            }
+            Step::Drain {
+                commands,
+                until,
+                check,
+                timeout_s,
+            } => {
+                let timeout = Duration::from_secs(*timeout_s);
+                let said = self.here(commands, timeout).await?;
+                if let Some(status) = until {
                     let start = Instant::now();
                     loop {
-                        let out =
-                            drain::run(&self.permit, &status, Duration::from_secs(60)).await?;
-                        let drained = drain::drained(node.drain.backend, &out.output, out.success);
-                        if drained {
+                        let out = drain::run(&self.permit, status, Duration::from_secs(60)).await?;
+                        if check.drained(&out.output, out.success) {
                             break;
                         }
                         if start.elapsed() >= timeout {
@@ -810,109 +1283,133 @@ impl Executor {
                 }
                 Ok(said.join(" / "))
             }
-            Where::Node => {
-                let timeout = Duration::from_secs(self.cfg.step_timeout);
-                let command = if step.guard {
-                    guarded(&node.root, &step.commands[0])
-                } else {
-                    step.commands[0].clone()
+            Step::Uncordon {
+                commands,
+                timeout_s,
+            } => Ok(self
+                .here(commands, Duration::from_secs(*timeout_s))
+                .await?
+                .join(" / ")),
+            Step::Recipe {
+                name,
+                run,
+                reboot,
+                sudo,
+                root,
+                timeout_s,
+            } => {
+                self.recipe_step(
+                    rollout, seq, node, name, run, *reboot, *sudo, root, *timeout_s,
+                )
+                .await
+            }
+            Step::WaitSsh { timeout_s, .. } => self.wait_ssh(node, *timeout_s).await,
+            Step::Reprobe => {
+                let (r, _) = self.scan.probe_node(node).await;
+                let s = format!("status {}", r.status);
+                let bad = r.status == NodeStatus::Unreachable;
+                *report = Some(r);
+                if bad { Err(s) } else { Ok(s) }
+            }
+            Step::Gates { gates } => {
+                let r = match report.take() {
+                    Some(r) => r,
+                    None => self.scan.probe_node(node).await.0,
                 };
-                let out = self
-                    .remote(node, &command, step.sudo, timeout)
-                    .await
-                    .map_err(|u| u.message);
-                if let Ok(o) = &out
-                    && o.exit_status == Some(STEP_BUSY)
-                {
-                    return Err(
-                        "a previous run of this step is still running on the node (gpufleet was stopped while it ran); wait for it to end, then --resume".into(),
-                    );
-                }
-                match (out, step.reboot) {
-                    // A reboot may cut the connection before any exit status: expected.
-                    (Err(e), true) => Ok(format!("reboot issued (connection: {e})")),
-                    (Ok(o), true) if o.exit_status.is_none_or(|s| s == 0) => {
-                        Ok(format!("reboot issued {}", excerpt(&o.output)))
-                    }
-                    (Ok(o), _) if o.exit_status == Some(0) => Ok(excerpt(&o.output)),
-                    (Ok(o), _) => Err(format!(
-                        "{}: {}",
-                        o.exit_status
-                            .map_or("cut off (no exit status)".to_string(), |s| format!(
-                                "exit status {s}"
-                            )),
-                        excerpt(&o.output)
-                    )),
-                    (Err(e), false) => Err(e),
+                let failed = check_gates(&r, gates);
+                if failed.is_empty() {
+                    let names: Vec<&str> = gates.iter().map(|g| g.name()).collect();
+                    Ok(format!("passed: {}", names.join(", ")))
+                } else {
+                    Err(failed.join("; "))
                 }
             }
-            Where::Gpufleet => match step.id.as_str() {
-                id if id.starts_with("wait-ssh") => self.wait_ssh(node).await,
-                "reprobe" => {
-                    let (r, _) = self.scan.probe_node(node).await;
-                    let s = format!("status {}", r.status);
-                    let bad = r.status == NodeStatus::Unreachable;
-                    *report = Some(r);
-                    if bad { Err(s) } else { Ok(s) }
-                }
-                "gates" => {
-                    let r = match report.take() {
-                        Some(r) => r,
-                        None => self.scan.probe_node(node).await.0,
-                    };
-                    let failed = check_gates(&r, &self.cfg.gates);
-                    if failed.is_empty() {
-                        Ok(format!("passed: {}", step.commands.join(", ")))
-                    } else {
-                        Err(failed.join("; "))
-                    }
-                }
-                other => Err(format!("unknown step {other}")),
-            },
         }
     }
 
     /// Runs one node's plan, skipping steps done before; stops at the first failure.
     pub async fn run_node(&self, rollout: &str, node: &Node, plan: &NodePlan) -> NodeOutcome {
         let mut report = None;
-        for step in &plan.steps {
-            if self.done.contains(&(node.name.clone(), step.id.clone())) {
-                (self.log)(&format!("{}: {} done before, skipped", node.name, step.id));
+        for (seq, step) in plan.steps.iter().enumerate() {
+            let label = step.label();
+            if self.progress.get(&(node.name.clone(), seq)) == Some(&Phase::Done) {
+                (self.log)(&format!("{}: {label} done before, skipped", node.name));
                 continue;
             }
-            let failures = self.failures.load(std::sync::atomic::Ordering::SeqCst);
-            if failures > self.cfg.max_failures {
+            let failures = self.failures.load(Ordering::SeqCst);
+            if failures > self.max_failures {
                 let why = format!(
                     "halted: {failures} node(s) failed, more than max_failures ({}); `--resume` goes on from here",
-                    self.cfg.max_failures
+                    self.max_failures
                 );
                 (self.log)(&format!("{}: {why}", node.name));
                 return NodeOutcome {
                     node: node.name.clone(),
-                    failure: Some((step.id.clone(), why)),
+                    failure: Some(Failure {
+                        seq: Some(seq),
+                        step: label,
+                        why,
+                    }),
                 };
             }
-            let cmd = step.commands.join(" && ");
-            if let Err(e) = self.write(rollout, &node.name, &step.id, Phase::Start, &cmd, "") {
+            self.at
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(node.name.clone(), (seq, label.clone()));
+            let cmd = step.journal_command(rollout, seq, &self.operator);
+            if let Err(e) = self.write(
+                rollout,
+                &node.name,
+                Some(seq),
+                &label,
+                Phase::Start,
+                &cmd,
+                "",
+            ) {
                 return NodeOutcome {
                     node: node.name.clone(),
-                    failure: Some((step.id.clone(), e)),
+                    failure: Some(Failure {
+                        seq: Some(seq),
+                        step: label,
+                        why: e,
+                    }),
                 };
             }
-            (self.log)(&format!("{}: {} …", node.name, step.id));
-            match self.run_step(rollout, node, step, &mut report).await {
+            #[cfg(debug_assertions)]
+            test_panic_hook(&node.name, &label);
+            (self.log)(&format!("{}: {label} …", node.name));
+            match self.run_step(rollout, seq, node, step, &mut report).await {
                 Ok(out) => {
-                    let _ = self.write(rollout, &node.name, &step.id, Phase::Done, &cmd, &out);
-                    (self.log)(&format!("{}: {} done", node.name, step.id));
+                    let _ = self.write(
+                        rollout,
+                        &node.name,
+                        Some(seq),
+                        &label,
+                        Phase::Done,
+                        &cmd,
+                        &out,
+                    );
+                    (self.log)(&format!("{}: {label} done", node.name));
                 }
                 Err(why) => {
-                    let _ = self.write(rollout, &node.name, &step.id, Phase::Failed, &cmd, &why);
-                    self.failures
-                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    (self.log)(&format!("{}: {} FAILED: {why}", node.name, step.id));
+                    let _ = self.write(
+                        rollout,
+                        &node.name,
+                        Some(seq),
+                        &label,
+                        Phase::Failed,
+                        &cmd,
+                        &why,
+                    );
+                    self.failures.fetch_add(1, Ordering::SeqCst);
+                    (self.log)(&format!("{}: {label} FAILED: {why}", node.name));
                     return NodeOutcome {
                         node: node.name.clone(),
-                        failure: Some((step.id.clone(), why)),
+                        failure: Some(Failure {
+                            seq: Some(seq),
+                            step: label,
+                            why,
+                        }),
                     };
                 }
             }
@@ -924,21 +1421,21 @@ impl Executor {
     }
 }
 
-/// " and stays drained" when `node` stopped at or after its drain step (a node stopped by its
-/// lock was never drained by this rollout).
-pub fn drained_note(plan: &Plan, node: &str, step: &str) -> &'static str {
-    let Some(np) = plan.nodes.iter().find(|n| n.node == node) else {
-        return "";
-    };
-    let pos = |id: &str| np.steps.iter().position(|s| s.id == id);
-    match (pos("drain"), pos(step)) {
-        (Some(d), Some(s)) if s >= d => " and stays drained",
-        _ => "",
-    }
+/// " and stays drained" when `node` stopped at or after its drain step `seq` (a node stopped
+/// by its lock was never drained by this rollout).
+pub fn drained_note(plan: &Plan, node: &str, seq: Option<usize>) -> &'static str {
+    let drained = plan
+        .nodes
+        .iter()
+        .find(|n| n.node == node)
+        .zip(seq)
+        .is_some_and(|(np, s)| np.drained_at(s));
+    if drained { " and stays drained" } else { "" }
 }
 
-/// The latest rollout in the journal that has no end entry: its plan, and the steps done.
-pub fn unfinished(journal: &[Entry]) -> Option<(Plan, HashSet<(String, String)>)> {
+/// The latest rollout in the journal that has no end entry (or stopped with a failure): its
+/// plan, and how far each node got.
+pub fn unfinished(journal: &[Entry]) -> Option<(Plan, Progress)> {
     let start = journal
         .iter()
         .rev()
@@ -954,12 +1451,25 @@ pub fn unfinished(journal: &[Entry]) -> Option<(Plan, HashSet<(String, String)>)
         return None;
     }
     let plan: Plan = serde_json::from_str(&start.outcome).ok()?;
-    let done = journal
+    let mut progress = Progress::new();
+    for e in journal
         .iter()
-        .filter(|e| e.rollout == start.rollout && e.phase == Phase::Done && !e.node.is_empty())
-        .map(|e| (e.node.clone(), e.step.clone()))
-        .collect();
-    Some((plan, done))
+        .filter(|e| e.rollout == start.rollout && !e.node.is_empty())
+    {
+        // Entries without a step number (older journals): the first step of that label.
+        let seq = e.seq.or_else(|| {
+            plan.nodes
+                .iter()
+                .find(|n| n.node == e.node)?
+                .steps
+                .iter()
+                .position(|s| s.label() == e.step)
+        });
+        if let Some(seq) = seq {
+            progress.insert((e.node.clone(), seq), e.phase);
+        }
+    }
+    Some((plan, progress))
 }
 
 /// Rollouts given up with `--abandon`: their node markers may be taken over.
@@ -971,35 +1481,95 @@ pub fn abandoned(journal: &[Entry]) -> Vec<String> {
         .collect()
 }
 
-/// A new rollout id: `r-<UTC time>-<mode>`.
-pub fn new_id(mode: Mode) -> String {
+/// A new rollout id: `r-<UTC time>-<6 random hex digits>` (`r-20261201T221503Z-3f9a2c`), so
+/// two rollouts started in the same second, anywhere, have different ids.
+pub fn new_id() -> String {
     let t = jiff::Timestamp::now()
         .strftime("%Y%m%dT%H%M%SZ")
         .to_string();
-    let m = match mode {
-        Mode::Canary => "canary",
-        Mode::Wave => "wave",
-    };
-    format!("r-{t}-{m}")
+    let mut b = [0u8; 3];
+    getrandom::fill(&mut b).expect("the OS random number generator failed");
+    format!("r-{t}-{:02x}{:02x}{:02x}", b[0], b[1], b[2])
 }
 
-/// The local lock: one rollout at a time from this state folder. Held while the file lives.
-pub fn lock_local(state_dir: &Path) -> Result<std::fs::File, String> {
-    std::fs::create_dir_all(state_dir).map_err(|e| format!("{}: {e}", state_dir.display()))?;
+/// The local lock: one rollout at a time from a state folder, held while this lives. Its file
+/// says who holds it (operator, pid, since, and the rollout once known).
+pub struct LocalLock {
+    file: std::fs::File,
+    pub path: PathBuf,
+    since: String,
+}
+
+/// The local lock was not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocalLockError {
+    Io(String),
+    /// Another process holds it; what its file says.
+    Held {
+        path: PathBuf,
+        holder: String,
+    },
+}
+
+impl std::fmt::Display for LocalLockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LocalLockError::Io(e) => f.write_str(e),
+            LocalLockError::Held { path, holder } => write!(
+                f,
+                "another gpufleet rollout holds {} ({holder}); wait for it, or check `gpufleet journal`",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LocalLockError {}
+
+impl LocalLock {
+    /// Writes who holds the lock, and `rollout` (`planning` before one is planned).
+    pub fn note(&mut self, rollout: &str) {
+        use std::io::{Seek, Write};
+        let text = format!(
+            "rollout {rollout}, operator {}, since {}\n",
+            operator(),
+            self.since
+        );
+        let _ = self.file.set_len(0);
+        let _ = self.file.rewind();
+        let _ = self.file.write_all(text.as_bytes());
+        let _ = self.file.sync_data();
+    }
+}
+
+/// Takes the local lock of `state_dir` without waiting: refused, with who holds it, while
+/// another process holds it.
+pub fn lock_local(state_dir: &Path) -> Result<LocalLock, LocalLockError> {
+    std::fs::create_dir_all(state_dir)
+        .map_err(|e| LocalLockError::Io(format!("{}: {e}", state_dir.display())))?;
     let path = state_dir.join("rollout.lock");
-    let f = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
+        .read(true)
         .write(true)
         .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    f.try_lock().map_err(|_| {
-        format!(
-            "another gpufleet rollout holds {}; wait for it, or check `gpufleet journal`",
-            path.display()
-        )
-    })?;
-    Ok(f)
+        .map_err(|e| LocalLockError::Io(format!("{}: {e}", path.display())))?;
+    if file.try_lock().is_err() {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let holder = match text.trim() {
+            "" => "who holds it is not written down".to_string(),
+            t => crate::model::text::terminal_safe(t).into_owned(),
+        };
+        return Err(LocalLockError::Held { path, holder });
+    }
+    let mut lock = LocalLock {
+        file,
+        path,
+        since: now_rfc3339(),
+    };
+    lock.note("planning");
+    Ok(lock)
 }
 
 #[cfg(test)]
@@ -1084,7 +1654,7 @@ mod tests {
             p.nodes.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
             ["c1"]
         );
-        let steps: Vec<&str> = p.nodes[0].steps.iter().map(|s| s.id.as_str()).collect();
+        let steps: Vec<String> = p.nodes[0].steps.iter().map(|s| s.label()).collect();
         assert_eq!(
             steps,
             [
@@ -1099,11 +1669,19 @@ mod tests {
                 "unlock"
             ]
         );
-        assert_eq!(
-            p.nodes[0].steps[2].commands[0],
-            "apt-get install -y nvidia-driver-535-open"
+        assert!(
+            matches!(&p.nodes[0].steps[2], Step::Recipe { run, sudo: true, reboot: false, .. } if run == "apt-get install -y nvidia-driver-535-open"),
+            "{:?}",
+            p.nodes[0].steps[2]
         );
-        assert!(p.nodes[0].steps[2].guard);
+        // The plan goes into the journal whole and comes back the same.
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(serde_json::from_str::<Plan>(&json).unwrap(), p);
+        assert!(json.contains(r#""kind":"recipe""#), "{json}");
+        // Drained from the drain step on.
+        assert_eq!(drained_note(&p, "c1", Some(0)), "");
+        assert_eq!(drained_note(&p, "c1", Some(1)), " and stays drained");
+        assert_eq!(drained_note(&p, "c1", None), "");
         let e = plan(Mode::Wave, &nodes, &canaries, &[], &cfg, &recipes(), "r2").unwrap_err();
         assert!(e.contains("canaries first: c1"), "{e}");
         let journal = vec![Entry {
@@ -1112,6 +1690,7 @@ mod tests {
             rollout: "r1".into(),
             node: "c1".into(),
             step: "unlock".into(),
+            seq: Some(8),
             phase: Phase::Done,
             command: String::new(),
             outcome: String::new(),
@@ -1140,6 +1719,24 @@ mod tests {
         let failed = check_gates(&r, &Gate::ALL);
         assert!(failed.iter().any(|f| f.starts_with("open-module")));
         assert!(failed.iter().any(|f| f.starts_with("nvidia-smi-healthy")));
+        // Said in words, never as Rust values.
+        assert!(
+            failed.contains(
+                &"open-module: the proprietary kernel module is loaded, not the open one"
+                    .to_string()
+            ),
+            "{failed:?}"
+        );
+        r.peermem = Some(crate::model::report::PeermemJson {
+            loaded: Some(true),
+            configured: Some(true),
+            registered: None,
+        });
+        assert_eq!(
+            check_gates(&r, &[Gate::NoPeermem]),
+            ["no-peermem: nvidia-peermem is loaded and configured at boot"]
+        );
+        assert!(!format!("{:?}", check_gates(&r, &Gate::ALL)).contains("Some("));
         r.driver.as_mut().unwrap().flavor = crate::model::driver::Flavor::Open;
         r.driver.as_mut().unwrap().userspace_version = Some("580".into());
         r.peermem = Some(crate::model::report::PeermemJson {
@@ -1229,65 +1826,83 @@ mod tests {
     }
 
     #[test]
-    fn lock_command_is_atomic_and_reentrant() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().display().to_string();
-        let run = |cmd: &str| {
-            std::process::Command::new("sh")
-                .arg("-c")
-                .arg(cmd)
-                .status()
-                .unwrap()
-                .code()
-        };
-        assert_eq!(run(&lock_command(&root, "r1", &[])), Some(0));
-        assert_eq!(
-            run(&lock_command(&root, "r1", &[])),
-            Some(0),
-            "the same rollout takes it again"
-        );
-        assert_eq!(
-            run(&lock_command(&root, "r2", &[])),
-            Some(3),
-            "another rollout is refused"
-        );
-        assert_eq!(run(&unlock_command(&root)), Some(0));
-        assert_eq!(run(&lock_command(&root, "r2", &[])), Some(0));
-        // A marker of an abandoned rollout is taken over.
-        assert_eq!(
-            run(&lock_command(&root, "r3", &["r2".to_string()])),
-            Some(0)
-        );
-        assert!(
-            std::fs::read_to_string(dir.path().join(MARKER).join("owner"))
-                .unwrap()
-                .contains("r3")
-        );
+    fn rollout_ids_are_unique_within_a_second() {
+        let ids: HashSet<String> = (0..200).map(|_| new_id()).collect();
+        assert!(ids.len() >= 199, "{}", ids.len());
+        let id = ids.iter().next().unwrap();
+        // r-20261201T221503Z-3f9a2c
+        assert_eq!(id.len(), 25, "{id}");
+        assert!(id.starts_with("r-") && id.as_bytes()[10] == b'T' && &id[17..19] == "Z-");
     }
 
     #[test]
-    fn guarded_steps_do_not_run_twice_at_once() {
+    fn resume_knows_each_steps_last_phase_by_its_number() {
+        let p = plan(
+            Mode::Canary,
+            &[(node("c1", true), report("c1", NodeStatus::Migrate))],
+            &[],
+            &[],
+            &UpgradeConfig::default(),
+            &recipes(),
+            "r1",
+        )
+        .unwrap();
+        let e = |step: &str, seq: Option<usize>, phase: Phase| Entry {
+            ts: String::new(),
+            who: String::new(),
+            rollout: "r1".into(),
+            node: if step == "rollout" { "" } else { "c1" }.into(),
+            step: step.into(),
+            seq,
+            phase,
+            command: String::new(),
+            outcome: if step == "rollout" && phase == Phase::Start {
+                serde_json::to_string(&p).unwrap()
+            } else {
+                String::new()
+            },
+        };
+        let mut j = vec![
+            e("rollout", None, Phase::Start),
+            e("lock", Some(0), Phase::Start),
+            e("lock", Some(0), Phase::Done),
+            // An entry of an older journal, without a number: matched by its label.
+            e("drain", None, Phase::Done),
+            e("step:install", Some(2), Phase::Start),
+            e("step:install", Some(2), Phase::Failed),
+            e("step:reboot", Some(3), Phase::Start),
+        ];
+        let (back, progress) = unfinished(&j).unwrap();
+        assert_eq!(back, p);
+        let at = |s: usize| progress.get(&("c1".to_string(), s)).copied();
+        assert_eq!(at(0), Some(Phase::Done));
+        assert_eq!(at(1), Some(Phase::Done));
+        assert_eq!(at(2), Some(Phase::Failed));
+        assert_eq!(at(3), Some(Phase::Start));
+        assert_eq!(at(4), None);
+        // A failed rollout stays resumable; a done one is not.
+        j.push(e("rollout", None, Phase::Failed));
+        assert!(unfinished(&j).is_some());
+        j.push(e("rollout", None, Phase::Done));
+        assert!(unfinished(&j).is_none());
+    }
+
+    #[test]
+    fn the_local_lock_says_who_holds_it() {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().display().to_string();
-        let first = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(guarded(&root, "sleep 2"))
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let second = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(guarded(&root, "true"))
-            .status()
-            .unwrap();
-        assert_eq!(second.code(), Some(STEP_BUSY as i32));
-        let mut first = first;
-        assert!(first.wait().unwrap().success());
-        let third = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(guarded(&root, "echo 'a b' | grep -q 'a b'"))
-            .status()
-            .unwrap();
-        assert!(third.success());
+        let mut held = lock_local(dir.path()).unwrap();
+        held.note("r-1");
+        match lock_local(dir.path()) {
+            Err(LocalLockError::Held { holder, .. }) => {
+                assert!(holder.starts_with("rollout r-1, operator "), "{holder}");
+                assert!(
+                    holder.contains(&format!("pid {}", std::process::id())),
+                    "{holder}"
+                );
+            }
+            other => panic!("{:?}", other.err()),
+        }
+        drop(held);
+        assert!(lock_local(dir.path()).is_ok());
     }
 }
