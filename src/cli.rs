@@ -698,11 +698,11 @@ fn tui_cmd(
             cfg: config.upgrade.clone(),
             recipes: config.recipes.clone(),
             state_dir: state_dir(paths)?,
-            read_only: vec![
-                ("--read-only".to_string(), args.read_only),
-                ("config [tui] read_only".to_string(), config.tui.read_only),
-                ("inventory read_only".to_string(), inv.read_only),
-            ],
+            read_only: crate::actions::permit::ReadOnlySources {
+                flag: args.read_only,
+                config: config.tui.read_only,
+                inventory: inv.read_only,
+            },
         }),
         _ => None,
     };
@@ -828,13 +828,12 @@ fn upgrade_cmd(
     let thresholds = config.thresholds();
     let inv = inventory_for(paths, explicit_inventory, &args.scan)?
         .ok_or_else(|| anyhow::anyhow!("upgrade needs an inventory (-i FILE)"))?;
-    let read_only = [
-        ("--read-only", args.read_only),
-        ("config [tui] read_only", config.tui.read_only),
-        ("inventory read_only", inv.read_only),
-    ];
     // Refused before anything else when read-only, dry run included: nothing may start.
-    let permit = WritePermit::new(&read_only)?;
+    let permit = WritePermit::new(crate::actions::permit::ReadOnlySources {
+        flag: args.read_only,
+        config: config.tui.read_only,
+        inventory: inv.read_only,
+    })?;
     let state = state_dir(paths)?;
     // One rollout at a time per state folder, from here on (a dry run changes nothing and
     // takes no lock). `--abandon` is refused while the rollout's process runs.

@@ -49,8 +49,8 @@ pub struct UpgradeCtx {
     pub cfg: crate::config::UpgradeConfig,
     pub recipes: std::collections::BTreeMap<String, crate::config::Recipe>,
     pub state_dir: PathBuf,
-    /// Each read-only source and what it says.
-    pub read_only: Vec<(String, bool)>,
+    /// What each read-only source says (the permit is made from them when a plan runs).
+    pub read_only: crate::actions::permit::ReadOnlySources,
 }
 
 impl UpgradeCtx {
@@ -104,12 +104,7 @@ impl UpgradeCtx {
         tx: mpsc::Sender<Msg>,
     ) -> Result<(), String> {
         use crate::actions::{journal, permit::WritePermit, rollout};
-        let sources: Vec<(&str, bool)> = self
-            .read_only
-            .iter()
-            .map(|(s, b)| (s.as_str(), *b))
-            .collect();
-        let permit = WritePermit::new(&sources).map_err(|e| e.to_string())?;
+        let permit = WritePermit::new(self.read_only).map_err(|e| e.to_string())?;
         let mut lock = rollout::lock_local(&self.state_dir).map_err(|e| e.to_string())?;
         // Another rollout may have started (and stopped) since the plan was made.
         let (entries, _) =
