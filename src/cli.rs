@@ -167,6 +167,10 @@ pub struct JournalArgs {
     #[arg(long, value_name = "ID")]
     pub rollout: Option<String>,
 
+    /// Only this node's entries (and its rollouts' start and end)
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+
     /// Print the raw JSON Lines
     #[arg(long)]
     pub jsonl: bool,
@@ -861,7 +865,7 @@ fn upgrade_cmd(
     }
     let stopped = rollout::unfinished(&entries);
     if args.abandon {
-        let (plan, _) = stopped.ok_or_else(|| {
+        let (plan, progress) = stopped.ok_or_else(|| {
             anyhow::anyhow!(
                 "nothing to abandon: every rollout in {} finished",
                 journal_path.display()
@@ -885,6 +889,9 @@ fn upgrade_cmd(
             plan.rollout,
             nodes.join(", ")
         );
+        for l in rollout::left_behind(&plan, &progress) {
+            println!("  {l}");
+        }
         return Ok(0);
     }
     if !args.resume
@@ -1036,10 +1043,21 @@ fn journal_cmd(paths: &Paths, args: &JournalArgs) -> anyhow::Result<u8> {
         );
     }
     let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    // With --node: the rollouts that touched that node.
+    let node_rollouts: std::collections::HashSet<&str> = entries
+        .iter()
+        .filter(|e| args.node.as_ref().is_some_and(|n| *n == e.node))
+        .map(|e| e.rollout.as_str())
+        .collect();
     let mut shown = 0;
     for e in entries
         .iter()
         .filter(|e| args.rollout.as_ref().is_none_or(|r| *r == e.rollout))
+        .filter(|e| {
+            args.node.as_ref().is_none_or(|n| {
+                *n == e.node || (e.node.is_empty() && node_rollouts.contains(e.rollout.as_str()))
+            })
+        })
     {
         shown += 1;
         if args.jsonl {
@@ -1072,9 +1090,10 @@ fn journal_cmd(paths: &Paths, args: &JournalArgs) -> anyhow::Result<u8> {
         );
     }
     if shown == 0 {
-        match &args.rollout {
-            Some(r) => eprintln!("gpufleet: no rollout {r} in {}", path.display()),
-            None => eprintln!("gpufleet: no journal entries in {}", path.display()),
+        match (&args.rollout, &args.node) {
+            (Some(r), _) => eprintln!("gpufleet: no rollout {r} in {}", path.display()),
+            (None, Some(n)) => eprintln!("gpufleet: no entries for node {n} in {}", path.display()),
+            (None, None) => eprintln!("gpufleet: no journal entries in {}", path.display()),
         }
     }
     Ok(0)

@@ -854,6 +854,14 @@ fn a_failed_canary_blocks_waves_until_resumed_or_abandoned() {
     }
     let out = f.run(&["upgrade", "--abandon"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // It says what stays behind, with the exact command that gives the node back.
+    let log = f.drain_log.display().to_string();
+    for want in [
+        format!("node0 stays drained; give it back with: echo uncordon node0 >> {log}"),
+        "node0 keeps this rollout's node lock (".to_string(),
+    ] {
+        assert!(text(&out).contains(&want), "{want:?} in:\n{}", text(&out));
+    }
     // The canary is still on the legacy stack: waves stay blocked, selection or not.
     for args in [
         &["upgrade", "--wave", "--dry-run"][..],
@@ -878,6 +886,11 @@ fn a_failed_canary_blocks_waves_until_resumed_or_abandoned() {
     let out = f.run(&["upgrade", "--wave", "--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(f.status("node1"), "ready");
+    // One node's history: its entries and its rollouts' start and end, no other node's.
+    let out = f.run(&["journal", "--node", "node1"]);
+    let j = String::from_utf8_lossy(&out.stdout);
+    assert!(j.contains(" node1 ") && j.contains(" rollout "), "{j}");
+    assert!(!j.contains(" node0 "), "{j}");
 }
 
 /// A step that fails stops the node; once the operator fixes the cause, `--resume` retries the

@@ -1472,6 +1472,56 @@ pub fn unfinished(journal: &[Entry]) -> Option<(Plan, Progress)> {
     Some((plan, progress))
 }
 
+/// What a rollout given up leaves on each node of `plan`, in words, with the exact commands
+/// that give a drained node back to its scheduler.
+pub fn left_behind(plan: &Plan, progress: &Progress) -> Vec<String> {
+    let mut out = Vec::new();
+    for np in &plan.nodes {
+        let at = |pred: &dyn Fn(&Step) -> bool| np.steps.iter().position(pred);
+        let phase = |i: Option<usize>| i.and_then(|i| progress.get(&(np.node.clone(), i)));
+        let drain = at(&|s| matches!(s, Step::Drain { .. }));
+        let uncordon = at(&|s| matches!(s, Step::Uncordon { .. }));
+        let lock = at(&|s| matches!(s, Step::Lock { .. }));
+        let unlock = at(&|s| matches!(s, Step::Unlock { .. }));
+        let given_back = phase(uncordon) == Some(&Phase::Done);
+        let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+        match phase(drain) {
+            Some(p) if !given_back => {
+                let cmds: Vec<String> = uncordon
+                    .map(|u| np.steps[u].shown(&plan.rollout))
+                    .unwrap_or_default();
+                out.push(format!(
+                    "{} {}; give it back with: {}",
+                    safe(&np.node),
+                    if *p == Phase::Done {
+                        "stays drained"
+                    } else {
+                        "may be drained (its drain started)"
+                    },
+                    safe(&cmds.join(" && "))
+                ));
+            }
+            _ if given_back => out.push(format!("{} was given back (uncordoned)", safe(&np.node))),
+            _ => {}
+        }
+        if phase(lock).is_some() && phase(unlock) != Some(&Phase::Done) {
+            let root = match &np.steps[lock.unwrap_or(0)] {
+                Step::Lock { root, .. } => root.trim_end_matches('/').to_string(),
+                _ => String::new(),
+            };
+            out.push(format!(
+                "{} keeps this rollout's node lock ({root}/{}); the next rollout from this state folder takes it over",
+                safe(&np.node),
+                node_side::MARKER
+            ));
+        }
+        if phase(lock).is_none() {
+            out.push(format!("{} was not touched", safe(&np.node)));
+        }
+    }
+    out
+}
+
 /// Rollouts given up with `--abandon`: their node markers may be taken over.
 pub fn abandoned(journal: &[Entry]) -> Vec<String> {
     journal
