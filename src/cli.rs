@@ -110,8 +110,8 @@ operator (user@host, pid), and no other rollout passes it. Recipe steps run deta
 (<root>/var/lib/gpufleet/steps/<rollout>/), so they finish if gpufleet or the connection dies;
 --resume waits for a step still running there and takes its recorded exit status.
 
-Exit codes: 0 done (or nothing to do, or --dry-run), 1 a node failed (the rollout stopped),
-2 usage, config, inventory or read-only errors.
+Exit codes: 0 done (or nothing to do, or --dry-run), 1 a node failed (the rollout stopped) or a
+wave is blocked by its canaries, 2 usage, config, inventory or read-only errors.
 
 Examples:
   gpufleet upgrade -i fleet.toml --canary --dry-run     the plan with the exact commands
@@ -956,6 +956,13 @@ fn upgrade_cmd(
             .map(|(n, r)| (n.name.clone(), Some(r.status)))
             .collect();
         canaries.extend(canary_reports);
+        // A wave blocked by its canaries is a state of the fleet, not a usage error: exit 1.
+        if mode == rollout::Mode::Wave
+            && let Err(why) = rollout::canaries_done(&canaries, &rollout::finished_nodes(&entries))
+        {
+            eprintln!("gpufleet: {why}");
+            return Ok(1);
+        }
         let plan = rollout::plan(
             mode,
             &reports,

@@ -263,7 +263,7 @@ fn canary_then_wave_with_dry_run_plan_and_journal() {
     f.inventory(&["fixture"], "");
     // Waves wait for the canaries.
     let out = f.run(&["upgrade", "--wave", "--yes"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("canaries first: node0"));
     // The dry run prints the exact commands and changes nothing.
     let out = f.run(&["upgrade", "--canary", "--dry-run"]);
@@ -868,7 +868,7 @@ fn a_failed_canary_blocks_waves_until_resumed_or_abandoned() {
         &["upgrade", "--wave", "--yes", "--node", "node1"],
     ] {
         let out = f.run(args);
-        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
         assert!(
             text(&out).contains("canaries first: node0"),
             "{}",
