@@ -94,6 +94,13 @@ pub enum Command {
     Upgrade(UpgradeArgs),
     /// Show the rollout journal (who, when, node, step, command, outcome)
     Journal(JournalArgs),
+    /// List the rollouts of the journal: id, mode, state, nodes, who, when
+    Rollouts(RolloutsArgs),
+    /// Show each node's lock: which rollout holds it, its operator (user@host, pid), since when
+    Locks(LocksArgs),
+    /// Break a node's lock held by a given rollout (one abandoned, or whose process died
+    /// elsewhere), after confirmation; journaled
+    Unlock(UnlockArgs),
     /// Print where gpufleet reads and writes its files
     Paths,
 }
@@ -155,6 +162,42 @@ pub struct UpgradeArgs {
     /// Nodes upgraded at once [default: 1, or the config's [upgrade] max_unavailable]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub max_unavailable: Option<u64>,
+
+    /// Refuse to run (read-only fleet view)
+    #[arg(long)]
+    pub read_only: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RolloutsArgs {
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LocksArgs {
+    #[command(flatten)]
+    pub scan: ScanArgs,
+
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UnlockArgs {
+    /// The node whose lock to break
+    #[arg(value_name = "NODE")]
+    pub node: String,
+
+    /// The rollout that holds it (the lock is broken only if this rollout holds it)
+    #[arg(long, value_name = "ID")]
+    pub rollout: String,
+
+    /// Do not ask for confirmation (for scripts)
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 
     /// Refuse to run (read-only fleet view)
     #[arg(long)]
@@ -312,6 +355,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Tui(a)) => tui_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Upgrade(a)) => upgrade_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Journal(a)) => journal_cmd(&paths, &a),
+        Some(Command::Rollouts(a)) => rollouts_cmd(&paths, &a),
+        Some(Command::Locks(a)) => locks_cmd(&config, &paths, explicit_inventory, &a),
+        Some(Command::Unlock(a)) => unlock_cmd(&config, &paths, explicit_inventory, &a),
         None if interactive => tui_cmd(
             &config,
             &paths,
@@ -1038,6 +1084,272 @@ fn upgrade_cmd(
     println!("{summary}");
     drop(local);
     Ok(if failed == 0 { 0 } else { 1 })
+}
+
+fn rollouts_cmd(paths: &Paths, args: &RolloutsArgs) -> anyhow::Result<u8> {
+    use crate::actions::{journal, rollout};
+    let state = state_dir(paths)?;
+    let (entries, _) = journal::read(&state.join("journal.jsonl"))?;
+    let holder = rollout::local_holder(&state);
+    let mut list = rollout::rollouts(&entries);
+    for r in list.iter_mut().filter(|r| r.state == "unfinished") {
+        r.state = match &holder {
+            Some(h) if h.contains(&format!("rollout {},", r.id)) => "running".into(),
+            _ => "interrupted".into(),
+        };
+    }
+    if args.json {
+        println!(
+            "{}",
+            crate::model::text::json_safe(serde_json::to_string_pretty(&list)?)
+        );
+        return Ok(0);
+    }
+    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    for r in &list {
+        let mode = match r.mode {
+            Some(rollout::Mode::Canary) => "canary",
+            Some(rollout::Mode::Wave) => "wave",
+            None => "?",
+        };
+        println!(
+            "{}  {:<6} {:<11} {}  {}  {}{}",
+            r.id,
+            mode,
+            r.state,
+            safe(&r.who),
+            r.started,
+            safe(&r.nodes.join(",")),
+            r.ended
+                .as_ref()
+                .map_or(String::new(), |e| format!("  (ended {e})"))
+        );
+    }
+    if list.is_empty() {
+        eprintln!("gpufleet: no rollouts in {}", state.display());
+    }
+    Ok(0)
+}
+
+fn locks_cmd(
+    config: &Config,
+    paths: &Paths,
+    explicit_inventory: bool,
+    args: &LocksArgs,
+) -> anyhow::Result<u8> {
+    let settings = probe_settings(config, &args.scan)?;
+    let inv = inventory_for(paths, explicit_inventory, &args.scan)?
+        .ok_or_else(|| anyhow::anyhow!("locks needs an inventory (-i FILE)"))?;
+    let (scan, selected) = build_scan(
+        config,
+        paths,
+        &args.scan,
+        &inv,
+        settings,
+        config.thresholds(),
+    )?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    // Read-only: each node's marker, at most `concurrency` nodes at once.
+    let found = rt.block_on(async {
+        let permits = Arc::new(tokio::sync::Semaphore::new(scan.ssh.concurrency.max(1)));
+        let mut set = tokio::task::JoinSet::new();
+        for (i, n) in selected.iter().cloned().enumerate() {
+            let (scan, permits) = (scan.clone(), permits.clone());
+            set.spawn(async move {
+                let _p = permits.acquire_owned().await;
+                (i, crate::actions::rollout::read_lock(&scan, &n).await)
+            });
+        }
+        let mut found = Vec::new();
+        while let Some(r) = set.join_next().await {
+            found.extend(r.ok());
+        }
+        found.sort_by_key(|(i, _)| *i);
+        found
+    });
+    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    let mut failed = false;
+    let mut json = Vec::new();
+    for (i, r) in found {
+        let name = &selected[i].name;
+        match r {
+            Ok(None) => {
+                json.push(serde_json::json!({"node": name, "locked": false}));
+                println!("{}  free", safe(name));
+            }
+            Ok(Some(o)) => {
+                println!(
+                    "{}  locked by rollout {} ({}, since {})",
+                    safe(name),
+                    safe(&o.rollout),
+                    safe(o.operator.as_deref().unwrap_or("operator unknown")),
+                    safe(o.since.as_deref().unwrap_or("unknown"))
+                );
+                json.push(serde_json::json!({"node": name, "locked": true, "rollout": o.rollout, "operator": o.operator, "since": o.since}));
+            }
+            Err(e) => {
+                failed = true;
+                println!("{}  unknown: {}", safe(name), safe(&e));
+                json.push(serde_json::json!({"node": name, "error": e}));
+            }
+        }
+    }
+    if args.json {
+        println!(
+            "{}",
+            crate::model::text::json_safe(serde_json::to_string_pretty(&json)?)
+        );
+    }
+    Ok(if failed { 1 } else { 0 })
+}
+
+fn unlock_cmd(
+    config: &Config,
+    paths: &Paths,
+    explicit_inventory: bool,
+    args: &UnlockArgs,
+) -> anyhow::Result<u8> {
+    use crate::actions::{journal, permit::WritePermit, rollout};
+    let scan_args = ScanArgs {
+        node: vec![args.node.clone()],
+        ..ScanArgs::default()
+    };
+    let inv = inventory_for(paths, explicit_inventory, &scan_args)?
+        .ok_or_else(|| anyhow::anyhow!("unlock needs an inventory (-i FILE)"))?;
+    let permit = WritePermit::new(crate::actions::permit::ReadOnlySources {
+        flag: args.read_only,
+        config: config.tui.read_only,
+        inventory: inv.read_only,
+    })?;
+    let node = inv
+        .nodes
+        .iter()
+        .find(|n| n.name == args.node)
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("{} is not in {}", args.node, inv.path.display()))?;
+    let state = state_dir(paths)?;
+    // Not while a rollout of this state folder runs (it may hold that very lock).
+    let _local = rollout::lock_local(&state)?;
+    let settings = probe_settings(config, &scan_args)?;
+    let (scan, _) = build_scan(
+        config,
+        paths,
+        &scan_args,
+        &inv,
+        settings,
+        config.thresholds(),
+    )?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    let owner = rt
+        .block_on(rollout::read_lock(&scan, &node))
+        .map_err(anyhow::Error::msg)?;
+    let Some(owner) = owner else {
+        println!("{}: not locked; nothing to do", safe(&node.name));
+        return Ok(0);
+    };
+    if owner.rollout != args.rollout {
+        eprintln!(
+            "gpufleet: {} is locked by rollout {}, not {}: nothing broken",
+            safe(&node.name),
+            safe(&owner.rollout),
+            safe(&args.rollout)
+        );
+        return Ok(1);
+    }
+    let operator = owner.operator.clone().unwrap_or_default();
+    // A holder on this machine whose process still runs is not broken.
+    let me = journal::who();
+    let host = |w: &str| {
+        w.split_whitespace()
+            .next()?
+            .split_once('@')
+            .map(|(_, h)| h.to_string())
+    };
+    if let (Some(h), Some(pid)) = (
+        host(&operator),
+        operator
+            .split_whitespace()
+            .last()
+            .and_then(|p| p.parse::<u32>().ok()),
+    ) && Some(h) == host(&me)
+        && std::path::Path::new(&format!("/proc/{pid}")).exists()
+    {
+        anyhow::bail!(
+            "not broken: rollout {} still runs here ({}); stop it first",
+            args.rollout,
+            safe(&operator)
+        );
+    }
+    println!(
+        "{} is locked by rollout {} ({}, since {}). Breaking the lock of a rollout that still runs lets two rollouts meet on the node.",
+        safe(&node.name),
+        safe(&owner.rollout),
+        safe(if operator.is_empty() {
+            "operator unknown"
+        } else {
+            &operator
+        }),
+        safe(owner.since.as_deref().unwrap_or("unknown"))
+    );
+    if !args.yes {
+        use std::io::BufRead;
+        if !std::io::stdin().is_terminal() {
+            anyhow::bail!("not a terminal: pass --yes to confirm");
+        }
+        eprint!("Type the node's name to break its lock: ");
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        if line.trim() != node.name {
+            eprintln!("gpufleet: not confirmed; nothing changed");
+            return Ok(2);
+        }
+    }
+    let sudo = node
+        .recipe
+        .as_ref()
+        .and_then(|r| config.recipes.get(r))
+        .is_some_and(|r| r.sudo);
+    let mut j = journal::Journal::open(&state)?;
+    let entry = |phase, outcome: &str| journal::Entry {
+        ts: now_rfc3339(),
+        who: me.clone(),
+        rollout: args.rollout.clone(),
+        node: node.name.clone(),
+        step: "break-lock".into(),
+        seq: None,
+        phase,
+        command: crate::actions::node_side::unlock_command(&node.root, &args.rollout),
+        outcome: outcome.to_string(),
+    };
+    j.append(&entry(
+        journal::Phase::Start,
+        &format!("held by {operator}"),
+    ))?;
+    match rt.block_on(rollout::break_lock(
+        &permit,
+        &scan,
+        &node,
+        &args.rollout,
+        sudo,
+    )) {
+        Ok(said) => {
+            j.append(&entry(journal::Phase::Done, &said))?;
+            println!("{}: {said}", safe(&node.name));
+            Ok(0)
+        }
+        Err(e) => {
+            j.append(&entry(journal::Phase::Failed, &e))?;
+            eprintln!("gpufleet: {}: {}", safe(&node.name), safe(&e));
+            Ok(1)
+        }
+    }
 }
 
 fn journal_cmd(paths: &Paths, args: &JournalArgs) -> anyhow::Result<u8> {

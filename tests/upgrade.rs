@@ -832,6 +832,71 @@ fn locks_stop_a_second_operator() {
         std::fs::read_to_string(marker.join("owner")).unwrap(),
         "r-someone-else\n"
     );
+
+    // `gpufleet locks` reads the marker on each node.
+    let out = f.run(&["locks"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("node0  locked by rollout r-someone-else (operator unknown"),
+        "{}",
+        text(&out)
+    );
+    // `gpufleet unlock` breaks only the named rollout's lock, and not one whose process still
+    // runs on this machine.
+    let out = f.run(&["unlock", "node0", "--rollout", "r-other", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(marker.join("owner").exists());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    std::fs::write(
+        marker.join("owner"),
+        format!(
+            "r-live\n{}@{} pid {}\nsince 2026-12-01T00:00:00Z\n",
+            local_user(),
+            host.trim(),
+            std::process::id()
+        ),
+    )
+    .unwrap();
+    let out = f.run(&["unlock", "node0", "--rollout", "r-live", "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("still runs here"), "{}", text(&out));
+    std::fs::write(
+        marker.join("owner"),
+        "r-someone-else\nops@elsewhere pid 1\n",
+    )
+    .unwrap();
+    let out = f.run(&["unlock", "node0", "--rollout", "r-someone-else", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!marker.exists());
+    assert!(f.journal().iter().any(|e| e["step"] == "break-lock"
+        && e["phase"] == "done"
+        && e["rollout"] == "r-someone-else"
+        && e["node"] == "node0"));
+    let out = f.run(&["locks", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&out.stdout)
+            .split_once('[')
+            .map(|(_, j)| format!("[{j}"))
+            .unwrap()
+            .as_str(),
+    )
+    .unwrap();
+    assert_eq!(doc[0]["locked"], false, "{doc}");
+
+    // Now the stopped rollout goes through, and `gpufleet rollouts` lists it.
+    let out = f.run(&["upgrade", "--resume", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = f.run(&["rollouts", "--json"]);
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let done: Vec<&serde_json::Value> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["state"] == "done")
+        .collect();
+    assert_eq!(done.len(), 1, "{list:#}");
+    assert_eq!(done[0]["mode"], "canary");
+    assert_eq!(done[0]["nodes"][0], "node0");
 }
 
 /// A canary that failed blocks the waves — selected or not — until the operator resumes the
@@ -1084,6 +1149,12 @@ fn abandon_while_the_rollout_runs_is_refused_naming_the_holder() {
     );
     assert!(said.contains(&format!("rollout {id}, operator ")), "{said}");
     assert!(said.contains(&format!("pid {pid}")), "{said}");
+    let out = f.run(&["rollouts"]);
+    assert!(
+        text(&out).contains(&format!("{id}  canary running ")),
+        "{}",
+        text(&out)
+    );
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(!f.journal().iter().any(|e| e["phase"] == "abandoned"));

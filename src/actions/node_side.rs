@@ -84,6 +84,52 @@ pub fn unlock_command(root: &str, rollout: &str) -> String {
     under_mutex(root, "gpufleet-unlock", UNLOCK_SCRIPT, &[&dir, rollout])
 }
 
+/// The read-only command that prints the node lock's marker: `gpufleet-lock free`, or
+/// `gpufleet-lock held` then the `owner` file.
+pub fn read_lock_command(root: &str) -> String {
+    let l = quote(&root_path(root, MARKER));
+    format!(
+        "if [ -d {l} ]; then echo 'gpufleet-lock held'; cat {l}/owner 2>/dev/null; else echo 'gpufleet-lock free'; fi"
+    )
+}
+
+/// Who holds a node lock, from its marker.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LockOwner {
+    /// The rollout (empty when the marker has no owner file).
+    pub rollout: String,
+    /// `user@host pid N`, when the marker says.
+    pub operator: Option<String>,
+    /// When it was taken (RFC 3339), when the marker says.
+    pub since: Option<String>,
+}
+
+/// Reads [`read_lock_command`]'s output: `Some(None)` free, `Some(Some(owner))` held, `None`
+/// when it is not that command's output.
+pub fn parse_lock(output: &str) -> Option<Option<LockOwner>> {
+    let mut lines = output.lines();
+    match lines.next()?.trim() {
+        "gpufleet-lock free" => Some(None),
+        "gpufleet-lock held" => {
+            let rollout = lines.next().unwrap_or("").trim().to_string();
+            let operator = lines
+                .next()
+                .map(|l| l.trim().to_string())
+                .filter(|l| !l.is_empty());
+            let since = lines
+                .next()
+                .and_then(|l| l.trim().strip_prefix("since "))
+                .map(str::to_string);
+            Some(Some(LockOwner {
+                rollout,
+                operator,
+                since,
+            }))
+        }
+        _ => None,
+    }
+}
+
 /// Where one recipe step keeps its files on the node: `<prefix>.out`, `.rc`, `.pid`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepFiles {
@@ -295,6 +341,22 @@ mod tests {
         let (rc, said) = sh(&lock_command(&root, "r4", "x", &["r2".into()]));
         assert_eq!(rc, Some(3), "{said}");
         assert!(said.contains("locked by rollout r3"), "{said}");
+    }
+
+    #[test]
+    fn the_lock_can_be_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().display().to_string();
+        let read = || parse_lock(&sh(&read_lock_command(&root)).1).unwrap();
+        assert_eq!(read(), None);
+        sh(&lock_command(&root, "r-1", "ops@a pid 7", &[]));
+        let o = read().unwrap();
+        assert_eq!(
+            (o.rollout.as_str(), o.operator.as_deref()),
+            ("r-1", Some("ops@a pid 7"))
+        );
+        assert!(o.since.unwrap().ends_with('Z'));
+        assert_eq!(parse_lock("nonsense"), None);
     }
 
     #[test]

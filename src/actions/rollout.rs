@@ -1472,6 +1472,101 @@ pub fn unfinished(journal: &[Entry]) -> Option<(Plan, Progress)> {
     Some((plan, progress))
 }
 
+/// Reads `node`'s node lock (read-only: no permit): `None` when free.
+pub async fn read_lock(scan: &Scan, node: &Node) -> Result<Option<node_side::LockOwner>, String> {
+    let o = node_read(
+        scan,
+        node,
+        &node_side::read_lock_command(&node.root),
+        Duration::from_secs(30),
+    )
+    .await
+    .map_err(|u| u.message)?;
+    node_side::parse_lock(&String::from_utf8_lossy(&o.output))
+        .ok_or_else(|| format!("{}: {}", exit_words(&o), excerpt(&o.output)))
+}
+
+/// Breaks `node`'s lock if rollout `rollout` holds it (and only then). Needs the write permit.
+pub async fn break_lock(
+    permit: &WritePermit,
+    scan: &Scan,
+    node: &Node,
+    rollout: &str,
+    sudo: bool,
+) -> Result<String, String> {
+    let cmd = node_side::unlock_command(&node.root, rollout);
+    let o = node_write(permit, scan, node, &cmd, sudo, Duration::from_secs(60))
+        .await
+        .map_err(|u| u.message)?;
+    if o.exit_status == Some(0) {
+        Ok(format!("the lock of rollout {rollout} is broken"))
+    } else {
+        Err(format!("{}: {}", exit_words(&o), excerpt(&o.output)))
+    }
+}
+
+/// A rollout as `gpufleet rollouts` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RolloutSummary {
+    pub id: String,
+    /// From its plan (absent when the plan cannot be read).
+    pub mode: Option<Mode>,
+    /// `done`, `failed` (resumable), `abandoned`, or `unfinished` (running, or interrupted:
+    /// resumable).
+    pub state: String,
+    pub nodes: Vec<String>,
+    pub who: String,
+    pub started: String,
+    /// The last end entry's time, if any.
+    pub ended: Option<String>,
+}
+
+/// Every rollout of the journal, oldest first.
+pub fn rollouts(journal: &[Entry]) -> Vec<RolloutSummary> {
+    let mut out: Vec<RolloutSummary> = Vec::new();
+    for e in journal.iter().filter(|e| e.step == "rollout") {
+        let i = match out.iter().position(|r| r.id == e.rollout) {
+            Some(i) => i,
+            None => {
+                out.push(RolloutSummary {
+                    id: e.rollout.clone(),
+                    mode: None,
+                    state: "unfinished".into(),
+                    nodes: Vec::new(),
+                    who: e.who.clone(),
+                    started: e.ts.clone(),
+                    ended: None,
+                });
+                out.len() - 1
+            }
+        };
+        let r = &mut out[i];
+        match e.phase {
+            Phase::Start => {
+                if let Ok(p) = serde_json::from_str::<Plan>(&e.outcome) {
+                    r.mode = Some(p.mode);
+                    r.nodes = p.nodes.iter().map(|n| n.node.clone()).collect();
+                }
+            }
+            Phase::Abandoned => {
+                r.state = "abandoned".into();
+                r.ended = Some(e.ts.clone());
+            }
+            Phase::Done | Phase::Failed if r.state != "abandoned" => {
+                r.state = if e.phase == Phase::Done {
+                    "done"
+                } else {
+                    "failed"
+                }
+                .into();
+                r.ended = Some(e.ts.clone());
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// What a rollout given up leaves on each node of `plan`, in words, with the exact commands
 /// that give a drained node back to its scheduler.
 pub fn left_behind(plan: &Plan, progress: &Progress) -> Vec<String> {
@@ -1589,6 +1684,25 @@ impl LocalLock {
         let _ = self.file.rewind();
         let _ = self.file.write_all(text.as_bytes());
         let _ = self.file.sync_data();
+    }
+}
+
+/// Who holds the local lock of `state_dir` now (what its file says), without taking it;
+/// `None` when nobody does.
+pub fn local_holder(state_dir: &Path) -> Option<String> {
+    let path = state_dir.join("rollout.lock");
+    let file = std::fs::File::open(&path).ok()?;
+    match file.try_lock_shared() {
+        Ok(()) => {
+            let _ = file.unlock();
+            None
+        }
+        Err(_) => Some(
+            crate::model::text::terminal_safe(
+                std::fs::read_to_string(&path).unwrap_or_default().trim(),
+            )
+            .into_owned(),
+        ),
     }
 }
 
