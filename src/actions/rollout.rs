@@ -469,8 +469,10 @@ pub fn canaries_done(
     }
 }
 
-/// Plans an upgrade of exactly `chosen` (the TUI's marked nodes), as one wave: each must be
-/// `migrate` and have a recipe; non-canary nodes only once every canary of `canaries` is done.
+/// Plans an upgrade of `chosen` (the TUI's marked nodes), as one wave: nodes that cannot be
+/// upgraded (not `migrate`, managed by the GPU Operator, upgraded before) are skipped with the
+/// reason, as the CLI does; of the others, non-canary nodes only once every canary of
+/// `canaries` is done, canaries and other nodes never together, at most max_unavailable.
 pub fn plan_selected(
     chosen: &[(Node, NodeReport)],
     canaries: &[(String, Option<NodeStatus>)],
@@ -480,34 +482,47 @@ pub fn plan_selected(
     rollout: &str,
 ) -> Result<Plan, String> {
     let finished = finished_nodes(journal);
-    let with_canary = chosen.iter().any(|(n, _)| n.canary);
-    let with_other = chosen.iter().any(|(n, _)| !n.canary);
+    let mut skipped = Vec::new();
+    let mut eligible = Vec::new();
+    for (n, r) in chosen {
+        if finished.contains(&n.name) {
+            skipped.push((n.name.clone(), "upgraded by an earlier rollout".into()));
+        } else if operator_managed(r) {
+            skipped.push((n.name.clone(), OPERATOR_SKIP.into()));
+        } else if r.status != NodeStatus::Migrate {
+            skipped.push((
+                n.name.clone(),
+                format!(
+                    "status {}: {}; only migrate nodes are upgraded",
+                    r.status,
+                    r.status.meaning()
+                ),
+            ));
+        } else {
+            eligible.push((n, r));
+        }
+    }
+    if eligible.is_empty() {
+        let why: Vec<String> = skipped.iter().map(|(n, w)| format!("{n}: {w}")).collect();
+        return Err(format!("nothing to upgrade: {}", why.join("; ")));
+    }
+    let with_canary = eligible.iter().any(|(n, _)| n.canary);
+    let with_other = eligible.iter().any(|(n, _)| !n.canary);
     if with_canary && with_other {
         return Err("canaries go alone: mark only canaries, or only other nodes".into());
     }
     if with_other {
         canaries_done(canaries, &finished)?;
     }
-    if chosen.len() > cfg.max_unavailable.max(1) {
+    if eligible.len() > cfg.max_unavailable.max(1) {
         return Err(format!(
             "{} nodes chosen, more than max_unavailable ({}): choose fewer",
-            chosen.len(),
+            eligible.len(),
             cfg.max_unavailable
         ));
     }
     let mut nodes = Vec::new();
-    for (n, r) in chosen {
-        if operator_managed(r) {
-            return Err(format!("{}: {OPERATOR_SKIP}", n.name));
-        }
-        if r.status != NodeStatus::Migrate {
-            return Err(format!(
-                "{}: status {} ({}); only migrate nodes are upgraded",
-                n.name,
-                r.status,
-                r.status.meaning()
-            ));
-        }
+    for (n, r) in &eligible {
         nodes.push(node_plan(
             n,
             r,
@@ -517,16 +532,15 @@ pub fn plan_selected(
             &abandoned(journal),
         )?);
     }
-    let mode = if chosen.iter().all(|(n, _)| n.canary) {
-        Mode::Canary
-    } else {
-        Mode::Wave
-    };
     Ok(Plan {
         rollout: rollout.to_string(),
-        mode,
+        mode: if with_canary {
+            Mode::Canary
+        } else {
+            Mode::Wave
+        },
         nodes,
-        skipped: Vec::new(),
+        skipped,
     })
 }
 
@@ -1986,7 +2000,15 @@ mod tests {
             p.skipped
         );
         let e = plan_selected(&nodes[..1], &[], &[], &cfg, &recipes(), "r-2").unwrap_err();
-        assert!(e.contains("GPU Operator"), "{e}");
+        assert!(
+            e.contains("nothing to upgrade: op: the driver is managed by the GPU Operator"),
+            "{e}"
+        );
+        // Marked with an eligible node, it is skipped with the reason, as the CLI does.
+        let p = plan_selected(&nodes, &[], &[], &cfg, &recipes(), "r-3").unwrap();
+        assert_eq!(p.nodes.len(), 1);
+        assert_eq!(p.nodes[0].node, "host");
+        assert_eq!(p.skipped[0].0, "op");
     }
 
     #[test]
