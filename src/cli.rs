@@ -974,51 +974,26 @@ fn upgrade_cmd(
             rollout::Mode::Wave
         };
         // The canaries of the whole inventory gate the waves, selected or not.
-        let canary_nodes: Vec<crate::inventory::Node> = inv
-            .nodes
-            .iter()
-            .filter(|n| n.canary && mode == rollout::Mode::Wave)
-            .filter(|n| !selected.iter().any(|s| s.name == n.name))
-            .cloned()
-            .collect();
-        eprintln!(
-            "probing {} node(s) before planning…",
-            selected.len() + canary_nodes.len()
-        );
-        let (reports, canary_reports) = rt.block_on(async {
-            let mut out = Vec::new();
-            for n in &selected {
-                out.push((n.clone(), scan.node(n).await));
-            }
-            let mut canaries = Vec::new();
-            for n in &canary_nodes {
-                canaries.push((n.name.clone(), Some(scan.node(n).await.status)));
-            }
-            (out, canaries)
-        });
-        let mut canaries: Vec<(String, Option<crate::model::NodeStatus>)> = reports
-            .iter()
-            .filter(|(n, _)| n.canary)
-            .map(|(n, r)| (n.name.clone(), Some(r.status)))
-            .collect();
-        canaries.extend(canary_reports);
-        // A wave blocked by its canaries is a state of the fleet, not a usage error: exit 1.
-        if mode == rollout::Mode::Wave
-            && let Err(why) = rollout::canaries_done(&canaries, &rollout::finished_nodes(&entries))
-        {
-            eprintln!("gpufleet: {why}");
-            return Ok(1);
-        }
-        let plan = rollout::plan(
-            mode,
-            &reports,
-            &canaries,
+        let planned = rt.block_on(rollout::prepare(
+            scan.clone(),
+            &inv.nodes,
+            &selected,
+            rollout::Choice::Next(mode),
             &entries,
             &ucfg,
             &config.recipes,
             &rollout::new_id(),
-        )
-        .map_err(anyhow::Error::msg)?;
+            |n| eprintln!("probing {n} node(s) before planning…"),
+        ));
+        let plan = match planned {
+            Ok(p) => p,
+            // A wave blocked by its canaries is a state of the fleet, not a usage error: exit 1.
+            Err(rollout::NoPlan::CanariesFirst(why)) => {
+                eprintln!("gpufleet: {why}");
+                return Ok(1);
+            }
+            Err(e) => return Err(anyhow::Error::msg(e.to_string())),
+        };
         (plan, Default::default())
     };
     print_plan(&plan, args.dry_run, &progress);

@@ -54,11 +54,12 @@ pub struct UpgradeCtx {
 }
 
 impl UpgradeCtx {
-    /// Probes `names` again (and every canary, for a wave), then plans an upgrade of them:
-    /// the plan, or why not. Fresh probes, so a node upgraded meanwhile is not planned again.
+    /// Probes `names` again (and every other canary, for a wave; concurrently, through
+    /// [`crate::actions::rollout::prepare`] as the CLI does), then plans an upgrade of them: the
+    /// plan, or why not. Fresh probes, so a node upgraded meanwhile is not planned again.
     async fn plan(
         &self,
-        scan: &Scan,
+        scan: Arc<Scan>,
         names: &[String],
     ) -> Result<crate::actions::rollout::Plan, String> {
         use crate::actions::{journal, rollout};
@@ -77,22 +78,21 @@ impl UpgradeCtx {
                 .iter()
                 .find(|n| n.name == *name)
                 .ok_or_else(|| format!("{name} is not in the inventory"))?;
-            chosen.push((node.clone(), scan.node(node).await));
+            chosen.push(node.clone());
         }
-        let mut canaries = Vec::new();
-        if chosen.iter().any(|(n, _)| !n.canary) {
-            for n in self.nodes.iter().filter(|n| n.canary) {
-                canaries.push((n.name.clone(), Some(scan.node(n).await.status)));
-            }
-        }
-        rollout::plan_selected(
+        rollout::prepare(
+            scan,
+            &self.nodes,
             &chosen,
-            &canaries,
+            rollout::Choice::Exactly,
             &entries,
             &self.cfg,
             &self.recipes,
             &rollout::new_id(),
+            |_| {},
         )
+        .await
+        .map_err(|e| e.to_string())
     }
 
     /// Runs `plan`, the one the operator confirmed (journaled, locked, with the write
@@ -354,7 +354,7 @@ async fn event_loop(
                         let (ctx, scan, tx) = (ctx.clone(), scan.clone(), tx.clone());
                         let names: Vec<String> = nodes.iter().map(|r| r.name.clone()).collect();
                         tokio::spawn(async move {
-                            let answer = ctx.plan(&scan, &names).await.map(|plan| {
+                            let answer = ctx.plan(scan, &names).await.map(|plan| {
                                 let lines = crate::actions::rollout::plan_lines(&plan, false);
                                 (lines, Box::new(plan))
                             });
