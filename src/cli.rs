@@ -96,6 +96,13 @@ pub enum Command {
     Upgrade(UpgradeArgs),
     /// Show the rollout journal (who, when, node, step, command, outcome)
     Journal(JournalArgs),
+    /// List the rollouts of the journal: id, mode, state, nodes, who, when
+    Rollouts(RolloutsArgs),
+    /// Show each node's lock: which rollout holds it, its operator (user@host, pid), since when
+    Locks(LocksArgs),
+    /// Break a node's lock held by a given rollout (one abandoned, or whose process died
+    /// elsewhere), after confirmation; journaled
+    Unlock(UnlockArgs),
     /// Print where gpufleet reads and writes its files
     Paths,
 }
@@ -107,8 +114,13 @@ no error reasons) → uncordon → unlock. Only nodes whose status is `migrate` 
 step or gate stops that node and leaves it drained. Every step is written to the journal (fsynced)
 before it runs; --resume continues an interrupted rollout without repeating completed steps.
 
-Exit codes: 0 done (or nothing to do, or --dry-run), 1 a node failed (the rollout stopped),
-2 usage, config, inventory or read-only errors.
+Each rollout has its own id (r-<UTC time>-<random>); the node lock's marker names it and its
+operator (user@host, pid), and no other rollout passes it. Recipe steps run detached on the node
+(<root>/var/lib/gpufleet/steps/<rollout>/), so they finish if gpufleet or the connection dies;
+--resume waits for a step still running there and takes its recorded exit status.
+
+Exit codes: 0 done (or nothing to do, or --dry-run), 1 a node failed (the rollout stopped) or a
+wave is blocked by its canaries, 2 usage, config, inventory or read-only errors.
 
 Examples:
   gpufleet upgrade -i fleet.toml --canary --dry-run     the plan with the exact commands
@@ -136,7 +148,8 @@ pub struct UpgradeArgs {
     pub resume: bool,
 
     /// Give up the last rollout that did not finish: its nodes stay as they are (drained ones
-    /// stay drained; uncordon them yourself), and later rollouts may take over its node locks
+    /// stay drained; uncordon them yourself), and later rollouts may take over its node locks.
+    /// Refused while the rollout's process still runs
     #[arg(long)]
     pub abandon: bool,
 
@@ -158,10 +171,50 @@ pub struct UpgradeArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RolloutsArgs {
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LocksArgs {
+    #[command(flatten)]
+    pub scan: ScanArgs,
+
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UnlockArgs {
+    /// The node whose lock to break
+    #[arg(value_name = "NODE")]
+    pub node: String,
+
+    /// The rollout that holds it (the lock is broken only if this rollout holds it)
+    #[arg(long, value_name = "ID")]
+    pub rollout: String,
+
+    /// Do not ask for confirmation (for scripts)
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+
+    /// Refuse to run (read-only fleet view)
+    #[arg(long)]
+    pub read_only: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct JournalArgs {
     /// Only this rollout
     #[arg(long, value_name = "ID")]
     pub rollout: Option<String>,
+
+    /// Only this node's entries (and its rollouts' start and end)
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
 
     /// Print the raw JSON Lines
     #[arg(long)]
@@ -305,6 +358,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Tui(a)) => tui_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Upgrade(a)) => upgrade_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Journal(a)) => journal_cmd(&paths, &a),
+        Some(Command::Rollouts(a)) => rollouts_cmd(&paths, &a),
+        Some(Command::Locks(a)) => locks_cmd(&config, &paths, explicit_inventory, &a),
+        Some(Command::Unlock(a)) => unlock_cmd(&config, &paths, explicit_inventory, &a),
         None if interactive => tui_cmd(
             &config,
             &paths,
@@ -695,12 +751,11 @@ fn tui_cmd(
             cfg: config.upgrade.clone(),
             recipes: config.recipes.clone(),
             state_dir: state_dir(paths)?,
-            read_only: vec![
-                ("--read-only".to_string(), args.read_only),
-                ("config [tui] read_only".to_string(), config.tui.read_only),
-                ("inventory read_only".to_string(), inv.read_only),
-            ],
-            planned: Default::default(),
+            read_only: crate::actions::permit::ReadOnlySources {
+                flag: args.read_only,
+                config: config.tui.read_only,
+                inventory: inv.read_only,
+            },
         }),
         _ => None,
     };
@@ -779,13 +834,26 @@ fn state_dir(paths: &Paths) -> anyhow::Result<PathBuf> {
 fn print_plan(
     plan: &crate::actions::rollout::Plan,
     dry_run: bool,
-    done: &std::collections::HashSet<(String, String)>,
+    progress: &crate::actions::rollout::Progress,
 ) {
     for l in crate::actions::rollout::plan_lines(plan, dry_run) {
         println!("{l}");
     }
-    if !done.is_empty() {
-        let mut steps: Vec<String> = done.iter().map(|(n, s)| format!("{n} {s}")).collect();
+    let mut steps: Vec<String> = plan
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            n.steps
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| {
+                    progress.get(&(n.node.clone(), *i))
+                        == Some(&crate::actions::journal::Phase::Done)
+                })
+                .map(|(_, s)| format!("{} {}", n.node, s.label()))
+        })
+        .collect();
+    if !steps.is_empty() {
         steps.sort();
         println!("  done before (skipped on resume): {}", steps.join(", "));
     }
@@ -813,14 +881,29 @@ fn upgrade_cmd(
     let thresholds = config.thresholds();
     let inv = inventory_for(paths, explicit_inventory, &args.scan)?
         .ok_or_else(|| anyhow::anyhow!("upgrade needs an inventory (-i FILE)"))?;
-    let read_only = [
-        ("--read-only", args.read_only),
-        ("config [tui] read_only", config.tui.read_only),
-        ("inventory read_only", inv.read_only),
-    ];
     // Refused before anything else when read-only, dry run included: nothing may start.
-    let permit = WritePermit::new(&read_only)?;
+    let permit = WritePermit::new(crate::actions::permit::ReadOnlySources {
+        flag: args.read_only,
+        config: config.tui.read_only,
+        inventory: inv.read_only,
+    })?;
     let state = state_dir(paths)?;
+    // One rollout at a time per state folder, from here on (a dry run changes nothing and
+    // takes no lock). `--abandon` is refused while the rollout's process runs.
+    let mut local = if args.dry_run {
+        None
+    } else {
+        match rollout::lock_local(&state) {
+            Ok(l) => Some(l),
+            Err(rollout::LocalLockError::Held { path, holder }) if args.abandon => {
+                anyhow::bail!(
+                    "not abandoned: the rollout is still running ({holder}; it holds {}); stop that process first (then `--resume` or `--abandon`), or wait for it to end",
+                    path.display()
+                );
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
     let journal_path = state.join("journal.jsonl");
     let (entries, skipped_lines) = journal::read(&journal_path)?;
     if skipped_lines > 0 {
@@ -831,7 +914,7 @@ fn upgrade_cmd(
     }
     let stopped = rollout::unfinished(&entries);
     if args.abandon {
-        let (plan, _) = stopped.ok_or_else(|| {
+        let (plan, progress) = stopped.ok_or_else(|| {
             anyhow::anyhow!(
                 "nothing to abandon: every rollout in {} finished",
                 journal_path.display()
@@ -844,6 +927,7 @@ fn upgrade_cmd(
             rollout: plan.rollout.clone(),
             node: String::new(),
             step: "rollout".into(),
+            seq: None,
             phase: journal::Phase::Abandoned,
             command: String::new(),
             outcome: "abandoned by the operator".into(),
@@ -854,6 +938,9 @@ fn upgrade_cmd(
             plan.rollout,
             nodes.join(", ")
         );
+        for l in rollout::left_behind(&plan, &progress) {
+            println!("  {l}");
+        }
         return Ok(0);
     }
     if !args.resume
@@ -876,7 +963,7 @@ fn upgrade_cmd(
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let (plan, done) = if args.resume {
+    let (plan, progress) = if args.resume {
         stopped.ok_or_else(|| {
             anyhow::anyhow!(
                 "nothing to resume: every rollout in {} finished",
@@ -890,47 +977,29 @@ fn upgrade_cmd(
             rollout::Mode::Wave
         };
         // The canaries of the whole inventory gate the waves, selected or not.
-        let canary_nodes: Vec<crate::inventory::Node> = inv
-            .nodes
-            .iter()
-            .filter(|n| n.canary && mode == rollout::Mode::Wave)
-            .filter(|n| !selected.iter().any(|s| s.name == n.name))
-            .cloned()
-            .collect();
-        eprintln!(
-            "probing {} node(s) before planning…",
-            selected.len() + canary_nodes.len()
-        );
-        let (reports, canary_reports) = rt.block_on(async {
-            let mut out = Vec::new();
-            for n in &selected {
-                out.push((n.clone(), scan.node(n).await));
-            }
-            let mut canaries = Vec::new();
-            for n in &canary_nodes {
-                canaries.push((n.name.clone(), Some(scan.node(n).await.status)));
-            }
-            (out, canaries)
-        });
-        let mut canaries: Vec<(String, Option<crate::model::NodeStatus>)> = reports
-            .iter()
-            .filter(|(n, _)| n.canary)
-            .map(|(n, r)| (n.name.clone(), Some(r.status)))
-            .collect();
-        canaries.extend(canary_reports);
-        let plan = rollout::plan(
-            mode,
-            &reports,
-            &canaries,
+        let planned = rt.block_on(rollout::prepare(
+            scan.clone(),
+            &inv.nodes,
+            &selected,
+            rollout::Choice::Next(mode),
             &entries,
             &ucfg,
             &config.recipes,
-            &rollout::new_id(mode),
-        )
-        .map_err(anyhow::Error::msg)?;
+            &rollout::new_id(),
+            |n| eprintln!("probing {n} node(s) before planning…"),
+        ));
+        let plan = match planned {
+            Ok(p) => p,
+            // A wave blocked by its canaries is a state of the fleet, not a usage error: exit 1.
+            Err(rollout::NoPlan::CanariesFirst(why)) => {
+                eprintln!("gpufleet: {why}");
+                return Ok(1);
+            }
+            Err(e) => return Err(anyhow::Error::msg(e.to_string())),
+        };
         (plan, Default::default())
     };
-    print_plan(&plan, args.dry_run, &done);
+    print_plan(&plan, args.dry_run, &progress);
     if args.dry_run {
         return Ok(0);
     }
@@ -938,23 +1007,14 @@ fn upgrade_cmd(
         println!("nothing to do");
         return Ok(0);
     }
+    if let Some(l) = local.as_mut() {
+        l.note(&plan.rollout);
+    }
     if !args.yes && !confirm(plan.nodes.len())? {
         eprintln!("gpufleet: not confirmed; nothing changed");
         return Ok(2);
     }
-    let _lock = rollout::lock_local(&state).map_err(anyhow::Error::msg)?;
-    let executor = std::sync::Arc::new(rollout::Executor {
-        permit,
-        journal: std::sync::Mutex::new(journal::Journal::open(&state)?),
-        scan,
-        cfg: ucfg,
-        done,
-        log: Box::new(|l| eprintln!("gpufleet: {}", crate::model::text::terminal_safe(l))),
-        failures: Default::default(),
-    });
-    if !args.resume {
-        executor.start(&plan).map_err(anyhow::Error::msg)?;
-    }
+    // Only how to reach each node comes from the inventory; what runs is the plan.
     let nodes: Vec<crate::inventory::Node> = plan
         .nodes
         .iter()
@@ -972,12 +1032,27 @@ fn upgrade_cmd(
                 })
         })
         .collect::<anyhow::Result<_>>()?;
+    let executor = std::sync::Arc::new(rollout::Executor::new(
+        permit,
+        journal::Journal::open(&state)?,
+        scan,
+        &ucfg,
+        progress,
+        Box::new(|l| eprintln!("gpufleet: {}", crate::model::text::terminal_safe(l))),
+    ));
+    if !args.resume {
+        executor.start(&plan).map_err(anyhow::Error::msg)?;
+    }
     let (outcomes, summary) = rt.block_on(executor.run_plan(&plan, nodes));
     let failed = outcomes.iter().filter(|o| o.failure.is_some()).count();
-    for o in outcomes.iter().filter(|o| o.failure.is_some()) {
-        let (step, why) = o.failure.as_ref().expect("failed");
-        let drained = rollout::drained_note(&plan, &o.node, step);
-        eprintln!("gpufleet: {} stopped at {step}{drained}: {why}", o.node);
+    for o in &outcomes {
+        if let Some(f) = &o.failure {
+            let drained = rollout::drained_note(&plan, &o.node, f.seq);
+            eprintln!(
+                "gpufleet: {} stopped at {}{drained}: {}",
+                o.node, f.step, f.why
+            );
+        }
     }
     if failed > 0 {
         eprintln!(
@@ -985,7 +1060,274 @@ fn upgrade_cmd(
         );
     }
     println!("{summary}");
+    drop(local);
     Ok(if failed == 0 { 0 } else { 1 })
+}
+
+fn rollouts_cmd(paths: &Paths, args: &RolloutsArgs) -> anyhow::Result<u8> {
+    use crate::actions::{journal, rollout};
+    let state = state_dir(paths)?;
+    let (entries, _) = journal::read(&state.join("journal.jsonl"))?;
+    let holder = rollout::local_holder(&state);
+    let mut list = rollout::rollouts(&entries);
+    for r in list.iter_mut().filter(|r| r.state == "unfinished") {
+        r.state = match &holder {
+            Some(h) if h.contains(&format!("rollout {},", r.id)) => "running".into(),
+            _ => "interrupted".into(),
+        };
+    }
+    if args.json {
+        println!(
+            "{}",
+            crate::model::text::json_safe(serde_json::to_string_pretty(&list)?)
+        );
+        return Ok(0);
+    }
+    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    for r in &list {
+        let mode = match r.mode {
+            Some(rollout::Mode::Canary) => "canary",
+            Some(rollout::Mode::Wave) => "wave",
+            None => "?",
+        };
+        println!(
+            "{}  {:<6} {:<11} {}  {}  {}{}",
+            r.id,
+            mode,
+            r.state,
+            safe(&r.who),
+            r.started,
+            safe(&r.nodes.join(",")),
+            r.ended
+                .as_ref()
+                .map_or(String::new(), |e| format!("  (ended {e})"))
+        );
+    }
+    if list.is_empty() {
+        eprintln!("gpufleet: no rollouts in {}", state.display());
+    }
+    Ok(0)
+}
+
+fn locks_cmd(
+    config: &Config,
+    paths: &Paths,
+    explicit_inventory: bool,
+    args: &LocksArgs,
+) -> anyhow::Result<u8> {
+    let settings = probe_settings(config, &args.scan)?;
+    let inv = inventory_for(paths, explicit_inventory, &args.scan)?
+        .ok_or_else(|| anyhow::anyhow!("locks needs an inventory (-i FILE)"))?;
+    let (scan, selected) = build_scan(
+        config,
+        paths,
+        &args.scan,
+        &inv,
+        settings,
+        config.thresholds(),
+    )?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    // Read-only: each node's marker, at most `concurrency` nodes at once.
+    let found = rt.block_on(async {
+        let permits = Arc::new(tokio::sync::Semaphore::new(scan.ssh.concurrency.max(1)));
+        let mut set = tokio::task::JoinSet::new();
+        for (i, n) in selected.iter().cloned().enumerate() {
+            let (scan, permits) = (scan.clone(), permits.clone());
+            set.spawn(async move {
+                let _p = permits.acquire_owned().await;
+                (i, crate::actions::rollout::read_lock(&scan, &n).await)
+            });
+        }
+        let mut found = Vec::new();
+        while let Some(r) = set.join_next().await {
+            found.extend(r.ok());
+        }
+        found.sort_by_key(|(i, _)| *i);
+        found
+    });
+    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    let mut failed = false;
+    let mut json = Vec::new();
+    for (i, r) in found {
+        let name = &selected[i].name;
+        match r {
+            Ok(None) => {
+                json.push(serde_json::json!({"node": name, "locked": false}));
+                println!("{}  free", safe(name));
+            }
+            Ok(Some(o)) => {
+                println!(
+                    "{}  locked by rollout {} ({}, since {})",
+                    safe(name),
+                    safe(&o.rollout),
+                    safe(o.operator.as_deref().unwrap_or("operator unknown")),
+                    safe(o.since.as_deref().unwrap_or("unknown"))
+                );
+                json.push(serde_json::json!({"node": name, "locked": true, "rollout": o.rollout, "operator": o.operator, "since": o.since}));
+            }
+            Err(e) => {
+                failed = true;
+                println!("{}  unknown: {}", safe(name), safe(&e));
+                json.push(serde_json::json!({"node": name, "error": e}));
+            }
+        }
+    }
+    if args.json {
+        println!(
+            "{}",
+            crate::model::text::json_safe(serde_json::to_string_pretty(&json)?)
+        );
+    }
+    Ok(if failed { 1 } else { 0 })
+}
+
+fn unlock_cmd(
+    config: &Config,
+    paths: &Paths,
+    explicit_inventory: bool,
+    args: &UnlockArgs,
+) -> anyhow::Result<u8> {
+    use crate::actions::{journal, permit::WritePermit, rollout};
+    let scan_args = ScanArgs {
+        node: vec![args.node.clone()],
+        ..ScanArgs::default()
+    };
+    let inv = inventory_for(paths, explicit_inventory, &scan_args)?
+        .ok_or_else(|| anyhow::anyhow!("unlock needs an inventory (-i FILE)"))?;
+    let permit = WritePermit::new(crate::actions::permit::ReadOnlySources {
+        flag: args.read_only,
+        config: config.tui.read_only,
+        inventory: inv.read_only,
+    })?;
+    let node = inv
+        .nodes
+        .iter()
+        .find(|n| n.name == args.node)
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("{} is not in {}", args.node, inv.path.display()))?;
+    let state = state_dir(paths)?;
+    // Not while a rollout of this state folder runs (it may hold that very lock).
+    let _local = rollout::lock_local(&state)?;
+    let settings = probe_settings(config, &scan_args)?;
+    let (scan, _) = build_scan(
+        config,
+        paths,
+        &scan_args,
+        &inv,
+        settings,
+        config.thresholds(),
+    )?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    let owner = rt
+        .block_on(rollout::read_lock(&scan, &node))
+        .map_err(anyhow::Error::msg)?;
+    let Some(owner) = owner else {
+        println!("{}: not locked; nothing to do", safe(&node.name));
+        return Ok(0);
+    };
+    if owner.rollout != args.rollout {
+        eprintln!(
+            "gpufleet: {} is locked by rollout {}, not {}: nothing broken",
+            safe(&node.name),
+            safe(&owner.rollout),
+            safe(&args.rollout)
+        );
+        return Ok(1);
+    }
+    let operator = owner.operator.clone().unwrap_or_default();
+    // A holder on this machine whose process still runs is not broken.
+    let me = journal::who();
+    let host = |w: &str| {
+        w.split_whitespace()
+            .next()?
+            .split_once('@')
+            .map(|(_, h)| h.to_string())
+    };
+    if let (Some(h), Some(pid)) = (
+        host(&operator),
+        operator
+            .split_whitespace()
+            .last()
+            .and_then(|p| p.parse::<u32>().ok()),
+    ) && Some(h) == host(&me)
+        && std::path::Path::new(&format!("/proc/{pid}")).exists()
+    {
+        anyhow::bail!(
+            "not broken: rollout {} still runs here ({}); stop it first",
+            args.rollout,
+            safe(&operator)
+        );
+    }
+    println!(
+        "{} is locked by rollout {} ({}, since {}). Breaking the lock of a rollout that still runs lets two rollouts meet on the node.",
+        safe(&node.name),
+        safe(&owner.rollout),
+        safe(if operator.is_empty() {
+            "operator unknown"
+        } else {
+            &operator
+        }),
+        safe(owner.since.as_deref().unwrap_or("unknown"))
+    );
+    if !args.yes {
+        use std::io::BufRead;
+        if !std::io::stdin().is_terminal() {
+            anyhow::bail!("not a terminal: pass --yes to confirm");
+        }
+        eprint!("Type the node's name to break its lock: ");
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        if line.trim() != node.name {
+            eprintln!("gpufleet: not confirmed; nothing changed");
+            return Ok(2);
+        }
+    }
+    let sudo = node
+        .recipe
+        .as_ref()
+        .and_then(|r| config.recipes.get(r))
+        .is_some_and(|r| r.sudo);
+    let mut j = journal::Journal::open(&state)?;
+    let entry = |phase, outcome: &str| journal::Entry {
+        ts: now_rfc3339(),
+        who: me.clone(),
+        rollout: args.rollout.clone(),
+        node: node.name.clone(),
+        step: "break-lock".into(),
+        seq: None,
+        phase,
+        command: crate::actions::node_side::unlock_command(&node.root, &args.rollout),
+        outcome: outcome.to_string(),
+    };
+    j.append(&entry(
+        journal::Phase::Start,
+        &format!("held by {operator}"),
+    ))?;
+    match rt.block_on(rollout::break_lock(
+        &permit,
+        &scan,
+        &node,
+        &args.rollout,
+        sudo,
+    )) {
+        Ok(said) => {
+            j.append(&entry(journal::Phase::Done, &said))?;
+            println!("{}: {said}", safe(&node.name));
+            Ok(0)
+        }
+        Err(e) => {
+            j.append(&entry(journal::Phase::Failed, &e))?;
+            eprintln!("gpufleet: {}: {}", safe(&node.name), safe(&e));
+            Ok(1)
+        }
+    }
 }
 
 fn journal_cmd(paths: &Paths, args: &JournalArgs) -> anyhow::Result<u8> {
@@ -998,10 +1340,21 @@ fn journal_cmd(paths: &Paths, args: &JournalArgs) -> anyhow::Result<u8> {
         );
     }
     let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    // With --node: the rollouts that touched that node.
+    let node_rollouts: std::collections::HashSet<&str> = entries
+        .iter()
+        .filter(|e| args.node.as_ref().is_some_and(|n| *n == e.node))
+        .map(|e| e.rollout.as_str())
+        .collect();
     let mut shown = 0;
     for e in entries
         .iter()
         .filter(|e| args.rollout.as_ref().is_none_or(|r| *r == e.rollout))
+        .filter(|e| {
+            args.node.as_ref().is_none_or(|n| {
+                *n == e.node || (e.node.is_empty() && node_rollouts.contains(e.rollout.as_str()))
+            })
+        })
     {
         shown += 1;
         if args.jsonl {
@@ -1034,9 +1387,10 @@ fn journal_cmd(paths: &Paths, args: &JournalArgs) -> anyhow::Result<u8> {
         );
     }
     if shown == 0 {
-        match &args.rollout {
-            Some(r) => eprintln!("gpufleet: no rollout {r} in {}", path.display()),
-            None => eprintln!("gpufleet: no journal entries in {}", path.display()),
+        match (&args.rollout, &args.node) {
+            (Some(r), _) => eprintln!("gpufleet: no rollout {r} in {}", path.display()),
+            (None, Some(n)) => eprintln!("gpufleet: no entries for node {n} in {}", path.display()),
+            (None, None) => eprintln!("gpufleet: no journal entries in {}", path.display()),
         }
     }
     Ok(0)

@@ -289,9 +289,19 @@ fn tiny_terminals_do_not_panic() {
             }
         }
     }
+    let planned = gpufleet::actions::rollout::Plan {
+        rollout: "r-1".into(),
+        mode: gpufleet::actions::rollout::Mode::Canary,
+        nodes: vec![gpufleet::actions::rollout::NodePlan {
+            node: "x".into(),
+            steps: vec![],
+            next_boot: None,
+        }],
+        skipped: vec![],
+    };
     a.update(Msg::UpgradePlanned(Ok((
-        vec!["x".into()],
         vec!["plan".into(); 50],
+        Box::new(planned),
     ))));
     for (w, h) in [(1, 1), (10, 3), (40, 10)] {
         render(&mut a, w, h);

@@ -112,6 +112,12 @@ steps = [
 steps = [{{ name = "nothing", run = "true" }}]
 [recipes.slow]
 steps = [{{ name = "slow", run = "sleep 4" }}, {{ name = "switch", run = "fixture-switch-open {{root}}" }}]
+[recipes.switch]
+steps = [{{ name = "switch", run = "fixture-switch-open {{root}}" }}]
+[recipes.marked]
+steps = [{{ name = "mark", run = "echo start >> {{root}}/../ran; sleep 3; echo end >> {{root}}/../ran" }}, {{ name = "switch", run = "fixture-switch-open {{root}}" }}]
+[recipes.marked_long]
+steps = [{{ name = "mark", run = "echo start >> {{root}}/../ran; sleep 8; echo end >> {{root}}/../ran" }}, {{ name = "switch", run = "fixture-switch-open {{root}}" }}]
 "#
         );
         std::fs::write(&fleet.config, config).unwrap();
@@ -179,6 +185,44 @@ steps = [{{ name = "slow", run = "sleep 4" }}, {{ name = "switch", run = "fixtur
         self.command(args).output().unwrap()
     }
 
+    /// [`UpgradeFleet::command`] with another state folder (another operator).
+    fn command_in(&self, state: &Path, args: &[&str]) -> Command {
+        let inv = self.fleet.inventory.display().to_string();
+        let state = state.display().to_string();
+        let mut all = vec!["--state-dir", &state];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-i", &inv]);
+        self.fleet.command(&all)
+    }
+
+    /// `gpufleet journal` of the state folder `state`, as printed.
+    fn journal_text(&self, state: &Path) -> String {
+        let out = self.command_in(state, &["journal"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The lines the `marked` recipes wrote on node `i` (`start`, `end`).
+    fn marks(&self, i: usize) -> Vec<String> {
+        std::fs::read_to_string(self.nodes[i].join("ran"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Waits (up to 30 s) until the journal has an entry for which `want` holds.
+    fn wait_journal(&self, want: impl Fn(&serde_json::Value) -> bool) {
+        let start = Instant::now();
+        while !self.journal().iter().any(&want) {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "journal: {:#?}",
+                self.journal()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn drains(&self) -> Vec<String> {
         std::fs::read_to_string(&self.drain_log)
             .unwrap_or_default()
@@ -219,7 +263,7 @@ fn canary_then_wave_with_dry_run_plan_and_journal() {
     f.inventory(&["fixture"], "");
     // Waves wait for the canaries.
     let out = f.run(&["upgrade", "--wave", "--yes"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("canaries first: node0"));
     // The dry run prints the exact commands and changes nothing.
     let out = f.run(&["upgrade", "--canary", "--dry-run"]);
@@ -376,21 +420,15 @@ fn sigkill_mid_wave_then_resume_repeats_no_completed_step() {
         );
     }
 
-    // The killed run's step goes on on the node for a moment; a resume meanwhile is refused
-    // by the node's step lock (never run beside it), and a later one finishes.
-    let mut out = f.run(&["upgrade", "--resume", "--yes"]);
-    let mut tries = 0;
-    while out.status.code() != Some(0) && tries < 5 {
-        assert!(
-            text(&out).contains("still running on the node"),
-            "{}",
-            text(&out)
-        );
-        std::thread::sleep(Duration::from_secs(2));
-        out = f.run(&["upgrade", "--resume", "--yes"]);
-        tries += 1;
-    }
+    // The killed run's step goes on on the node (detached from the SSH session); a resume
+    // meanwhile attaches to it and waits for it, rather than failing or starting it again.
+    let out = f.run(&["upgrade", "--resume", "--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("was started before; waiting for it on the node"),
+        "{}",
+        text(&out)
+    );
     let j = f.journal();
     let mut seen = std::collections::HashSet::new();
     for e in j.iter().filter(|e| e["phase"] == "done" && e["node"] != "") {
@@ -794,6 +832,71 @@ fn locks_stop_a_second_operator() {
         std::fs::read_to_string(marker.join("owner")).unwrap(),
         "r-someone-else\n"
     );
+
+    // `gpufleet locks` reads the marker on each node.
+    let out = f.run(&["locks"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("node0  locked by rollout r-someone-else (operator unknown"),
+        "{}",
+        text(&out)
+    );
+    // `gpufleet unlock` breaks only the named rollout's lock, and not one whose process still
+    // runs on this machine.
+    let out = f.run(&["unlock", "node0", "--rollout", "r-other", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(marker.join("owner").exists());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    std::fs::write(
+        marker.join("owner"),
+        format!(
+            "r-live\n{}@{} pid {}\nsince 2026-12-01T00:00:00Z\n",
+            local_user(),
+            host.trim(),
+            std::process::id()
+        ),
+    )
+    .unwrap();
+    let out = f.run(&["unlock", "node0", "--rollout", "r-live", "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("still runs here"), "{}", text(&out));
+    std::fs::write(
+        marker.join("owner"),
+        "r-someone-else\nops@elsewhere pid 1\n",
+    )
+    .unwrap();
+    let out = f.run(&["unlock", "node0", "--rollout", "r-someone-else", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!marker.exists());
+    assert!(f.journal().iter().any(|e| e["step"] == "break-lock"
+        && e["phase"] == "done"
+        && e["rollout"] == "r-someone-else"
+        && e["node"] == "node0"));
+    let out = f.run(&["locks", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&out.stdout)
+            .split_once('[')
+            .map(|(_, j)| format!("[{j}"))
+            .unwrap()
+            .as_str(),
+    )
+    .unwrap();
+    assert_eq!(doc[0]["locked"], false, "{doc}");
+
+    // Now the stopped rollout goes through, and `gpufleet rollouts` lists it.
+    let out = f.run(&["upgrade", "--resume", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = f.run(&["rollouts", "--json"]);
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let done: Vec<&serde_json::Value> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["state"] == "done")
+        .collect();
+    assert_eq!(done.len(), 1, "{list:#}");
+    assert_eq!(done[0]["mode"], "canary");
+    assert_eq!(done[0]["nodes"][0], "node0");
 }
 
 /// A canary that failed blocks the waves — selected or not — until the operator resumes the
@@ -816,13 +919,21 @@ fn a_failed_canary_blocks_waves_until_resumed_or_abandoned() {
     }
     let out = f.run(&["upgrade", "--abandon"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // It says what stays behind, with the exact command that gives the node back.
+    let log = f.drain_log.display().to_string();
+    for want in [
+        format!("node0 stays drained; give it back with: echo uncordon node0 >> {log}"),
+        "node0 keeps this rollout's node lock (".to_string(),
+    ] {
+        assert!(text(&out).contains(&want), "{want:?} in:\n{}", text(&out));
+    }
     // The canary is still on the legacy stack: waves stay blocked, selection or not.
     for args in [
         &["upgrade", "--wave", "--dry-run"][..],
         &["upgrade", "--wave", "--yes", "--node", "node1"],
     ] {
         let out = f.run(args);
-        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
         assert!(
             text(&out).contains("canaries first: node0"),
             "{}",
@@ -840,6 +951,11 @@ fn a_failed_canary_blocks_waves_until_resumed_or_abandoned() {
     let out = f.run(&["upgrade", "--wave", "--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(f.status("node1"), "ready");
+    // One node's history: its entries and its rollouts' start and end, no other node's.
+    let out = f.run(&["journal", "--node", "node1"]);
+    let j = String::from_utf8_lossy(&out.stdout);
+    assert!(j.contains(" node1 ") && j.contains(" rollout "), "{j}");
+    assert!(!j.contains(" node0 "), "{j}");
 }
 
 /// A step that fails stops the node; once the operator fixes the cause, `--resume` retries the
@@ -873,4 +989,217 @@ fn resume_retries_a_stopped_node_from_the_failed_step() {
         "drained once, not again"
     );
     assert_eq!(f.status("node0"), "ready");
+}
+
+/// Where the node keeps the files of recipe step `name` (any rollout): its `.out`, if any.
+fn step_out(node: &Path, name: &str) -> Option<PathBuf> {
+    let steps = node.join("root/var/lib/gpufleet/steps");
+    for r in std::fs::read_dir(steps).ok()? {
+        for f in std::fs::read_dir(r.ok()?.path()).ok()? {
+            let p = f.ok()?.path();
+            if p.to_string_lossy().ends_with(&format!("-{name}.out")) {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// Two operators, each with a state folder of their own, start a rollout of the same node at
+/// the same instant: they get different rollout ids, exactly one passes the node lock, and the
+/// step runs once; the other is told which rollout (and operator) holds the node.
+#[test]
+fn two_rollouts_from_two_state_folders_at_once_one_passes_the_node_lock() {
+    let f = UpgradeFleet::start(1, 210, "1", "");
+    f.inventory(&["marked_long"], "");
+    let other = f.state.with_file_name("state-of-another-operator");
+    let spawn = |state: &Path| {
+        f.command_in(state, &["upgrade", "--canary", "--yes"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn(&f.state);
+    let b = spawn(&other);
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let ja = f.journal_text(&f.state);
+    let jb = f.journal_text(&other);
+    eprintln!("--- journal of operator A ({}):\n{ja}", f.state.display());
+    eprintln!("--- journal of operator B ({}):\n{jb}", other.display());
+    let id = |j: &str| j.split_whitespace().nth(2).unwrap_or_default().to_string();
+    let (ida, idb) = (id(&ja), id(&jb));
+    assert!(
+        ida.starts_with("r-") && idb.starts_with("r-") && ida != idb,
+        "{ida} {idb}"
+    );
+    let codes = (a.status.code(), b.status.code());
+    let (loser, winner_id) = match codes {
+        (Some(0), Some(1)) => (&b, &ida),
+        (Some(1), Some(0)) => (&a, &idb),
+        _ => panic!(
+            "exactly one must pass: {codes:?}\nA:\n{}\nB:\n{}",
+            text(&a),
+            text(&b)
+        ),
+    };
+    assert!(
+        text(loser).contains(&format!("locked by rollout {winner_id} (")),
+        "{}",
+        text(loser)
+    );
+    assert!(text(loser).contains(" pid "), "{}", text(loser));
+    assert_eq!(f.marks(0), ["start", "end"], "the step ran once");
+    assert_eq!(
+        f.drains(),
+        ["drain node0", "uncordon node0"],
+        "drained once"
+    );
+    assert_eq!(f.status("node0"), "ready");
+}
+
+/// gpufleet is killed (SIGKILL) in the middle of a recipe step: the step finishes on the node
+/// all the same, and `--resume` takes the exit status recorded there without running it again.
+#[test]
+fn sigkill_mid_step_the_step_finishes_and_resume_reads_its_status() {
+    let f = UpgradeFleet::start(1, 215, "1", "");
+    f.inventory(&["marked"], "");
+    let mut child = f
+        .command(&["upgrade", "--canary", "--yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once the step is running on the node.
+    let start = Instant::now();
+    while step_out(&f.nodes[0], "mark").is_none() || f.marks(0).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the step never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert_eq!(f.marks(0), ["start"], "killed mid-step");
+    let j = f.journal();
+    assert!(
+        j.iter()
+            .any(|e| e["step"] == "step:mark" && e["phase"] == "start")
+    );
+    assert!(
+        !j.iter()
+            .any(|e| e["step"] == "step:mark" && e["phase"] != "start")
+    );
+    // The step goes on without gpufleet and records its exit status.
+    let out = step_out(&f.nodes[0], "mark").unwrap();
+    let rc = out.with_extension("rc");
+    let start = Instant::now();
+    while !rc.exists() {
+        assert!(start.elapsed() < Duration::from_secs(20), "no exit status");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(f.marks(0), ["start", "end"]);
+    assert_eq!(std::fs::read_to_string(&rc).unwrap().trim(), "0");
+
+    let out = f.run(&["upgrade", "--resume", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("was started before"), "{}", text(&out));
+    assert_eq!(f.marks(0), ["start", "end"], "not run again");
+    let j = f.journal();
+    let done = j
+        .iter()
+        .find(|e| e["step"] == "step:mark" && e["phase"] == "done")
+        .expect("step:mark done");
+    assert!(
+        done["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("exit status 0 (recorded on the node by the run started before)"),
+        "{done}"
+    );
+    assert_eq!(f.drains(), ["drain node0", "uncordon node0"]);
+    assert_eq!(f.status("node0"), "ready");
+    eprintln!(
+        "--- journal of the crash and the resume:\n{}",
+        f.journal_text(&f.state)
+    );
+}
+
+/// `--abandon` while the rollout's process still runs is refused, naming who runs it.
+#[test]
+fn abandon_while_the_rollout_runs_is_refused_naming_the_holder() {
+    let f = UpgradeFleet::start(1, 220, "1", "");
+    f.inventory(&["marked"], "");
+    let child = f
+        .command(&["upgrade", "--canary", "--yes"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    f.wait_journal(|e| e["step"] == "step:mark" && e["phase"] == "start");
+    let id = f.journal()[0]["rollout"].as_str().unwrap().to_string();
+    let out = f.run(&["upgrade", "--abandon"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("not abandoned: the rollout is still running"),
+        "{said}"
+    );
+    assert!(said.contains(&format!("rollout {id}, operator ")), "{said}");
+    assert!(said.contains(&format!("pid {pid}")), "{said}");
+    let out = f.run(&["rollouts"]);
+    assert!(
+        text(&out).contains(&format!("{id}  canary running ")),
+        "{}",
+        text(&out)
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!f.journal().iter().any(|e| e["phase"] == "abandoned"));
+    assert_eq!(f.status("node0"), "ready");
+}
+
+/// A node task that panics (a bug in gpufleet, here through the debug-build test hook
+/// GPUFLEET_TEST_PANIC_NODE) is that node's failure: journaled, counted in the exit status,
+/// the rollout stays resumable, and `--resume` finishes it.
+#[test]
+fn a_panicking_node_task_is_a_failure_and_resume_finishes_it() {
+    let f = UpgradeFleet::start(1, 225, "1", "");
+    f.inventory(&["switch"], "");
+    let out = f
+        .command(&["upgrade", "--canary", "--yes"])
+        .env("GPUFLEET_TEST_PANIC_NODE", "node0@gates")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("node0 stopped at gates and stays drained: internal error"),
+        "{}",
+        text(&out)
+    );
+    let j = f.journal();
+    let failed = j
+        .iter()
+        .find(|e| e["node"] == "node0" && e["step"] == "gates" && e["phase"] == "failed")
+        .expect("the panic is journaled as the node's failure");
+    assert!(
+        failed["outcome"].as_str().unwrap().contains("panicked"),
+        "{failed}"
+    );
+    let end = j.iter().rev().find(|e| e["step"] == "rollout").unwrap();
+    assert_eq!(end["phase"], "failed", "never done: {end}");
+    assert_eq!(f.drains(), ["drain node0"]);
+
+    let out = f.run(&["upgrade", "--resume", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(f.drains(), ["drain node0", "uncordon node0"]);
+    assert_eq!(f.status("node0"), "ready");
+    let switched = f
+        .journal()
+        .iter()
+        .filter(|e| e["step"] == "step:switch" && e["phase"] == "done")
+        .count();
+    assert_eq!(switched, 1, "the recipe step is not repeated");
 }

@@ -17,7 +17,8 @@ use super::permit::WritePermit;
 use crate::inventory::{DrainBackend, DrainSpec, Node};
 
 /// A command line to run here: argv, or a shell command for `sh -c`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Local {
     Argv(Vec<String>),
     Shell(String),

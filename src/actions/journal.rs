@@ -28,13 +28,17 @@ pub struct Entry {
     pub ts: String,
     /// `user@host` of the operator.
     pub who: String,
-    /// The rollout's id (`r-20261130T101500Z-canary`).
+    /// The rollout's id (`r-20261130T101500Z-3f9a2c`).
     pub rollout: String,
     /// The node, or `""` for rollout-level entries.
     pub node: String,
     /// `rollout`, `lock`, `drain`, `step:<name>`, `wait-ssh:<name>`, `reprobe`, `gates`,
-    /// `uncordon`, `unlock`.
+    /// `uncordon`, `unlock` (the step's label, for people).
     pub step: String,
+    /// The step's place in its node's plan (0 = the first), which `--resume` matches; absent
+    /// on rollout-level entries and in journals older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<usize>,
     pub phase: Phase,
     /// The exact command, where there is one.
     #[serde(default)]
@@ -48,6 +52,9 @@ pub struct Entry {
 pub struct Journal {
     file: File,
     pub path: PathBuf,
+    /// The file ends mid-line (a torn last line from a crash): the next entry starts with a
+    /// newline. Read once at open, then known: appending costs O(1) in the journal's size.
+    torn: bool,
 }
 
 /// `user@host` for journal entries.
@@ -64,27 +71,46 @@ impl Journal {
         std::fs::create_dir_all(state_dir)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", state_dir.display())))?;
         let path = state_dir.join("journal.jsonl");
-        let file = OpenOptions::new()
+        let new = !path.exists();
+        let mut file = OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(&path)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        Ok(Journal { file, path })
+        if new {
+            // The new file's name survives a crash too.
+            File::open(state_dir)?.sync_all()?;
+        }
+        let torn = last_byte(&mut file)?.is_some_and(|b| b != b'\n');
+        Ok(Journal { file, path, torn })
     }
 
     /// Appends `entry` and fsyncs it: when this returns, the entry survives a crash. A torn
     /// last line (a crash while writing) is closed first, so this entry starts a line of its own.
+    /// One write and one fsync: the cost does not grow with the journal.
     pub fn append(&mut self, entry: &Entry) -> std::io::Result<()> {
         let mut line = serde_json::to_string(entry)?;
         line.push('\n');
-        if let Ok(text) = std::fs::read(&self.path)
-            && text.last().is_some_and(|b| *b != b'\n')
-        {
+        if self.torn {
             line.insert(0, '\n');
         }
         self.file.write_all(line.as_bytes())?;
+        self.torn = false;
         self.file.sync_data()
     }
+}
+
+/// The last byte of `file`, if any (its position is left at the end: it appends anyway).
+fn last_byte(file: &mut File) -> std::io::Result<Option<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    if file.metadata()?.len() == 0 {
+        return Ok(None);
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut b = [0u8];
+    file.read_exact(&mut b)?;
+    Ok(Some(b[0]))
 }
 
 /// Every entry of the journal at `path` (missing file: none), and how many lines were not
@@ -122,6 +148,7 @@ mod tests {
             rollout: "r1".into(),
             node: "gpu01".into(),
             step: step.into(),
+            seq: None,
             phase,
             command: String::new(),
             outcome: String::new(),
@@ -143,7 +170,9 @@ mod tests {
             .unwrap();
         let (e, skipped) = read(&path).unwrap();
         assert_eq!((e.len(), skipped), (2, 1));
-        // The next entry starts a line of its own after the torn one.
+        // The next run (after the crash that tore it) starts a line of its own.
+        drop(j);
+        let mut j = Journal::open(&dir.path().join("state")).unwrap();
         j.append(&entry("uncordon", Phase::Start)).unwrap();
         let (e, skipped) = read(&path).unwrap();
         assert_eq!((e.len(), skipped), (3, 1));

@@ -3,5 +3,6 @@
 
 pub mod drain;
 pub mod journal;
+pub mod node_side;
 pub mod permit;
 pub mod rollout;

@@ -148,6 +148,8 @@ pub struct Confirm {
     pub names: Vec<String>,
     /// The plan, one line per step (with the exact commands).
     pub plan: Vec<String>,
+    /// The plan itself: what runs once confirmed.
+    pub planned: Box<crate::actions::rollout::Plan>,
     /// What the operator typed so far.
     pub input: String,
 }
@@ -182,8 +184,9 @@ pub enum Msg {
     },
     /// An export finished: the file written, or why not.
     Exported(Result<String, String>),
-    /// The plan for an upgrade of these nodes (one line per step), or why there is none.
-    UpgradePlanned(Result<(Vec<String>, Vec<String>), String>),
+    /// The plan for an upgrade (its lines for people, and the plan itself), or why there is
+    /// none.
+    UpgradePlanned(Result<(Vec<String>, Box<crate::actions::rollout::Plan>), String>),
     /// A progress line of the running upgrade.
     UpgradeLog(String),
     /// The upgrade ended: these nodes, and a summary.
@@ -220,9 +223,9 @@ pub enum Effect {
     PlanUpgrade {
         nodes: Vec<NodeReport>,
     },
-    /// Run the planned upgrade (the operator typed the node count).
+    /// Run the confirmed plan (the operator typed the node count).
     RunUpgrade {
-        names: Vec<String>,
+        plan: Box<crate::actions::rollout::Plan>,
     },
     Quit,
 }
@@ -610,10 +613,11 @@ impl App {
                     _ => Vec::new(),
                 }
             }
-            Msg::UpgradePlanned(Ok((names, plan))) => {
+            Msg::UpgradePlanned(Ok((plan, planned))) => {
                 self.confirm = Some(Confirm {
-                    names,
+                    names: planned.nodes.iter().map(|n| n.node.clone()).collect(),
                     plan,
+                    planned,
                     input: String::new(),
                 });
                 self.mode = Mode::Confirm;
@@ -735,13 +739,14 @@ impl App {
                 Vec::new()
             }
             KeyCode::Enter if c.input == c.names.len().to_string() => {
-                let names = c.names.clone();
+                let n = c.names.len();
+                let plan = c.planned.clone();
                 self.confirm = None;
                 self.mode = Mode::Matrix;
                 self.upgrading = true;
                 self.upgrade_log.clear();
-                self.message = Some(format!("upgrading {} node(s)…", names.len()));
-                vec![Effect::RunUpgrade { names }]
+                self.message = Some(format!("upgrading {n} node(s)…"));
+                vec![Effect::RunUpgrade { plan }]
             }
             _ => {
                 self.confirm = None;
@@ -1231,9 +1236,22 @@ mod tests {
         assert_eq!(a.rows.iter().filter(|r| r.marked).count(), 2);
         let e = a.update(key('U'));
         assert!(matches!(&e[..], [Effect::PlanUpgrade { nodes }] if nodes.len() == 2));
+        let planned = Box::new(crate::actions::rollout::Plan {
+            rollout: "r-1".into(),
+            mode: crate::actions::rollout::Mode::Wave,
+            nodes: ["gpu000", "gpu001"]
+                .iter()
+                .map(|n| crate::actions::rollout::NodePlan {
+                    node: n.to_string(),
+                    steps: vec![crate::actions::rollout::Step::Reprobe],
+                    next_boot: None,
+                })
+                .collect(),
+            skipped: vec![],
+        });
         a.update(Msg::UpgradePlanned(Ok((
-            vec!["gpu000".into(), "gpu001".into()],
             vec!["plan".into()],
+            planned.clone(),
         ))));
         assert_eq!(a.mode, Mode::Confirm);
         // A wrong count cancels.
@@ -1244,18 +1262,11 @@ mod tests {
         );
         assert_eq!(a.mode, Mode::Matrix);
         a.update(key('U'));
-        a.update(Msg::UpgradePlanned(Ok((
-            vec!["gpu000".into(), "gpu001".into()],
-            vec![],
-        ))));
+        a.update(Msg::UpgradePlanned(Ok((vec![], planned.clone()))));
         a.update(key('2'));
         let e = a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
-        assert_eq!(
-            e,
-            vec![Effect::RunUpgrade {
-                names: vec!["gpu000".into(), "gpu001".into()]
-            }]
-        );
+        // The confirmed plan itself is what the runtime runs.
+        assert_eq!(e, vec![Effect::RunUpgrade { plan: planned }]);
 
         // Read-only: the key is unbound, absent from help, and the action refused if reached.
         let rows = vec![Row::new("n")];

@@ -49,18 +49,17 @@ pub struct UpgradeCtx {
     pub cfg: crate::config::UpgradeConfig,
     pub recipes: std::collections::BTreeMap<String, crate::config::Recipe>,
     pub state_dir: PathBuf,
-    /// Each read-only source and what it says.
-    pub read_only: Vec<(String, bool)>,
-    /// The plan shown for confirmation, run when the operator confirms it.
-    pub planned: std::sync::Mutex<Option<crate::actions::rollout::Plan>>,
+    /// What each read-only source says (the permit is made from them when a plan runs).
+    pub read_only: crate::actions::permit::ReadOnlySources,
 }
 
 impl UpgradeCtx {
-    /// Probes `names` again (and every canary, for a wave), then plans an upgrade of them:
-    /// the plan, or why not. Fresh probes, so a node upgraded meanwhile is not planned again.
+    /// Probes `names` again (and every other canary, for a wave; concurrently, through
+    /// [`crate::actions::rollout::prepare`] as the CLI does), then plans an upgrade of them: the
+    /// plan, or why not. Fresh probes, so a node upgraded meanwhile is not planned again.
     async fn plan(
         &self,
-        scan: &Scan,
+        scan: Arc<Scan>,
         names: &[String],
     ) -> Result<crate::actions::rollout::Plan, String> {
         use crate::actions::{journal, rollout};
@@ -79,30 +78,25 @@ impl UpgradeCtx {
                 .iter()
                 .find(|n| n.name == *name)
                 .ok_or_else(|| format!("{name} is not in the inventory"))?;
-            chosen.push((node.clone(), scan.node(node).await));
+            chosen.push(node.clone());
         }
-        let mut canaries = Vec::new();
-        if chosen.iter().any(|(n, _)| !n.canary) {
-            for n in self.nodes.iter().filter(|n| n.canary) {
-                canaries.push((n.name.clone(), Some(scan.node(n).await.status)));
-            }
-        }
-        let mode = if chosen.iter().all(|(n, _)| n.canary) {
-            rollout::Mode::Canary
-        } else {
-            rollout::Mode::Wave
-        };
-        rollout::plan_selected(
+        rollout::prepare(
+            scan,
+            &self.nodes,
             &chosen,
-            &canaries,
+            rollout::Choice::Exactly,
             &entries,
             &self.cfg,
             &self.recipes,
-            &rollout::new_id(mode),
+            &rollout::new_id(),
+            |_| {},
         )
+        .await
+        .map_err(|e| e.to_string())
     }
 
-    /// Runs `plan` (journaled, locked, with the write permit) and reports through `tx`.
+    /// Runs `plan`, the one the operator confirmed (journaled, locked, with the write
+    /// permit), and reports through `tx`.
     fn spawn(
         &self,
         plan: crate::actions::rollout::Plan,
@@ -110,26 +104,30 @@ impl UpgradeCtx {
         tx: mpsc::Sender<Msg>,
     ) -> Result<(), String> {
         use crate::actions::{journal, permit::WritePermit, rollout};
-        let sources: Vec<(&str, bool)> = self
-            .read_only
-            .iter()
-            .map(|(s, b)| (s.as_str(), *b))
-            .collect();
-        let permit = WritePermit::new(&sources).map_err(|e| e.to_string())?;
-        let lock = rollout::lock_local(&self.state_dir)?;
+        let permit = WritePermit::new(self.read_only).map_err(|e| e.to_string())?;
+        let mut lock = rollout::lock_local(&self.state_dir).map_err(|e| e.to_string())?;
+        // Another rollout may have started (and stopped) since the plan was made.
+        let (entries, _) =
+            journal::read(&self.state_dir.join("journal.jsonl")).map_err(|e| e.to_string())?;
+        if let Some((p, _)) = rollout::unfinished(&entries) {
+            return Err(format!(
+                "rollout {} did not finish: run `gpufleet upgrade --resume` (or `--abandon`) first",
+                p.rollout
+            ));
+        }
+        lock.note(&plan.rollout);
         let journal = journal::Journal::open(&self.state_dir).map_err(|e| e.to_string())?;
         let log_tx = tx.clone();
-        let ex = Arc::new(rollout::Executor {
+        let ex = Arc::new(rollout::Executor::new(
             permit,
-            journal: std::sync::Mutex::new(journal),
+            journal,
             scan,
-            cfg: self.cfg.clone(),
-            done: Default::default(),
-            log: Box::new(move |l| {
+            &self.cfg,
+            Default::default(),
+            Box::new(move |l| {
                 let _ = log_tx.try_send(Msg::UpgradeLog(l.to_string()));
             }),
-            failures: Default::default(),
-        });
+        ));
         ex.start(&plan)?;
         let nodes = self.nodes.clone();
         tokio::spawn(async move {
@@ -367,11 +365,9 @@ async fn event_loop(
                         let (ctx, scan, tx) = (ctx.clone(), scan.clone(), tx.clone());
                         let names: Vec<String> = nodes.iter().map(|r| r.name.clone()).collect();
                         tokio::spawn(async move {
-                            let answer = ctx.plan(&scan, &names).await.map(|plan| {
-                                let names = plan.nodes.iter().map(|n| n.node.clone()).collect();
+                            let answer = ctx.plan(scan, &names).await.map(|plan| {
                                 let lines = crate::actions::rollout::plan_lines(&plan, false);
-                                *ctx.planned.lock().expect("planned lock") = Some(plan);
-                                (names, lines)
+                                (lines, Box::new(plan))
                             });
                             let _ = tx.send(Msg::UpgradePlanned(answer)).await;
                         });
@@ -380,22 +376,14 @@ async fn event_loop(
                         "upgrades need an inventory (gpufleet tui -i FILE)".to_string(),
                     )))),
                 },
-                Effect::RunUpgrade { names } => {
-                    let plan = upgrade
-                        .as_ref()
-                        .and_then(|c| c.planned.lock().expect("planned lock").take());
-                    let started = match (&upgrade, plan, &target) {
-                        (Some(ctx), Some(plan), Target::Fleet { scan, .. })
-                            if plan
-                                .nodes
-                                .iter()
-                                .map(|n| n.node.clone())
-                                .collect::<Vec<_>>()
-                                == names =>
-                        {
-                            ctx.spawn(plan, scan.clone(), tx.clone())
+                Effect::RunUpgrade { plan } => {
+                    // The plan the operator confirmed, carried whole: it is what runs.
+                    let names: Vec<String> = plan.nodes.iter().map(|n| n.node.clone()).collect();
+                    let started = match (&upgrade, &target) {
+                        (Some(ctx), Target::Fleet { scan, .. }) => {
+                            ctx.spawn(*plan, scan.clone(), tx.clone())
                         }
-                        _ => Err("the plan changed; press the upgrade key again".to_string()),
+                        _ => Err("upgrades need an inventory (gpufleet tui -i FILE)".to_string()),
                     };
                     if let Err(e) = started {
                         pending.extend(app.update(Msg::UpgradeDone {

@@ -1,0 +1,873 @@
+//! The executor: the only part of rollouts that runs commands (here, and on nodes over SSH)
+//! and writes the journal.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::actions::drain::{self, Local};
+use crate::actions::journal::{Entry, Journal, Phase, who};
+use crate::actions::node_side::{self, StepFiles, StepState};
+use crate::actions::permit::WritePermit;
+use crate::config::UpgradeConfig;
+use crate::inventory::Node;
+use crate::model::report::NodeReport;
+use crate::model::{Code, NodeStatus};
+use crate::probe::scan::{Scan, now_rfc3339};
+use crate::probe::ssh;
+
+/// Runs plans: owns the journal and the write permit.
+pub struct Executor {
+    permit: WritePermit,
+    journal: Mutex<Journal>,
+    scan: Arc<Scan>,
+    /// Failed nodes tolerated before no node starts another step.
+    max_failures: usize,
+    /// Where an earlier run of this rollout stopped (from the journal, on resume): done steps
+    /// are skipped, a recipe step that started is attached to, a failed one retried.
+    progress: Progress,
+    /// Progress lines for the operator.
+    log: Box<dyn Fn(&str) + Send + Sync>,
+    /// Nodes failed so far in this run; past `max_failures` no node starts another step.
+    failures: AtomicUsize,
+    /// `user@host pid N`, written into the node locks.
+    operator: String,
+    /// Each node's current step (number and label), for a task that panics.
+    at: Mutex<HashMap<String, (usize, String)>>,
+}
+
+/// Why a node stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The step's number in the node's plan, where known.
+    pub seq: Option<usize>,
+    /// The step's label.
+    pub step: String,
+    pub why: String,
+}
+
+/// How one node's rollout ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeOutcome {
+    pub node: String,
+    /// `None` on success; else where it stopped and why (the node stays drained).
+    pub failure: Option<Failure>,
+}
+
+fn excerpt(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b);
+    let s = s.trim();
+    let tail: String = s
+        .chars()
+        .rev()
+        .take(400)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    crate::model::text::terminal_safe(&tail).into_owned()
+}
+
+/// `user@host pid N`: who runs this process.
+pub fn operator() -> String {
+    format!("{} pid {}", who(), std::process::id())
+}
+
+fn with_sudo(command: &str, sudo: bool) -> String {
+    if sudo {
+        format!("sudo -n sh -c {}", quote(command))
+    } else {
+        command.to_string()
+    }
+}
+
+async fn exec(
+    session: &ssh::Session,
+    command: &str,
+    sudo: bool,
+    timeout: Duration,
+) -> Result<ssh::ExecOutput, ssh::Unreachable> {
+    session
+        .exec(
+            &with_sudo(command, sudo),
+            b"",
+            tokio::time::Instant::now() + timeout,
+            1 << 20,
+            true,
+        )
+        .await
+}
+
+/// Runs a write-side `command` on `node` over a fresh SSH connection (under `sudo -n` when
+/// `sudo`). Needs the write permit.
+pub async fn node_write(
+    _permit: &WritePermit,
+    scan: &Scan,
+    node: &Node,
+    command: &str,
+    sudo: bool,
+    timeout: Duration,
+) -> Result<ssh::ExecOutput, ssh::Unreachable> {
+    let session = ssh::connect(node, &scan.ssh, scan.keys.clone()).await?;
+    let out = exec(&session, command, sudo, timeout).await;
+    session.close().await;
+    out
+}
+
+/// Starts (or attaches to) a recipe step on the node: a write. Needs the write permit.
+pub async fn launch_step(
+    _permit: &WritePermit,
+    session: &ssh::Session,
+    launch: &str,
+    sudo: bool,
+) -> Result<ssh::ExecOutput, ssh::Unreachable> {
+    exec(session, launch, sudo, Duration::from_secs(60)).await
+}
+
+/// A read-only command on `node` (no permit: it changes nothing).
+async fn node_read(
+    scan: &Scan,
+    node: &Node,
+    command: &str,
+    timeout: Duration,
+) -> Result<ssh::ExecOutput, ssh::Unreachable> {
+    let session = ssh::connect(node, &scan.ssh, scan.keys.clone()).await?;
+    let out = exec(&session, command, false, timeout).await;
+    session.close().await;
+    out
+}
+
+fn exit_words(o: &ssh::ExecOutput) -> String {
+    o.describe_exit()
+        .unwrap_or_else(|| "cut off (no exit status)".to_string())
+}
+
+/// The text of a task's panic.
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic".to_string()
+    }
+}
+
+/// Test hook (debug builds only, for tests/upgrade.rs): `GPUFLEET_TEST_PANIC_NODE=NODE` (or
+/// `NODE@STEP`, default step `gates`) makes that node's task panic once that step's start is
+/// journaled, as a bug in gpufleet would.
+#[cfg(debug_assertions)]
+fn test_panic_hook(node: &str, label: &str) {
+    if let Ok(v) = std::env::var("GPUFLEET_TEST_PANIC_NODE") {
+        let (n, s) = v.split_once('@').unwrap_or((v.as_str(), "gates"));
+        if n == node && s == label {
+            panic!("GPUFLEET_TEST_PANIC_NODE: a test panic in {node} at {label}");
+        }
+    }
+}
+
+impl Executor {
+    pub fn new(
+        permit: WritePermit,
+        journal: Journal,
+        scan: Arc<Scan>,
+        cfg: &UpgradeConfig,
+        progress: Progress,
+        log: Box<dyn Fn(&str) + Send + Sync>,
+    ) -> Executor {
+        Executor {
+            permit,
+            journal: Mutex::new(journal),
+            scan,
+            max_failures: cfg.max_failures,
+            progress,
+            log,
+            failures: AtomicUsize::new(0),
+            operator: operator(),
+            at: Mutex::new(HashMap::new()),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write(
+        &self,
+        rollout: &str,
+        node: &str,
+        seq: Option<usize>,
+        step: &str,
+        phase: Phase,
+        command: &str,
+        outcome: &str,
+    ) -> Result<(), String> {
+        let e = Entry {
+            ts: now_rfc3339(),
+            who: who(),
+            rollout: rollout.into(),
+            node: node.into(),
+            step: step.into(),
+            seq,
+            phase,
+            command: command.into(),
+            outcome: outcome.into(),
+        };
+        self.journal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .append(&e)
+            .map_err(|e| format!("journal: {e}"))
+    }
+
+    /// Records the start of `plan` (with the whole plan, for `--resume`).
+    pub fn start(&self, plan: &Plan) -> Result<(), String> {
+        let json = serde_json::to_string(plan).map_err(|e| e.to_string())?;
+        self.write(&plan.rollout, "", None, "rollout", Phase::Start, "", &json)
+    }
+
+    fn node_failed(
+        &self,
+        rollout: &str,
+        node: &str,
+        seq: Option<usize>,
+        step: &str,
+        why: String,
+    ) -> NodeOutcome {
+        let _ = self.write(rollout, node, seq, step, Phase::Failed, "", &why);
+        self.failures.fetch_add(1, Ordering::SeqCst);
+        (self.log)(&format!("{node}: {step} FAILED: {why}"));
+        NodeOutcome {
+            node: node.to_string(),
+            failure: Some(Failure {
+                seq,
+                step: step.to_string(),
+                why,
+            }),
+        }
+    }
+
+    /// Runs every node of `plan` at once (`nodes`: how to reach them, from the inventory),
+    /// writes the rollout's end, and returns each node's outcome and a one-line summary. A
+    /// node task that panics or is cancelled is that node's failure; the rollout is `done`
+    /// only when every node of the plan finished.
+    pub async fn run_plan(
+        self: Arc<Self>,
+        plan: &Plan,
+        nodes: Vec<Node>,
+    ) -> (Vec<NodeOutcome>, String) {
+        let mut set = tokio::task::JoinSet::new();
+        let mut names = HashMap::new();
+        let mut outcomes = Vec::new();
+        for np in &plan.nodes {
+            let Some(node) = nodes.iter().find(|n| n.name == np.node).cloned() else {
+                let seq = (0..np.steps.len())
+                    .find(|s| self.progress.get(&(np.node.clone(), *s)) != Some(&Phase::Done));
+                let label = seq.map_or_else(|| "rollout".into(), |s| np.steps[s].label());
+                outcomes.push(self.node_failed(
+                    &plan.rollout,
+                    &np.node,
+                    seq,
+                    &label,
+                    "not in the inventory any more: gpufleet cannot reach it".into(),
+                ));
+                continue;
+            };
+            let name = np.node.clone();
+            let (ex, id, np) = (self.clone(), plan.rollout.clone(), np.clone());
+            let h = set.spawn(async move { ex.run_node(&id, &node, &np).await });
+            names.insert(h.id(), name);
+        }
+        while let Some(r) = set.join_next_with_id().await {
+            match r {
+                Ok((_, o)) => outcomes.push(o),
+                Err(e) => {
+                    let node = names.get(&e.id()).cloned().unwrap_or_default();
+                    let why = if e.is_panic() {
+                        format!(
+                            "internal error: the node's task panicked ({}); `gpufleet upgrade --resume` goes on from this step",
+                            panic_text(e.into_panic())
+                        )
+                    } else {
+                        "the node's task was cancelled; `gpufleet upgrade --resume` goes on from this step".to_string()
+                    };
+                    let at = self
+                        .at
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&node)
+                        .cloned();
+                    let (seq, label) = match at {
+                        Some((s, l)) => (Some(s), l),
+                        None => (None, "rollout".to_string()),
+                    };
+                    outcomes.push(self.node_failed(&plan.rollout, &node, seq, &label, why));
+                }
+            }
+        }
+        let failed: Vec<String> = outcomes
+            .iter()
+            .filter_map(|o| {
+                let f = o.failure.as_ref()?;
+                Some(format!(
+                    "{} stopped at {}{}: {}",
+                    o.node,
+                    f.step,
+                    drained_note(plan, &o.node, f.seq),
+                    f.why
+                ))
+            })
+            .collect();
+        let finished = failed.is_empty() && outcomes.len() == plan.nodes.len();
+        let phase = if finished { Phase::Done } else { Phase::Failed };
+        let summary = if failed.is_empty() {
+            format!(
+                "rollout {}: {} node(s) upgraded",
+                plan.rollout,
+                outcomes.len()
+            )
+        } else {
+            format!(
+                "rollout {}: {} upgraded, {} failed: {}",
+                plan.rollout,
+                outcomes.len() - failed.len(),
+                failed.len(),
+                failed.join("; ")
+            )
+        };
+        let _ = self.write(&plan.rollout, "", None, "rollout", phase, "", &summary);
+        (outcomes, summary)
+    }
+
+    async fn wait_ssh(&self, node: &Node, timeout_s: u64) -> Result<String, String> {
+        let start = Instant::now();
+        let limit = Duration::from_secs(timeout_s);
+        // Give the reboot a moment to take the node down.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        loop {
+            match node_read(&self.scan, node, "true", Duration::from_secs(10)).await {
+                Ok(out) if out.exit_status == Some(0) => {
+                    return Ok(format!("SSH back after {} s", start.elapsed().as_secs()));
+                }
+                // A node that answers with another host key is not the node we rebooted.
+                Err(u) if matches!(u.code, Code::HostKeyMismatch | Code::HostKeyUnknown) => {
+                    return Err(u.message);
+                }
+                _ => {}
+            }
+            if start.elapsed() >= limit {
+                return Err(format!(
+                    "SSH did not come back within {} s",
+                    limit.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+
+    /// A command run here (drain, uncordon): each must succeed.
+    async fn here(&self, commands: &[Local], timeout: Duration) -> Result<Vec<String>, String> {
+        let mut said = Vec::new();
+        for c in commands {
+            let out = drain::run(&self.permit, c, timeout).await?;
+            if !out.success {
+                return Err(format!(
+                    "`{c}` exited {}: {}",
+                    out.code.map_or("by a signal".into(), |c| c.to_string()),
+                    out.output
+                ));
+            }
+            said.push(out.output);
+        }
+        Ok(said)
+    }
+
+    /// One recipe step: started detached on the node (or attached to, when an earlier run
+    /// started it), then polled over this SSH session until its exit status is recorded on
+    /// the node, within `timeout_s`. A reboot step succeeds when the node goes away.
+    #[allow(clippy::too_many_arguments)]
+    async fn recipe_step(
+        &self,
+        rollout: &str,
+        seq: usize,
+        node: &Node,
+        name: &str,
+        run: &str,
+        reboot: bool,
+        sudo: bool,
+        root: &str,
+        timeout_s: u64,
+    ) -> Result<String, String> {
+        let files = StepFiles::new(root, rollout, seq, name);
+        let retry = self.progress.get(&(node.name.clone(), seq)) == Some(&Phase::Failed);
+        let start = Instant::now();
+        let timeout = Duration::from_secs(timeout_s);
+        let session = ssh::connect(node, &self.scan.ssh, self.scan.keys.clone())
+            .await
+            .map_err(|u| u.message)?;
+        let launch = node_side::launch_command(&files, run, timeout_s, retry);
+        let attached = match launch_step(&self.permit, &session, &launch, sudo).await {
+            Ok(o) if o.exit_status == Some(0) => {
+                String::from_utf8_lossy(&o.output).contains("gpufleet-step attached")
+            }
+            Ok(o) => {
+                session.close().await;
+                return Err(format!(
+                    "could not start the step on the node: {}: {}",
+                    exit_words(&o),
+                    excerpt(&o.output)
+                ));
+            }
+            Err(u) if reboot => {
+                return Ok(format!(
+                    "reboot issued (the connection dropped: {})",
+                    u.message
+                ));
+            }
+            Err(u) => return Err(u.message),
+        };
+        if attached {
+            (self.log)(&format!(
+                "{}: step:{name} was started before; waiting for it on the node",
+                node.name
+            ));
+        }
+        let recorded = if attached {
+            " (recorded on the node by the run started before)"
+        } else {
+            ""
+        };
+        let mut session = Some(session);
+        let mut dead_seen = 0;
+        let mut pause = Duration::from_millis(300);
+        let poll = node_side::poll_command(&files);
+        loop {
+            tokio::time::sleep(pause).await;
+            pause = Duration::from_secs(1);
+            let s = match session.take() {
+                Some(s) => Ok(s),
+                None => ssh::connect(node, &self.scan.ssh, self.scan.keys.clone()).await,
+            };
+            let polled = match s {
+                Ok(s) => {
+                    let r = exec(&s, &poll, sudo, Duration::from_secs(30)).await;
+                    match &r {
+                        Ok(o) if o.exit_status.is_some() => session = Some(s),
+                        _ => s.close().await,
+                    }
+                    r.map_err(|u| u.message).and_then(|o| {
+                        node_side::parse_poll(&String::from_utf8_lossy(&o.output)).ok_or_else(
+                            || format!("the step's status could not be read: {}", exit_words(&o)),
+                        )
+                    })
+                }
+                Err(u) => Err(u.message),
+            };
+            let over = start.elapsed() >= timeout;
+            match polled {
+                Err(e) if reboot => {
+                    if let Some(s) = session.take() {
+                        s.close().await;
+                    }
+                    return Ok(format!("reboot issued; the node went away ({e})"));
+                }
+                Err(e) if over => {
+                    return Err(format!(
+                        "the node did not answer for the step's status within {timeout_s} s ({e}); the step goes on there: `gpufleet upgrade --resume` waits for it"
+                    ));
+                }
+                Err(_) => continue,
+                Ok(StepState::Running) if over => {
+                    if let Some(s) = session.take() {
+                        s.close().await;
+                    }
+                    return Err(format!(
+                        "still running on the node after {timeout_s} s; it goes on there: `gpufleet upgrade --resume` waits for it again"
+                    ));
+                }
+                Ok(StepState::Running) => {}
+                Ok(StepState::Done(rc, out)) => {
+                    if let Some(s) = session.take() {
+                        s.close().await;
+                    }
+                    let out = excerpt(out.as_bytes());
+                    return if rc == "0" {
+                        Ok(format!(
+                            "{}exit status 0{recorded}: {out}",
+                            if reboot { "reboot issued, " } else { "" }
+                        ))
+                    } else {
+                        Err(format!("exit status {rc}{recorded}: {out}"))
+                    };
+                }
+                Ok(StepState::Dead(out)) => {
+                    dead_seen += 1;
+                    if dead_seen < 2 {
+                        continue;
+                    }
+                    if let Some(s) = session.take() {
+                        s.close().await;
+                    }
+                    if reboot {
+                        return Ok(
+                            "reboot issued; the step ended without an exit status (the node went down)"
+                                .into(),
+                        );
+                    }
+                    return Err(format!(
+                        "the step started but ended without an exit status (killed, or the node restarted): {}; check the node, then `gpufleet upgrade --resume` runs it again",
+                        excerpt(out.as_bytes())
+                    ));
+                }
+                Ok(StepState::Busy) => {
+                    return Err(format!(
+                        "another step held the node's step lock ({}) for {timeout_s} s: this step did not run; `gpufleet upgrade --resume` starts it once the lock is free",
+                        files.lock
+                    ));
+                }
+                Ok(StepState::None) => {
+                    return Err(format!(
+                        "the step's files are gone from the node ({}.*)",
+                        files.prefix
+                    ));
+                }
+            }
+        }
+    }
+
+    async fn run_step(
+        &self,
+        rollout: &str,
+        seq: usize,
+        node: &Node,
+        step: &Step,
+        report: &mut Option<NodeReport>,
+    ) -> Result<String, String> {
+        match step {
+            Step::Lock {
+                root,
+                sudo,
+                takeover,
+            } => {
+                let cmd = node_side::lock_command(root, rollout, &self.operator, takeover);
+                let o = node_write(
+                    &self.permit,
+                    &self.scan,
+                    node,
+                    &cmd,
+                    *sudo,
+                    Duration::from_secs(60),
+                )
+                .await
+                .map_err(|u| u.message)?;
+                match o.exit_status {
+                    Some(0) => Ok(format!("locked for rollout {rollout} by {}", self.operator)),
+                    Some(node_side::LOCKED) => Err(excerpt(&o.output)),
+                    _ => Err(format!("{}: {}", exit_words(&o), excerpt(&o.output))),
+                }
+            }
+            Step::Unlock { root, sudo } => {
+                let cmd = node_side::unlock_command(root, rollout);
+                let o = node_write(
+                    &self.permit,
+                    &self.scan,
+                    node,
+                    &cmd,
+                    *sudo,
+                    Duration::from_secs(60),
+                )
+                .await
+                .map_err(|u| u.message)?;
+                if o.exit_status == Some(0) {
+                    Ok("unlocked".into())
+                } else {
+                    Err(format!("{}: {}", exit_words(&o), excerpt(&o.output)))
+                }
+            }
+            Step::Drain {
+                commands,
+                until,
+                check,
+                timeout_s,
+            } => {
+                let timeout = Duration::from_secs(*timeout_s);
+                let said = self.here(commands, timeout).await?;
+                if let Some(status) = until {
+                    let start = Instant::now();
+                    loop {
+                        let out = drain::run(&self.permit, status, Duration::from_secs(60)).await?;
+                        if check.drained(&out.output, out.success) {
+                            break;
+                        }
+                        if start.elapsed() >= timeout {
+                            return Err(format!(
+                                "not drained within {} s (`{status}`: {})",
+                                timeout.as_secs(),
+                                out.output
+                            ));
+                        }
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                    }
+                }
+                Ok(said.join(" / "))
+            }
+            Step::Uncordon {
+                commands,
+                timeout_s,
+            } => Ok(self
+                .here(commands, Duration::from_secs(*timeout_s))
+                .await?
+                .join(" / ")),
+            Step::Recipe {
+                name,
+                run,
+                reboot,
+                sudo,
+                root,
+                timeout_s,
+            } => {
+                self.recipe_step(
+                    rollout, seq, node, name, run, *reboot, *sudo, root, *timeout_s,
+                )
+                .await
+            }
+            Step::WaitSsh { timeout_s, .. } => self.wait_ssh(node, *timeout_s).await,
+            Step::Reprobe => {
+                let (r, _) = self.scan.probe_node(node).await;
+                let s = format!("status {}", r.status);
+                let bad = r.status == NodeStatus::Unreachable;
+                *report = Some(r);
+                if bad { Err(s) } else { Ok(s) }
+            }
+            Step::Gates { gates } => {
+                let r = match report.take() {
+                    Some(r) => r,
+                    None => self.scan.probe_node(node).await.0,
+                };
+                let failed = check_gates(&r, gates);
+                if failed.is_empty() {
+                    let names: Vec<&str> = gates.iter().map(|g| g.name()).collect();
+                    Ok(format!("passed: {}", names.join(", ")))
+                } else {
+                    Err(failed.join("; "))
+                }
+            }
+        }
+    }
+
+    /// Runs one node's plan, skipping steps done before; stops at the first failure.
+    pub async fn run_node(&self, rollout: &str, node: &Node, plan: &NodePlan) -> NodeOutcome {
+        let mut report = None;
+        for (seq, step) in plan.steps.iter().enumerate() {
+            let label = step.label();
+            if self.progress.get(&(node.name.clone(), seq)) == Some(&Phase::Done) {
+                (self.log)(&format!("{}: {label} done before, skipped", node.name));
+                continue;
+            }
+            let failures = self.failures.load(Ordering::SeqCst);
+            if failures > self.max_failures {
+                let why = format!(
+                    "halted: {failures} node(s) failed, more than max_failures ({}); `--resume` goes on from here",
+                    self.max_failures
+                );
+                (self.log)(&format!("{}: {why}", node.name));
+                return NodeOutcome {
+                    node: node.name.clone(),
+                    failure: Some(Failure {
+                        seq: Some(seq),
+                        step: label,
+                        why,
+                    }),
+                };
+            }
+            self.at
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(node.name.clone(), (seq, label.clone()));
+            let cmd = step.journal_command(rollout, seq, &self.operator);
+            if let Err(e) = self.write(
+                rollout,
+                &node.name,
+                Some(seq),
+                &label,
+                Phase::Start,
+                &cmd,
+                "",
+            ) {
+                return NodeOutcome {
+                    node: node.name.clone(),
+                    failure: Some(Failure {
+                        seq: Some(seq),
+                        step: label,
+                        why: e,
+                    }),
+                };
+            }
+            #[cfg(debug_assertions)]
+            test_panic_hook(&node.name, &label);
+            (self.log)(&format!("{}: {label} …", node.name));
+            match self.run_step(rollout, seq, node, step, &mut report).await {
+                Ok(out) => {
+                    let _ = self.write(
+                        rollout,
+                        &node.name,
+                        Some(seq),
+                        &label,
+                        Phase::Done,
+                        &cmd,
+                        &out,
+                    );
+                    (self.log)(&format!("{}: {label} done", node.name));
+                }
+                Err(why) => {
+                    let _ = self.write(
+                        rollout,
+                        &node.name,
+                        Some(seq),
+                        &label,
+                        Phase::Failed,
+                        &cmd,
+                        &why,
+                    );
+                    self.failures.fetch_add(1, Ordering::SeqCst);
+                    (self.log)(&format!("{}: {label} FAILED: {why}", node.name));
+                    return NodeOutcome {
+                        node: node.name.clone(),
+                        failure: Some(Failure {
+                            seq: Some(seq),
+                            step: label,
+                            why,
+                        }),
+                    };
+                }
+            }
+        }
+        NodeOutcome {
+            node: node.name.clone(),
+            failure: None,
+        }
+    }
+}
+
+/// Reads `node`'s node lock (read-only: no permit): `None` when free.
+pub async fn read_lock(scan: &Scan, node: &Node) -> Result<Option<node_side::LockOwner>, String> {
+    let o = node_read(
+        scan,
+        node,
+        &node_side::read_lock_command(&node.root),
+        Duration::from_secs(30),
+    )
+    .await
+    .map_err(|u| u.message)?;
+    node_side::parse_lock(&String::from_utf8_lossy(&o.output))
+        .ok_or_else(|| format!("{}: {}", exit_words(&o), excerpt(&o.output)))
+}
+
+/// Breaks `node`'s lock if rollout `rollout` holds it (and only then). Needs the write permit.
+pub async fn break_lock(
+    permit: &WritePermit,
+    scan: &Scan,
+    node: &Node,
+    rollout: &str,
+    sudo: bool,
+) -> Result<String, String> {
+    let cmd = node_side::unlock_command(&node.root, rollout);
+    let o = node_write(permit, scan, node, &cmd, sudo, Duration::from_secs(60))
+        .await
+        .map_err(|u| u.message)?;
+    if o.exit_status == Some(0) {
+        Ok(format!("the lock of rollout {rollout} is broken"))
+    } else {
+        Err(format!("{}: {}", exit_words(&o), excerpt(&o.output)))
+    }
+}
+
+/// What to plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// The next rollout of this mode among the chosen nodes (the CLI's `--canary`, `--wave`).
+    Next(Mode),
+    /// Exactly the chosen nodes (the TUI's marked ones); the mode follows from them.
+    Exactly,
+}
+
+/// Why no plan was made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoPlan {
+    /// A wave waits for its canaries (a state of the fleet, not a mistake of the operator).
+    CanariesFirst(String),
+    /// Anything else (no recipe, too many nodes, …).
+    Refused(String),
+}
+
+impl std::fmt::Display for NoPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoPlan::CanariesFirst(s) | NoPlan::Refused(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Probes what a plan needs — `chosen`, and every other canary of `inventory` when nodes other
+/// than canaries may be planned (the waves wait for them) — read-only and concurrently through
+/// the fleet scanner, then plans: the one way to a plan, for the CLI and the TUI alike.
+/// `announce` hears how many nodes are probed, before they are.
+#[allow(clippy::too_many_arguments)]
+pub async fn prepare(
+    scan: Arc<Scan>,
+    inventory: &[Node],
+    chosen: &[Node],
+    choice: Choice,
+    journal: &[Entry],
+    cfg: &UpgradeConfig,
+    recipes: &std::collections::BTreeMap<String, crate::config::Recipe>,
+    rollout: &str,
+    announce: impl FnOnce(usize),
+) -> Result<Plan, NoPlan> {
+    let waves = match choice {
+        Choice::Next(m) => m == Mode::Wave,
+        Choice::Exactly => chosen.iter().any(|n| !n.canary),
+    };
+    let others: Vec<Node> = inventory
+        .iter()
+        .filter(|n| waves && n.canary && !chosen.iter().any(|c| c.name == n.name))
+        .cloned()
+        .collect();
+    let mut all = chosen.to_vec();
+    all.extend(others.iter().cloned());
+    announce(all.len());
+    let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+    let task = tokio::spawn(scan.run(all, tx));
+    let mut reports: HashMap<String, NodeReport> = HashMap::new();
+    while let Some(r) = rx.recv().await {
+        reports.insert(r.name.clone(), r);
+    }
+    let _ = task.await;
+    let mut with = Vec::new();
+    for n in chosen {
+        let r = reports
+            .remove(&n.name)
+            .ok_or_else(|| NoPlan::Refused(format!("{}: the probe gave no report", n.name)))?;
+        with.push((n.clone(), r));
+    }
+    let mut canaries: Vec<(String, Option<NodeStatus>)> = with
+        .iter()
+        .filter(|(n, _)| n.canary)
+        .map(|(n, r)| (n.name.clone(), Some(r.status)))
+        .collect();
+    canaries.extend(
+        others
+            .iter()
+            .map(|n| (n.name.clone(), reports.get(&n.name).map(|r| r.status))),
+    );
+    match choice {
+        Choice::Next(mode) => {
+            if mode == Mode::Wave {
+                canaries_done(&canaries, &finished_nodes(journal))
+                    .map_err(NoPlan::CanariesFirst)?;
+            }
+            plan(mode, &with, &canaries, journal, cfg, recipes, rollout)
+        }
+        Choice::Exactly => plan_selected(&with, &canaries, journal, cfg, recipes, rollout),
+    }
+    .map_err(NoPlan::Refused)
+}

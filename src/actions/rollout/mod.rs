@@ -1,0 +1,27 @@
+//! Rollouts: canaries first, then waves no larger than max-unavailable. Per node: lock →
+//! drain → recipe steps → (reboot → wait for SSH) → re-probe → gates → uncordon → unlock.
+//!
+//! The plan is typed ([`Step`]) and carries every command it runs: the plan the operator
+//! confirms is the plan the executor runs and the journal keeps (whole, in the rollout's
+//! start entry); nothing is derived again from the inventory (only how to reach a node is
+//! read from it). Every step is journaled before it runs; a failed step or gate stops that
+//! node and leaves it drained; a node task that panics is that node's failure; `--resume`
+//! continues a rollout from its journal without repeating completed steps, and attaches to a
+//! recipe step still running on the node (recipe steps run detached: [`node_side`]).
+//!
+//! Split along the pure/I-O line: `plan` (the typed plan, planning, the journal's view of a
+//! rollout: pure), `gates` (pure), `exec` (the executor: the only part that runs commands,
+//! here and on nodes, and writes the journal; and `prepare`, which probes before planning),
+//! `local` (the state folder's lock).
+
+mod exec;
+mod gates;
+mod local;
+mod plan;
+#[cfg(test)]
+mod tests;
+
+pub use exec::*;
+pub use gates::*;
+pub use local::*;
+pub use plan::*;

@@ -1,0 +1,773 @@
+//! The rollout plan, typed, and everything pure about rollouts: planning, the plan for
+//! people, what the journal says of a rollout.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::actions::drain::{self, Local};
+use crate::actions::journal::{Entry, Phase};
+use crate::actions::node_side::{self, StepFiles};
+use crate::config::{Gate, Recipe, UpgradeConfig};
+use crate::inventory::{DrainBackend, Node};
+use crate::model::NodeStatus;
+use crate::model::report::NodeReport;
+
+/// Which part of the fleet a rollout takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Canary nodes (`canary = true`), at most max-unavailable of them.
+    Canary,
+    /// The next wave of other nodes, once every canary is done.
+    Wave,
+}
+
+/// Where a step runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Where {
+    /// On this machine (scheduler commands).
+    Here,
+    /// On the node, over SSH.
+    Node,
+    /// gpufleet itself (wait, probe, gates).
+    Gpufleet,
+}
+
+/// How a drain's status command says "drained".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DrainCheck {
+    /// `sinfo -o %T` says `drained`.
+    Slurm,
+    /// `.spec.unschedulable` is `true`.
+    Kubernetes,
+    /// The command succeeds.
+    ExitStatus,
+}
+
+impl DrainCheck {
+    fn of(backend: DrainBackend) -> DrainCheck {
+        match backend {
+            DrainBackend::Slurm => DrainCheck::Slurm,
+            DrainBackend::Kubernetes => DrainCheck::Kubernetes,
+            _ => DrainCheck::ExitStatus,
+        }
+    }
+
+    pub(super) fn drained(self, output: &str, success: bool) -> bool {
+        match self {
+            DrainCheck::Slurm => drain::slurm_drained(output),
+            DrainCheck::Kubernetes => success && output.trim() == "true",
+            DrainCheck::ExitStatus => success,
+        }
+    }
+}
+
+/// One planned step, with everything it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Step {
+    /// Take the node lock (`<root>/var/lib/gpufleet/rollout.lock`, naming the rollout and the
+    /// operator); a lock of a rollout in `takeover` (abandoned ones) is taken over.
+    Lock {
+        root: String,
+        sudo: bool,
+        takeover: Vec<String>,
+    },
+    /// Take the node out of service here; then run `until` until `check` says drained.
+    Drain {
+        commands: Vec<Local>,
+        until: Option<Local>,
+        check: DrainCheck,
+        timeout_s: u64,
+    },
+    /// One recipe step, run detached on the node ([`node_side::launch_command`]).
+    Recipe {
+        name: String,
+        /// The command line, with `{node}`, `{root}` and `{branch}` replaced.
+        run: String,
+        /// The step reboots the node: the node going away is its success.
+        reboot: bool,
+        sudo: bool,
+        root: String,
+        timeout_s: u64,
+    },
+    /// Wait for SSH after the reboot step `after`.
+    WaitSsh { after: String, timeout_s: u64 },
+    /// The read-only probe, again.
+    Reprobe,
+    /// These gates, on the re-probe's report.
+    Gates { gates: Vec<Gate> },
+    /// Give the node back to the scheduler.
+    Uncordon {
+        commands: Vec<Local>,
+        timeout_s: u64,
+    },
+    /// Give the node lock back (only if this rollout holds it).
+    Unlock { root: String, sudo: bool },
+}
+
+impl Step {
+    /// The step's label in the journal and the plan: `lock`, `drain`, `step:<name>`,
+    /// `wait-ssh:<name>`, `reprobe`, `gates`, `uncordon`, `unlock`.
+    pub fn label(&self) -> String {
+        match self {
+            Step::Lock { .. } => "lock".into(),
+            Step::Drain { .. } => "drain".into(),
+            Step::Recipe { name, .. } => format!("step:{name}"),
+            Step::WaitSsh { after, .. } => format!("wait-ssh:{after}"),
+            Step::Reprobe => "reprobe".into(),
+            Step::Gates { .. } => "gates".into(),
+            Step::Uncordon { .. } => "uncordon".into(),
+            Step::Unlock { .. } => "unlock".into(),
+        }
+    }
+
+    pub fn at(&self) -> Where {
+        match self {
+            Step::Drain { .. } | Step::Uncordon { .. } => Where::Here,
+            Step::Lock { .. } | Step::Recipe { .. } | Step::Unlock { .. } => Where::Node,
+            Step::WaitSsh { .. } | Step::Reprobe | Step::Gates { .. } => Where::Gpufleet,
+        }
+    }
+
+    fn sudo(&self) -> bool {
+        match self {
+            Step::Lock { sudo, .. } | Step::Recipe { sudo, .. } | Step::Unlock { sudo, .. } => {
+                *sudo
+            }
+            _ => false,
+        }
+    }
+
+    /// What the step runs, for people: the exact commands of the drain, the recipe and the
+    /// uncordon; what gpufleet does for the others.
+    pub fn shown(&self, rollout: &str) -> Vec<String> {
+        match self {
+            Step::Lock { root, takeover, .. } => {
+                let mut s = format!(
+                    "take the node lock {}/{} for rollout {rollout} (atomic mkdir; its marker names the rollout and the operator; another rollout's lock stops this node)",
+                    root.trim_end_matches('/'),
+                    node_side::MARKER
+                );
+                if !takeover.is_empty() {
+                    s.push_str(&format!(
+                        "; takes over the lock of abandoned rollout(s) {}",
+                        takeover.join(", ")
+                    ));
+                }
+                vec![s]
+            }
+            Step::Drain {
+                commands, until, ..
+            } => {
+                let mut v: Vec<String> = commands.iter().map(|c| c.to_string()).collect();
+                v.extend(until.iter().map(|c| format!("until drained: {c}")));
+                v
+            }
+            Step::Recipe { run, .. } => vec![run.clone()],
+            Step::WaitSsh { timeout_s, .. } => vec![format!("wait up to {timeout_s} s for SSH")],
+            Step::Reprobe => vec!["the read-only probe".into()],
+            Step::Gates { gates } => {
+                vec![
+                    gates
+                        .iter()
+                        .map(|g| g.name())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ]
+            }
+            Step::Uncordon { commands, .. } => commands.iter().map(|c| c.to_string()).collect(),
+            Step::Unlock { root, .. } => vec![format!(
+                "remove the node lock {}/{} if rollout {rollout} holds it",
+                root.trim_end_matches('/'),
+                node_side::MARKER
+            )],
+        }
+    }
+
+    /// The exact command for the journal (`operator`: `user@host pid N`).
+    pub(super) fn journal_command(&self, rollout: &str, seq: usize, operator: &str) -> String {
+        match self {
+            Step::Lock { root, takeover, .. } => {
+                node_side::lock_command(root, rollout, operator, takeover)
+            }
+            Step::Unlock { root, .. } => node_side::unlock_command(root, rollout),
+            Step::Recipe {
+                name, run, root, ..
+            } => format!(
+                "{run}    (detached on the node: {}.{{out,rc}})",
+                StepFiles::new(root, rollout, seq, name).prefix
+            ),
+            _ => self.shown(rollout).join(" && "),
+        }
+    }
+}
+
+/// One node's plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodePlan {
+    pub node: String,
+    pub steps: Vec<Step>,
+    /// Where the node's next boot stands before the upgrade (the boot kernel and whether it
+    /// has an nvidia.ko), for the plan shown before anything runs.
+    #[serde(default)]
+    pub next_boot: Option<String>,
+}
+
+impl NodePlan {
+    /// Whether a node stopped at step `seq` has been drained by this rollout.
+    pub fn drained_at(&self, seq: usize) -> bool {
+        self.steps
+            .iter()
+            .position(|s| matches!(s, Step::Drain { .. }))
+            .is_some_and(|d| seq >= d)
+    }
+}
+
+/// Why a GPU Operator-managed node is not upgraded by a host recipe, and what to change
+/// instead (docs/domain.md, "GPU Operator-managed nodes").
+pub const OPERATOR_SKIP: &str = "the driver is managed by the GPU Operator: host recipes do not change it; set driver.kernelModuleType: open in the ClusterPolicy (or the NVIDIADriver resource), and driver.rdma.enabled: false to drop nvidia-peermem";
+
+/// Whether a report says the GPU Operator manages the node's driver.
+pub fn operator_managed(r: &NodeReport) -> bool {
+    r.driver.as_ref().and_then(|d| d.managed_by.as_deref()) == Some("gpu-operator")
+}
+
+/// The next boot in words, from a report: `boot kernel 5.15.0-124-generic (no nvidia.ko: the
+/// next reboot comes up without the driver)`.
+pub fn next_boot_line(r: &NodeReport) -> Option<String> {
+    let boot = r.boot.as_ref()?;
+    if boot.kernels.as_ref().is_some_and(|k| k.is_empty()) {
+        return Some(
+            "next boot: no kernel under /lib/modules, no host nvidia.ko to check (n/a)".into(),
+        );
+    }
+    let target = boot.boot_kernel.as_deref().unwrap_or("unknown");
+    let state = match r.next_boot_driver() {
+        Some("ok") => "has an nvidia.ko",
+        Some("missing") => "has no nvidia.ko: the next reboot comes up without the driver",
+        Some(_) => "no host nvidia.ko to check (n/a)",
+        None => "nvidia.ko unknown",
+    };
+    Some(format!(
+        "next boot: kernel {target} (running {}), {state}",
+        boot.running.as_deref().unwrap_or("unknown")
+    ))
+}
+
+/// A rollout: one wave of nodes with their steps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub rollout: String,
+    pub mode: Mode,
+    pub nodes: Vec<NodePlan>,
+    /// Nodes left out, with why (already ready, blocked, not reachable, done before).
+    #[serde(default)]
+    pub skipped: Vec<(String, String)>,
+}
+
+pub(super) fn quote(s: &str) -> String {
+    drain::quote_arg(s)
+}
+
+/// The loaded driver's major version (`535` of 535.183.01), for `{branch}`.
+pub fn branch(report: &NodeReport) -> Option<String> {
+    let v = report.driver.as_ref()?.version.as_ref()?;
+    v.split('.').next().map(str::to_string)
+}
+
+fn expand(run: &str, node: &Node, report: &NodeReport) -> Result<String, String> {
+    if run.contains("{branch}") && branch(report).is_none() {
+        return Err(format!(
+            "{}: the recipe uses {{branch}} but the driver version is unknown",
+            node.name
+        ));
+    }
+    Ok(run
+        .replace("{node}", &quote(&node.name))
+        .replace("{root}", &quote(&node.root))
+        .replace("{branch}", &branch(report).unwrap_or_default()))
+}
+
+/// The steps of one node (pure).
+pub fn node_plan(
+    node: &Node,
+    report: &NodeReport,
+    recipe: &Recipe,
+    cfg: &UpgradeConfig,
+    rollout: &str,
+    takeover: &[String],
+) -> Result<NodePlan, String> {
+    let reason = format!("gpufleet rollout {rollout}");
+    let timeout = Duration::from_secs(cfg.drain_timeout);
+    let root = node.root.clone();
+    let mut steps = vec![Step::Lock {
+        root: root.clone(),
+        sudo: recipe.sudo,
+        takeover: takeover.to_vec(),
+    }];
+    let drains = node.drain.backend != DrainBackend::None;
+    if drains {
+        steps.push(Step::Drain {
+            commands: drain::drain_commands(&node.drain, node, timeout, &reason),
+            until: drain::status_command(&node.drain, node),
+            check: DrainCheck::of(node.drain.backend),
+            timeout_s: cfg.drain_timeout,
+        });
+    }
+    for s in &recipe.steps {
+        steps.push(Step::Recipe {
+            name: s.name.clone(),
+            run: expand(&s.run, node, report)?,
+            reboot: s.reboot,
+            sudo: recipe.sudo,
+            root: root.clone(),
+            timeout_s: cfg.step_timeout,
+        });
+        if s.reboot {
+            steps.push(Step::WaitSsh {
+                after: s.name.clone(),
+                timeout_s: cfg.reboot_timeout,
+            });
+        }
+    }
+    steps.push(Step::Reprobe);
+    steps.push(Step::Gates {
+        gates: cfg.gates.clone(),
+    });
+    if drains {
+        steps.push(Step::Uncordon {
+            commands: drain::uncordon_commands(&node.drain, node),
+            timeout_s: cfg.drain_timeout,
+        });
+    }
+    steps.push(Step::Unlock {
+        root,
+        sudo: recipe.sudo,
+    });
+    Ok(NodePlan {
+        node: node.name.clone(),
+        steps,
+        next_boot: next_boot_line(report),
+    })
+}
+
+/// The recipe the inventory names for `n`.
+fn recipe_for<'a>(n: &Node, recipes: &'a BTreeMap<String, Recipe>) -> Result<&'a Recipe, String> {
+    let name = n
+        .recipe
+        .as_ref()
+        .ok_or_else(|| format!("{}: no `recipe` for this node in the inventory", n.name))?;
+    recipes.get(name).ok_or_else(|| {
+        format!(
+            "{}: recipe `{name}` is not in the config's [recipes]",
+            n.name
+        )
+    })
+}
+
+/// Nodes whose upgrade finished (their `unlock` is done) in any rollout of the journal.
+pub fn finished_nodes(journal: &[Entry]) -> HashSet<String> {
+    journal
+        .iter()
+        .filter(|e| e.step == "unlock" && e.phase == Phase::Done)
+        .map(|e| e.node.clone())
+        .collect()
+}
+
+/// Plans the next rollout of `mode` (pure). `nodes` pairs each selected node with a fresh
+/// report. Only `migrate` nodes are upgraded; others are skipped with the reason.
+pub fn plan(
+    mode: Mode,
+    nodes: &[(Node, NodeReport)],
+    canaries: &[(String, Option<NodeStatus>)],
+    journal: &[Entry],
+    cfg: &UpgradeConfig,
+    recipes: &BTreeMap<String, Recipe>,
+    rollout: &str,
+) -> Result<Plan, String> {
+    let finished = finished_nodes(journal);
+    if mode == Mode::Wave {
+        canaries_done(canaries, &finished)?;
+    }
+    let mut skipped = Vec::new();
+    let mut chosen = Vec::new();
+    for (n, r) in nodes
+        .iter()
+        .filter(|(n, _)| n.canary == (mode == Mode::Canary))
+    {
+        if finished.contains(&n.name) {
+            skipped.push((n.name.clone(), "upgraded by an earlier rollout".into()));
+        } else if operator_managed(r) {
+            skipped.push((n.name.clone(), OPERATOR_SKIP.into()));
+        } else if r.status != NodeStatus::Migrate {
+            skipped.push((
+                n.name.clone(),
+                format!("status {}: {}", r.status, r.status.meaning()),
+            ));
+        } else if chosen.len() >= cfg.max_unavailable.max(1) {
+            skipped.push((n.name.clone(), "in a later wave (max_unavailable)".into()));
+        } else {
+            chosen.push(node_plan(
+                n,
+                r,
+                recipe_for(n, recipes)?,
+                cfg,
+                rollout,
+                &abandoned(journal),
+            )?);
+        }
+    }
+    Ok(Plan {
+        rollout: rollout.to_string(),
+        mode,
+        nodes: chosen,
+        skipped,
+    })
+}
+
+/// Every canary of the inventory (`canaries`: name and current status) must be done before any
+/// other node: upgraded by a rollout (journal) or `ready` now. A canary that failed, is
+/// unreachable or was never upgraded blocks the waves.
+pub fn canaries_done(
+    canaries: &[(String, Option<NodeStatus>)],
+    finished: &HashSet<String>,
+) -> Result<(), String> {
+    let pending: Vec<String> = canaries
+        .iter()
+        .filter(|(n, st)| !finished.contains(n) && *st != Some(NodeStatus::Ready))
+        .map(|(n, st)| match st {
+            Some(st) => format!("{n} ({st})"),
+            None => format!("{n} (not scanned)"),
+        })
+        .collect();
+    if pending.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "canaries first: {} not upgraded and ready yet; run `gpufleet upgrade --canary`",
+            pending.join(", ")
+        ))
+    }
+}
+
+/// Plans an upgrade of `chosen` (the TUI's marked nodes), as one wave: nodes that cannot be
+/// upgraded (not `migrate`, managed by the GPU Operator, upgraded before) are skipped with the
+/// reason, as the CLI does; of the others, non-canary nodes only once every canary of
+/// `canaries` is done, canaries and other nodes never together, at most max_unavailable.
+pub fn plan_selected(
+    chosen: &[(Node, NodeReport)],
+    canaries: &[(String, Option<NodeStatus>)],
+    journal: &[Entry],
+    cfg: &UpgradeConfig,
+    recipes: &BTreeMap<String, Recipe>,
+    rollout: &str,
+) -> Result<Plan, String> {
+    let finished = finished_nodes(journal);
+    let mut skipped = Vec::new();
+    let mut eligible = Vec::new();
+    for (n, r) in chosen {
+        if finished.contains(&n.name) {
+            skipped.push((n.name.clone(), "upgraded by an earlier rollout".into()));
+        } else if operator_managed(r) {
+            skipped.push((n.name.clone(), OPERATOR_SKIP.into()));
+        } else if r.status != NodeStatus::Migrate {
+            skipped.push((
+                n.name.clone(),
+                format!(
+                    "status {}: {}; only migrate nodes are upgraded",
+                    r.status,
+                    r.status.meaning()
+                ),
+            ));
+        } else {
+            eligible.push((n, r));
+        }
+    }
+    if eligible.is_empty() {
+        let why: Vec<String> = skipped.iter().map(|(n, w)| format!("{n}: {w}")).collect();
+        return Err(format!("nothing to upgrade: {}", why.join("; ")));
+    }
+    let with_canary = eligible.iter().any(|(n, _)| n.canary);
+    let with_other = eligible.iter().any(|(n, _)| !n.canary);
+    if with_canary && with_other {
+        return Err("canaries go alone: mark only canaries, or only other nodes".into());
+    }
+    if with_other {
+        canaries_done(canaries, &finished)?;
+    }
+    if eligible.len() > cfg.max_unavailable.max(1) {
+        return Err(format!(
+            "{} nodes chosen, more than max_unavailable ({}): choose fewer",
+            eligible.len(),
+            cfg.max_unavailable
+        ));
+    }
+    let mut nodes = Vec::new();
+    for (n, r) in &eligible {
+        nodes.push(node_plan(
+            n,
+            r,
+            recipe_for(n, recipes)?,
+            cfg,
+            rollout,
+            &abandoned(journal),
+        )?);
+    }
+    Ok(Plan {
+        rollout: rollout.to_string(),
+        mode: if with_canary {
+            Mode::Canary
+        } else {
+            Mode::Wave
+        },
+        nodes,
+        skipped,
+    })
+}
+
+/// The plan as lines for people: each node, its steps with where they run, and every exact
+/// command (terminal-safe), then the skipped nodes.
+pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
+    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    let mode = match plan.mode {
+        Mode::Canary => "canary",
+        Mode::Wave => "wave",
+    };
+    let mut out = vec![format!(
+        "rollout {} ({mode}): {} node(s){}",
+        plan.rollout,
+        plan.nodes.len(),
+        if dry_run {
+            " — dry run, nothing will change"
+        } else {
+            ""
+        }
+    )];
+    for n in &plan.nodes {
+        out.push(format!("  {}", safe(&n.node)));
+        if let Some(b) = &n.next_boot {
+            out.push(format!("    ({})", safe(b)));
+        }
+        for s in &n.steps {
+            let at = match s.at() {
+                Where::Here => "here",
+                Where::Node => "node",
+                Where::Gpufleet => "gpufleet",
+            };
+            let mut notes = Vec::new();
+            if s.sudo() {
+                notes.push("sudo -n");
+            }
+            if let Step::Recipe { reboot, .. } = s {
+                notes.push("detached, one step at a time: flock <root>/var/lib/gpufleet/step.lock");
+                if *reboot {
+                    notes.push("reboots: the node going away is its success");
+                }
+            }
+            let notes: String = notes.iter().map(|n| format!("; {n}")).collect();
+            out.push(format!("    {:<22} [{at}{notes}]", safe(&s.label())));
+            out.extend(
+                s.shown(&plan.rollout)
+                    .iter()
+                    .map(|c| format!("        {}", safe(c))),
+            );
+        }
+    }
+    out.extend(
+        plan.skipped
+            .iter()
+            .map(|(n, why)| format!("  skipped {}: {}", safe(n), safe(why))),
+    );
+    out
+}
+
+/// How far a rollout got, per (node, step number): the last phase the journal says.
+pub type Progress = HashMap<(String, usize), Phase>;
+
+/// " and stays drained" when `node` stopped at or after its drain step `seq` (a node stopped
+/// by its lock was never drained by this rollout).
+pub fn drained_note(plan: &Plan, node: &str, seq: Option<usize>) -> &'static str {
+    let drained = plan
+        .nodes
+        .iter()
+        .find(|n| n.node == node)
+        .zip(seq)
+        .is_some_and(|(np, s)| np.drained_at(s));
+    if drained { " and stays drained" } else { "" }
+}
+
+/// The latest rollout in the journal that has no end entry (or stopped with a failure): its
+/// plan, and how far each node got.
+pub fn unfinished(journal: &[Entry]) -> Option<(Plan, Progress)> {
+    let start = journal
+        .iter()
+        .rev()
+        .find(|e| e.step == "rollout" && e.phase == Phase::Start)?;
+    // A rollout that stopped (failed, halted) is resumable: --resume retries each node from
+    // the step where it stopped. Done and abandoned rollouts are not.
+    let closed = journal.iter().any(|e| {
+        e.rollout == start.rollout
+            && e.step == "rollout"
+            && matches!(e.phase, Phase::Done | Phase::Abandoned)
+    });
+    if closed {
+        return None;
+    }
+    let plan: Plan = serde_json::from_str(&start.outcome).ok()?;
+    let mut progress = Progress::new();
+    for e in journal
+        .iter()
+        .filter(|e| e.rollout == start.rollout && !e.node.is_empty())
+    {
+        // Entries without a step number (older journals): the first step of that label.
+        let seq = e.seq.or_else(|| {
+            plan.nodes
+                .iter()
+                .find(|n| n.node == e.node)?
+                .steps
+                .iter()
+                .position(|s| s.label() == e.step)
+        });
+        if let Some(seq) = seq {
+            progress.insert((e.node.clone(), seq), e.phase);
+        }
+    }
+    Some((plan, progress))
+}
+
+/// A rollout as `gpufleet rollouts` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RolloutSummary {
+    pub id: String,
+    /// From its plan (absent when the plan cannot be read).
+    pub mode: Option<Mode>,
+    /// `done`, `failed` (resumable), `abandoned`, or `unfinished` (running, or interrupted:
+    /// resumable).
+    pub state: String,
+    pub nodes: Vec<String>,
+    pub who: String,
+    pub started: String,
+    /// The last end entry's time, if any.
+    pub ended: Option<String>,
+}
+
+/// Every rollout of the journal, oldest first.
+pub fn rollouts(journal: &[Entry]) -> Vec<RolloutSummary> {
+    let mut out: Vec<RolloutSummary> = Vec::new();
+    for e in journal.iter().filter(|e| e.step == "rollout") {
+        let i = match out.iter().position(|r| r.id == e.rollout) {
+            Some(i) => i,
+            None => {
+                out.push(RolloutSummary {
+                    id: e.rollout.clone(),
+                    mode: None,
+                    state: "unfinished".into(),
+                    nodes: Vec::new(),
+                    who: e.who.clone(),
+                    started: e.ts.clone(),
+                    ended: None,
+                });
+                out.len() - 1
+            }
+        };
+        let r = &mut out[i];
+        match e.phase {
+            Phase::Start => {
+                if let Ok(p) = serde_json::from_str::<Plan>(&e.outcome) {
+                    r.mode = Some(p.mode);
+                    r.nodes = p.nodes.iter().map(|n| n.node.clone()).collect();
+                }
+            }
+            Phase::Abandoned => {
+                r.state = "abandoned".into();
+                r.ended = Some(e.ts.clone());
+            }
+            Phase::Done | Phase::Failed if r.state != "abandoned" => {
+                r.state = if e.phase == Phase::Done {
+                    "done"
+                } else {
+                    "failed"
+                }
+                .into();
+                r.ended = Some(e.ts.clone());
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// What a rollout given up leaves on each node of `plan`, in words, with the exact commands
+/// that give a drained node back to its scheduler.
+pub fn left_behind(plan: &Plan, progress: &Progress) -> Vec<String> {
+    let mut out = Vec::new();
+    for np in &plan.nodes {
+        let at = |pred: &dyn Fn(&Step) -> bool| np.steps.iter().position(pred);
+        let phase = |i: Option<usize>| i.and_then(|i| progress.get(&(np.node.clone(), i)));
+        let drain = at(&|s| matches!(s, Step::Drain { .. }));
+        let uncordon = at(&|s| matches!(s, Step::Uncordon { .. }));
+        let lock = at(&|s| matches!(s, Step::Lock { .. }));
+        let unlock = at(&|s| matches!(s, Step::Unlock { .. }));
+        let given_back = phase(uncordon) == Some(&Phase::Done);
+        let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+        match phase(drain) {
+            Some(p) if !given_back => {
+                let cmds: Vec<String> = uncordon
+                    .map(|u| np.steps[u].shown(&plan.rollout))
+                    .unwrap_or_default();
+                out.push(format!(
+                    "{} {}; give it back with: {}",
+                    safe(&np.node),
+                    if *p == Phase::Done {
+                        "stays drained"
+                    } else {
+                        "may be drained (its drain started)"
+                    },
+                    safe(&cmds.join(" && "))
+                ));
+            }
+            _ if given_back => out.push(format!("{} was given back (uncordoned)", safe(&np.node))),
+            _ => {}
+        }
+        if phase(lock).is_some() && phase(unlock) != Some(&Phase::Done) {
+            let root = match &np.steps[lock.unwrap_or(0)] {
+                Step::Lock { root, .. } => root.trim_end_matches('/').to_string(),
+                _ => String::new(),
+            };
+            out.push(format!(
+                "{} keeps this rollout's node lock ({root}/{}); the next rollout from this state folder takes it over",
+                safe(&np.node),
+                node_side::MARKER
+            ));
+        }
+        if phase(lock).is_none() {
+            out.push(format!("{} was not touched", safe(&np.node)));
+        }
+    }
+    out
+}
+
+/// Rollouts given up with `--abandon`: their node markers may be taken over.
+pub fn abandoned(journal: &[Entry]) -> Vec<String> {
+    journal
+        .iter()
+        .filter(|e| e.step == "rollout" && e.phase == Phase::Abandoned)
+        .map(|e| e.rollout.clone())
+        .collect()
+}
+
+/// A new rollout id: `r-<UTC time>-<6 random hex digits>` (`r-20261201T221503Z-3f9a2c`), so
+/// two rollouts started in the same second, anywhere, have different ids.
+pub fn new_id() -> String {
+    let t = jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string();
+    let mut b = [0u8; 3];
+    getrandom::fill(&mut b).expect("the OS random number generator failed");
+    format!("r-{t}-{:02x}{:02x}{:02x}", b[0], b[1], b[2])
+}

@@ -1,0 +1,345 @@
+//! Unit tests of the rollout module (planning, gates, resume, ids, the local lock).
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::*;
+use crate::actions::journal::{Entry, Phase};
+use crate::config::RecipeStep;
+use crate::config::{Gate, Recipe, UpgradeConfig};
+use crate::inventory::DrainSpec;
+use crate::inventory::{DrainBackend, Node};
+use crate::model::Code;
+use crate::model::NodeStatus;
+use crate::model::report::NodeReport;
+
+fn node(name: &str, canary: bool) -> Node {
+    Node {
+        canary,
+        recipe: Some("r".into()),
+        drain: DrainSpec {
+            backend: DrainBackend::Slurm,
+            ..Default::default()
+        },
+        ..Node::for_test(name, "h")
+    }
+}
+
+fn report(name: &str, status: NodeStatus) -> NodeReport {
+    let mut r = NodeReport::unreachable(
+        name.into(),
+        Code::SshTimeout,
+        String::new(),
+        vec![],
+        String::new(),
+        0,
+    );
+    r.status = status;
+    r.driver = Some(crate::model::report::DriverJson {
+        flavor: crate::model::driver::Flavor::Proprietary,
+        version: Some("535.183.01".into()),
+        arch: None,
+        userspace_version: None,
+        managed_by: Some("host".into()),
+    });
+    r
+}
+
+fn recipes() -> BTreeMap<String, Recipe> {
+    let mut m = BTreeMap::new();
+    m.insert(
+        "r".into(),
+        Recipe {
+            sudo: true,
+            steps: vec![
+                RecipeStep {
+                    name: "install".into(),
+                    run: "apt-get install -y nvidia-driver-{branch}-open".into(),
+                    reboot: false,
+                },
+                RecipeStep {
+                    name: "reboot".into(),
+                    run: "systemctl reboot".into(),
+                    reboot: true,
+                },
+            ],
+        },
+    );
+    m
+}
+
+#[test]
+fn canaries_first_then_waves_of_max_unavailable() {
+    let cfg = UpgradeConfig {
+        max_unavailable: 2,
+        ..Default::default()
+    };
+    let nodes: Vec<(Node, NodeReport)> = vec![
+        (node("c1", true), report("c1", NodeStatus::Migrate)),
+        (node("n1", false), report("n1", NodeStatus::Migrate)),
+        (node("n2", false), report("n2", NodeStatus::Ready)),
+        (node("n3", false), report("n3", NodeStatus::Migrate)),
+        (node("n4", false), report("n4", NodeStatus::Migrate)),
+        (node("n5", false), report("n5", NodeStatus::Blocked)),
+    ];
+    let canaries = vec![("c1".to_string(), Some(NodeStatus::Migrate))];
+    let p = plan(Mode::Canary, &nodes, &canaries, &[], &cfg, &recipes(), "r1").unwrap();
+    assert_eq!(
+        p.nodes.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
+        ["c1"]
+    );
+    let steps: Vec<String> = p.nodes[0].steps.iter().map(|s| s.label()).collect();
+    assert_eq!(
+        steps,
+        [
+            "lock",
+            "drain",
+            "step:install",
+            "step:reboot",
+            "wait-ssh:reboot",
+            "reprobe",
+            "gates",
+            "uncordon",
+            "unlock"
+        ]
+    );
+    assert!(
+        matches!(&p.nodes[0].steps[2], Step::Recipe { run, sudo: true, reboot: false, .. } if run == "apt-get install -y nvidia-driver-535-open"),
+        "{:?}",
+        p.nodes[0].steps[2]
+    );
+    // The plan goes into the journal whole and comes back the same.
+    let json = serde_json::to_string(&p).unwrap();
+    assert_eq!(serde_json::from_str::<Plan>(&json).unwrap(), p);
+    assert!(json.contains(r#""kind":"recipe""#), "{json}");
+    // Drained from the drain step on.
+    assert_eq!(drained_note(&p, "c1", Some(0)), "");
+    assert_eq!(drained_note(&p, "c1", Some(1)), " and stays drained");
+    assert_eq!(drained_note(&p, "c1", None), "");
+    let e = plan(Mode::Wave, &nodes, &canaries, &[], &cfg, &recipes(), "r2").unwrap_err();
+    assert!(e.contains("canaries first: c1"), "{e}");
+    let journal = vec![Entry {
+        ts: String::new(),
+        who: String::new(),
+        rollout: "r1".into(),
+        node: "c1".into(),
+        step: "unlock".into(),
+        seq: Some(8),
+        phase: Phase::Done,
+        command: String::new(),
+        outcome: String::new(),
+    }];
+    let p = plan(
+        Mode::Wave,
+        &nodes,
+        &canaries,
+        &journal,
+        &cfg,
+        &recipes(),
+        "r2",
+    )
+    .unwrap();
+    assert_eq!(
+        p.nodes.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
+        ["n1", "n3"]
+    );
+    let skipped: Vec<&str> = p.skipped.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(skipped, ["n2", "n4", "n5"]);
+}
+
+#[test]
+fn gates() {
+    let mut r = report("a", NodeStatus::Ready);
+    let failed = check_gates(&r, &Gate::ALL);
+    assert!(failed.iter().any(|f| f.starts_with("open-module")));
+    assert!(failed.iter().any(|f| f.starts_with("nvidia-smi-healthy")));
+    // Said in words, never as Rust values.
+    assert!(
+        failed.contains(
+            &"open-module: the proprietary kernel module is loaded, not the open one".to_string()
+        ),
+        "{failed:?}"
+    );
+    r.peermem = Some(crate::model::report::PeermemJson {
+        loaded: Some(true),
+        configured: Some(true),
+        registered: None,
+    });
+    assert_eq!(
+        check_gates(&r, &[Gate::NoPeermem]),
+        ["no-peermem: nvidia-peermem is loaded and configured at boot"]
+    );
+    assert!(!format!("{:?}", check_gates(&r, &Gate::ALL)).contains("Some("));
+    r.driver.as_mut().unwrap().flavor = crate::model::driver::Flavor::Open;
+    r.driver.as_mut().unwrap().userspace_version = Some("580".into());
+    r.peermem = Some(crate::model::report::PeermemJson {
+        loaded: Some(false),
+        configured: Some(false),
+        registered: None,
+    });
+    r.dma_buf = Some(crate::model::report::DmaBufJson {
+        kernel_support: Some(true),
+    });
+    r.reasons.clear();
+    let boot = |boot_kernel: &str, with_driver: bool| crate::model::report::BootJson {
+        running: Some("6.8.0-1".into()),
+        boot_kernel: Some(boot_kernel.into()),
+        reboot_pending: Some(false),
+        kernels: Some(vec![
+            crate::model::report::InstalledKernelJson {
+                release: "6.8.0-1".into(),
+                nvidia_modules: Some(vec!["/lib/modules/6.8.0-1/updates/dkms/nvidia.ko".into()]),
+            },
+            crate::model::report::InstalledKernelJson {
+                release: "6.8.0-2".into(),
+                nvidia_modules: Some(if with_driver {
+                    vec!["/lib/modules/6.8.0-2/updates/dkms/nvidia.ko".into()]
+                } else {
+                    vec![]
+                }),
+            },
+        ]),
+    };
+    r.boot = Some(boot("6.8.0-2", true));
+    assert_eq!(check_gates(&r, &Gate::ALL), Vec::<String>::new());
+
+    // The next boot loses the driver: the gate says so.
+    r.reasons.push(crate::model::assess::Reason::new(
+        Code::NextBootWithoutDriver,
+        "x",
+        vec![],
+    ));
+    r.boot = Some(boot("6.8.0-2", false));
+    let failed = check_gates(&r, &[Gate::NextBootHasDriver]);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].contains("6.8.0-2"), "{failed:?}");
+    // Unknown is not a pass.
+    r.reasons.clear();
+    r.boot.as_mut().unwrap().boot_kernel = None;
+    assert_eq!(check_gates(&r, &[Gate::NextBootHasDriver]).len(), 1);
+
+    // DMA-BUF support does not gate a node where GPUDirect RDMA does not apply.
+    r.dma_buf = Some(crate::model::report::DmaBufJson {
+        kernel_support: Some(false),
+    });
+    assert_eq!(check_gates(&r, &[Gate::DmabufKernel]).len(), 1);
+    r.reasons.push(crate::model::assess::Reason::new(
+        Code::NoRdmaDevice,
+        "x",
+        vec![],
+    ));
+    assert!(check_gates(&r, &[Gate::DmabufKernel]).is_empty());
+}
+
+#[test]
+fn gpu_operator_nodes_are_skipped_by_host_recipes() {
+    let mut op = report("op", NodeStatus::Migrate);
+    op.driver.as_mut().unwrap().managed_by = Some("gpu-operator".into());
+    let nodes = vec![
+        (node("op", false), op.clone()),
+        (node("host", false), report("host", NodeStatus::Migrate)),
+    ];
+    let cfg = UpgradeConfig {
+        max_unavailable: 5,
+        ..UpgradeConfig::default()
+    };
+    let p = plan(Mode::Wave, &nodes, &[], &[], &cfg, &recipes(), "r-1").unwrap();
+    let chosen: Vec<&str> = p.nodes.iter().map(|n| n.node.as_str()).collect();
+    assert_eq!(chosen, ["host"]);
+    assert_eq!(p.skipped[0].0, "op");
+    assert!(
+        p.skipped[0].1.contains("driver.kernelModuleType"),
+        "{:?}",
+        p.skipped
+    );
+    let e = plan_selected(&nodes[..1], &[], &[], &cfg, &recipes(), "r-2").unwrap_err();
+    assert!(
+        e.contains("nothing to upgrade: op: the driver is managed by the GPU Operator"),
+        "{e}"
+    );
+    // Marked with an eligible node, it is skipped with the reason, as the CLI does.
+    let p = plan_selected(&nodes, &[], &[], &cfg, &recipes(), "r-3").unwrap();
+    assert_eq!(p.nodes.len(), 1);
+    assert_eq!(p.nodes[0].node, "host");
+    assert_eq!(p.skipped[0].0, "op");
+}
+
+#[test]
+fn rollout_ids_are_unique_within_a_second() {
+    let ids: HashSet<String> = (0..200).map(|_| new_id()).collect();
+    assert!(ids.len() >= 199, "{}", ids.len());
+    let id = ids.iter().next().unwrap();
+    // r-20261201T221503Z-3f9a2c
+    assert_eq!(id.len(), 25, "{id}");
+    assert!(id.starts_with("r-") && id.as_bytes()[10] == b'T' && &id[17..19] == "Z-");
+}
+
+#[test]
+fn resume_knows_each_steps_last_phase_by_its_number() {
+    let p = plan(
+        Mode::Canary,
+        &[(node("c1", true), report("c1", NodeStatus::Migrate))],
+        &[],
+        &[],
+        &UpgradeConfig::default(),
+        &recipes(),
+        "r1",
+    )
+    .unwrap();
+    let e = |step: &str, seq: Option<usize>, phase: Phase| Entry {
+        ts: String::new(),
+        who: String::new(),
+        rollout: "r1".into(),
+        node: if step == "rollout" { "" } else { "c1" }.into(),
+        step: step.into(),
+        seq,
+        phase,
+        command: String::new(),
+        outcome: if step == "rollout" && phase == Phase::Start {
+            serde_json::to_string(&p).unwrap()
+        } else {
+            String::new()
+        },
+    };
+    let mut j = vec![
+        e("rollout", None, Phase::Start),
+        e("lock", Some(0), Phase::Start),
+        e("lock", Some(0), Phase::Done),
+        // An entry of an older journal, without a number: matched by its label.
+        e("drain", None, Phase::Done),
+        e("step:install", Some(2), Phase::Start),
+        e("step:install", Some(2), Phase::Failed),
+        e("step:reboot", Some(3), Phase::Start),
+    ];
+    let (back, progress) = unfinished(&j).unwrap();
+    assert_eq!(back, p);
+    let at = |s: usize| progress.get(&("c1".to_string(), s)).copied();
+    assert_eq!(at(0), Some(Phase::Done));
+    assert_eq!(at(1), Some(Phase::Done));
+    assert_eq!(at(2), Some(Phase::Failed));
+    assert_eq!(at(3), Some(Phase::Start));
+    assert_eq!(at(4), None);
+    // A failed rollout stays resumable; a done one is not.
+    j.push(e("rollout", None, Phase::Failed));
+    assert!(unfinished(&j).is_some());
+    j.push(e("rollout", None, Phase::Done));
+    assert!(unfinished(&j).is_none());
+}
+
+#[test]
+fn the_local_lock_says_who_holds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut held = lock_local(dir.path()).unwrap();
+    held.note("r-1");
+    match lock_local(dir.path()) {
+        Err(LocalLockError::Held { holder, .. }) => {
+            assert!(holder.starts_with("rollout r-1, operator "), "{holder}");
+            assert!(
+                holder.contains(&format!("pid {}", std::process::id())),
+                "{holder}"
+            );
+        }
+        other => panic!("{:?}", other.err()),
+    }
+    drop(held);
+    assert!(lock_local(dir.path()).is_ok());
+}
