@@ -98,6 +98,10 @@ pub enum Command {
     Journal(JournalArgs),
     /// Print where gpufleet reads and writes its files
     Paths,
+    /// Serve a simulated fleet over SSH on 127.0.0.1 (fixture nodes; read-only) and write an
+    /// inventory for it: try gpufleet without a fleet
+    #[command(after_help = crate::sim::SIM_HELP)]
+    Sim(crate::sim::SimArgs),
 }
 
 const UPGRADE_HELP: &str = "\
@@ -305,6 +309,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Tui(a)) => tui_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Upgrade(a)) => upgrade_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Journal(a)) => journal_cmd(&paths, &a),
+        Some(Command::Sim(a)) => crate::sim::run(&a),
         None if interactive => tui_cmd(
             &config,
             &paths,

@@ -5,6 +5,7 @@
 //! - [`probe`]: the probe script and running it (local mode).
 //! - [`snapshot`]: headless output formats and exit codes.
 //! - [`config`]: the config file (`config.toml`).
+//! - [`sim`]: `gpufleet sim`, a simulated fleet over SSH on this machine.
 
 pub mod actions;
 pub mod app;
@@ -14,5 +15,6 @@ pub mod inventory;
 pub mod model;
 pub mod probe;
 pub mod runtime;
+pub mod sim;
 pub mod snapshot;
 pub mod ui;
