@@ -148,12 +148,15 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Runs the probe script once for `fixture` with the boundary `placeholder`, on this machine:
-/// `sh -s` in its own process group, an empty environment but PATH =
+/// `/bin/sh -s` in its own process group, an empty environment but PATH =
 /// `<fixture>/bin:/usr/bin:/bin`, the header's root prefix = `<fixture>/root`. Output is read
 /// until the script ends or [`DEADLINE_SECS`] + 5 s pass (then it is cut there); the process
 /// tree is killed either way.
 ///
-/// Errors: `sh` cannot be started, or the fixture's path is not UTF-8.
+/// The probe runs the fixture's `bin/` stand-ins (nvidia-smi, dmesg): a corpus is code, to be
+/// trusted as such.
+///
+/// Errors: `/bin/sh` cannot be started, or the fixture's path is not UTF-8.
 pub async fn record(fixture: &Fixture, placeholder: &str) -> anyhow::Result<Answer> {
     let root = fixture.dir.join("root");
     let bin = fixture.dir.join("bin");
@@ -168,7 +171,8 @@ pub async fn record(fixture: &Fixture, placeholder: &str) -> anyhow::Result<Answ
         kernel_log_lines: KERNEL_LOG_LINES,
     };
     let stdin = probe::probe_stdin(placeholder, root_s, &settings);
-    let mut child = tokio::process::Command::new("sh")
+    // /bin/sh by its path: a fixture's bin/ (first on PATH) holds stand-ins, never the shell.
+    let mut child = tokio::process::Command::new("/bin/sh")
         .arg("-s")
         .env_clear()
         .env("PATH", format!("{bin_s}:/usr/bin:/bin"))

@@ -60,8 +60,9 @@ pub struct SimArgs {
     pub nodes: u32,
 
     /// Folder of fixture nodes (sub-folders with node.toml, root/, bin/, commands/), or one
-    /// fixture node; repeatable. Nodes cycle through them in order
-    /// [default: this source tree's tests/fixtures/nodes and tests/fixtures/nodes-v2]
+    /// fixture node; repeatable. Nodes cycle through them in order. Their bin/ stand-ins run
+    /// here at startup: use only fixtures you trust [default: this source tree's
+    /// tests/fixtures/nodes and tests/fixtures/nodes-v2]
     #[arg(long, value_name = "DIR")]
     pub fixtures: Vec<PathBuf>,
 
