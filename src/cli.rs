@@ -105,6 +105,10 @@ pub enum Command {
     Unlock(UnlockArgs),
     /// Print where gpufleet reads and writes its files
     Paths,
+    /// Serve a simulated fleet over SSH on 127.0.0.1 (fixture nodes; read-only) and write an
+    /// inventory for it: try gpufleet without a fleet
+    #[command(after_help = crate::sim::SIM_HELP)]
+    Sim(crate::sim::SimArgs),
 }
 
 const UPGRADE_HELP: &str = "\
@@ -361,6 +365,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Rollouts(a)) => rollouts_cmd(&paths, &a),
         Some(Command::Locks(a)) => locks_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Unlock(a)) => unlock_cmd(&config, &paths, explicit_inventory, &a),
+        Some(Command::Sim(a)) => crate::sim::run(&a),
         None if interactive => tui_cmd(
             &config,
             &paths,

@@ -15,6 +15,7 @@
 //! - [`ui`]: drawing the TUI, themes.
 //! - [`runtime`]: owns the terminal, input and tasks for the TUI.
 //! - [`cli`]: arguments → settings → a subcommand → exit code.
+//! - [`sim`]: `gpufleet sim`, a simulated fleet over SSH on this machine (no command runs).
 
 pub mod actions;
 pub mod app;
@@ -25,5 +26,6 @@ pub mod inventory;
 pub mod model;
 pub mod probe;
 pub mod runtime;
+pub mod sim;
 pub mod snapshot;
 pub mod ui;

@@ -1,0 +1,264 @@
+//! The fixture corpus the simulator serves: fixture nodes found on disk, and each one's probe
+//! answer, computed once at startup by running the real probe script locally and replayed per
+//! session with the client's boundary put in.
+//!
+//! A fixture node is a folder with `node.toml`, `root/` (the node's files at their own paths),
+//! `bin/` (stand-ins for nvidia-smi, dmesg, …) and `commands/` (what those print); see
+//! tests/fixtures/README.shared.md. The probe runs there exactly as tests/fixture_nodes.rs runs
+//! it: `sh -s`, root prefix `R` = the fixture's `root/`, PATH = `<fixture>/bin:/usr/bin:/bin`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::probe::{self, ProbeSettings};
+
+/// The nvidia-smi limit of the startup probe runs, in seconds (the `T` of the header; the
+/// client's own `T` is not used: its answer is the cached one). As in tests/fixture_nodes.rs.
+pub const SMI_TIMEOUT_SECS: u64 = 2;
+
+/// The node deadline of the startup probe runs, in seconds (the `D` of the header).
+pub const DEADLINE_SECS: u64 = 30;
+
+/// Kernel log lines kept by the startup probe runs (the `L` of the header).
+pub const KERNEL_LOG_LINES: u64 = 200;
+
+/// One fixture node of the corpus.
+#[derive(Debug, Clone)]
+pub struct Fixture {
+    /// The folder's name (`h200-open-580-k6.18-real`).
+    pub name: String,
+    /// The folder.
+    pub dir: PathBuf,
+}
+
+/// The fixture nodes of `dirs`, in order: a folder that is a fixture node itself (holds a
+/// `node.toml`) is that one node; any other folder gives its sub-folders holding a `node.toml`,
+/// sorted by name.
+///
+/// Errors: a folder that cannot be read, a fixture whose name is not UTF-8, or no fixture at
+/// all.
+pub fn discover(dirs: &[PathBuf]) -> anyhow::Result<Vec<Fixture>> {
+    let mut all = Vec::new();
+    for dir in dirs {
+        if is_fixture(dir) {
+            let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
+                bail!("fixture {}: the folder name is not UTF-8", dir.display());
+            };
+            all.push(Fixture {
+                name: name.to_string(),
+                dir: dir.clone(),
+            });
+            continue;
+        }
+        let mut found = Vec::new();
+        let entries =
+            std::fs::read_dir(dir).with_context(|| format!("fixtures folder {}", dir.display()))?;
+        for e in entries {
+            let path = e
+                .with_context(|| format!("fixtures folder {}", dir.display()))?
+                .path();
+            if !is_fixture(&path) {
+                continue;
+            }
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                bail!("fixture {}: the folder name is not UTF-8", path.display());
+            };
+            found.push(Fixture {
+                name: name.to_string(),
+                dir: path.clone(),
+            });
+        }
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        all.extend(found);
+    }
+    if all.is_empty() {
+        let list: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        bail!(
+            "no fixture nodes (folders with a node.toml) in {}",
+            list.join(", ")
+        );
+    }
+    Ok(all)
+}
+
+/// A probe answer recorded under a placeholder boundary, replayed with another.
+///
+/// The output is kept split at every occurrence of the placeholder, so a replay is the pieces
+/// joined by the client's boundary: byte-exact, whatever else the output holds.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The output between placeholders (one more piece than placeholders).
+    pieces: Vec<Vec<u8>>,
+    /// The exit status of the recorded run (0 normally).
+    pub exit_status: u32,
+    /// Whether the recorded output ends with the `meta complete` trailer.
+    pub complete: bool,
+}
+
+impl Answer {
+    /// Records `output`, printed by a probe run whose boundary was `placeholder`.
+    pub fn new(output: &[u8], placeholder: &str, exit_status: u32) -> Answer {
+        let needle = placeholder.as_bytes();
+        let mut pieces = Vec::new();
+        let mut rest = output;
+        while let Some(at) = find(rest, needle) {
+            pieces.push(rest[..at].to_vec());
+            rest = &rest[at + needle.len()..];
+        }
+        pieces.push(rest.to_vec());
+        let trailer = format!("{placeholder} meta complete\n");
+        let complete = find(output, trailer.as_bytes()).is_some();
+        Answer {
+            pieces,
+            exit_status,
+            complete,
+        }
+    }
+
+    /// The output with `boundary` where the placeholder was.
+    pub fn render(&self, boundary: &str) -> Vec<u8> {
+        let len = self.pieces.iter().map(Vec::len).sum::<usize>()
+            + boundary.len() * (self.pieces.len() - 1);
+        let mut out = Vec::with_capacity(len);
+        for (i, piece) in self.pieces.iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(boundary.as_bytes());
+            }
+            out.extend_from_slice(piece);
+        }
+        out
+    }
+
+    /// How many bytes a replay with a boundary of `boundary_len` bytes holds.
+    pub fn len_with(&self, boundary_len: usize) -> usize {
+        self.pieces.iter().map(Vec::len).sum::<usize>() + boundary_len * (self.pieces.len() - 1)
+    }
+}
+
+/// Where `needle` first occurs in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || hay.len() < needle.len() {
+        return None;
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Runs the probe script once for `fixture` with the boundary `placeholder`, on this machine:
+/// `/bin/sh -s` in its own process group, an empty environment but PATH =
+/// `<fixture>/bin:/usr/bin:/bin`, the header's root prefix = `<fixture>/root`. Output is read
+/// until the script ends or [`DEADLINE_SECS`] + 5 s pass (then it is cut there); the process
+/// tree is killed either way.
+///
+/// The probe runs the fixture's `bin/` stand-ins (nvidia-smi, dmesg): a corpus is code, to be
+/// trusted as such.
+///
+/// Errors: `/bin/sh` cannot be started, or the fixture's path is not UTF-8.
+pub async fn record(fixture: &Fixture, placeholder: &str) -> anyhow::Result<Answer> {
+    let root = fixture.dir.join("root");
+    let bin = fixture.dir.join("bin");
+    let (Some(root_s), Some(bin_s)) = (root.to_str(), bin.to_str()) else {
+        bail!("fixture {}: the path is not UTF-8", fixture.dir.display());
+    };
+    let settings = ProbeSettings {
+        root: root.clone(),
+        nvidia_smi_timeout_secs: SMI_TIMEOUT_SECS,
+        deadline: Duration::from_secs(DEADLINE_SECS),
+        output_cap: probe::OUTPUT_CAP,
+        kernel_log_lines: KERNEL_LOG_LINES,
+    };
+    let stdin = probe::probe_stdin(placeholder, root_s, &settings);
+    // /bin/sh by its path: a fixture's bin/ (first on PATH) holds stand-ins, never the shell.
+    let mut child = tokio::process::Command::new("/bin/sh")
+        .arg("-s")
+        .env_clear()
+        .env("PATH", format!("{bin_s}:/usr/bin:/bin"))
+        .current_dir(&fixture.dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot start sh to record the fixtures' probe answers")?;
+    let pid = child.id();
+    if let Some(mut input) = child.stdin.take() {
+        // A shell that exits early is not an error here: its output says what happened.
+        let _ = input.write_all(&stdin).await;
+    }
+    let mut output = Vec::new();
+    if let Some(mut out) = child.stdout.take() {
+        let limit = Duration::from_secs(DEADLINE_SECS + 5);
+        let mut capped = (&mut out).take(probe::OUTPUT_CAP as u64);
+        let _ = tokio::time::timeout(limit, capped.read_to_end(&mut output)).await;
+    }
+    if let Some(pid) = pid {
+        probe::kill_tree(pid);
+    }
+    let status = child.wait().await.ok();
+    let exit_status = status
+        .and_then(|s| s.code())
+        .and_then(|c| u32::try_from(c).ok())
+        .unwrap_or(255);
+    Ok(Answer::new(&output, placeholder, exit_status))
+}
+
+/// Records the answers of `fixtures`, at most two probe runs at a time (a small machine).
+/// Returns them in the order of `fixtures`.
+///
+/// Errors: as [`record`].
+pub async fn record_all(
+    fixtures: &[Fixture],
+    placeholder: &str,
+) -> anyhow::Result<Vec<Arc<Answer>>> {
+    let gate = Arc::new(tokio::sync::Semaphore::new(2));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, f) in fixtures.iter().enumerate() {
+        let (f, p, gate) = (f.clone(), placeholder.to_string(), gate.clone());
+        tasks.spawn(async move {
+            let _permit = gate.acquire_owned().await;
+            (i, record(&f, &p).await)
+        });
+    }
+    let mut out: Vec<Option<Arc<Answer>>> = vec![None; fixtures.len()];
+    while let Some(joined) = tasks.join_next().await {
+        let (i, answer) = joined.context("a probe recording task failed")?;
+        out[i] = Some(Arc::new(answer?));
+    }
+    out.into_iter()
+        .map(|a| a.context("a probe recording is missing"))
+        .collect()
+}
+
+/// Whether `dir` looks like a fixture node (has a `node.toml`).
+pub fn is_fixture(dir: &Path) -> bool {
+    dir.join("node.toml").is_file()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_puts_the_boundary_where_the_placeholder_was() {
+        let ph = "gpufleet-0000";
+        let out = b"gpufleet-0000 meta probe\nprotocol 2\n\ngpufleet-0000 end ok\ngpufleet-0000 meta complete\n\ngpufleet-0000 end ok\n";
+        let a = Answer::new(out, ph, 0);
+        assert!(a.complete);
+        let got = a.render("gpufleet-abcdef");
+        let want = String::from_utf8_lossy(out).replace(ph, "gpufleet-abcdef");
+        assert_eq!(got, want.as_bytes());
+        assert_eq!(a.len_with("gpufleet-abcdef".len()), want.len());
+        // Nothing else changes, placeholder-free output included.
+        let b = Answer::new(b"no sections", ph, 2);
+        assert!(!b.complete);
+        assert_eq!(b.render("gpufleet-x"), b"no sections");
+        assert_eq!(b.exit_status, 2);
+        // A placeholder at both ends.
+        let c = Answer::new(b"gpufleet-0000xgpufleet-0000", ph, 0);
+        assert_eq!(c.render("B"), b"BxB");
+    }
+}
