@@ -918,6 +918,29 @@ fn upgrade_cmd(
         );
     }
     let stopped = rollout::unfinished(&entries);
+    if stopped.is_none()
+        && let Some(id) = rollout::unreadable_unfinished(&entries)
+    {
+        if !args.abandon {
+            anyhow::bail!("{}", rollout::unreadable_message(&id));
+        }
+        let mut j = journal::Journal::open(&state)?;
+        j.append(&journal::Entry {
+            ts: now_rfc3339(),
+            who: journal::who(),
+            rollout: id.clone(),
+            node: String::new(),
+            step: "rollout".into(),
+            seq: None,
+            phase: journal::Phase::Abandoned,
+            command: String::new(),
+            outcome: "abandoned by the operator (its plan could not be read)".into(),
+        })?;
+        println!(
+            "abandoned rollout {id}; its plan could not be read, so check its nodes by hand: `gpufleet locks` lists node locks, and drained nodes stay drained"
+        );
+        return Ok(0);
+    }
     if args.abandon {
         let (plan, progress) = stopped.ok_or_else(|| {
             anyhow::anyhow!(

@@ -71,6 +71,9 @@ impl UpgradeCtx {
                 p.rollout
             ));
         }
+        if let Some(id) = rollout::unreadable_unfinished(&entries) {
+            return Err(rollout::unreadable_message(&id));
+        }
         let mut chosen = Vec::new();
         for name in names {
             let node = self
@@ -114,6 +117,9 @@ impl UpgradeCtx {
                 "rollout {} did not finish: run `gpufleet upgrade --resume` (or `--abandon`) first",
                 p.rollout
             ));
+        }
+        if let Some(id) = rollout::unreadable_unfinished(&entries) {
+            return Err(rollout::unreadable_message(&id));
         }
         lock.note(&plan.rollout);
         let journal = journal::Journal::open(&self.state_dir).map_err(|e| e.to_string())?;

@@ -640,6 +640,30 @@ pub fn unfinished(journal: &[Entry]) -> Option<(Plan, Progress)> {
     Some((plan, progress))
 }
 
+/// The id of the last rollout that started and did not finish but whose plan cannot be read
+/// (written by another gpufleet version): it must be finished with that version or abandoned,
+/// never taken for finished.
+pub fn unreadable_unfinished(journal: &[Entry]) -> Option<String> {
+    let start = journal
+        .iter()
+        .rev()
+        .find(|e| e.step == "rollout" && e.phase == Phase::Start)?;
+    let closed = journal.iter().any(|e| {
+        e.rollout == start.rollout
+            && e.step == "rollout"
+            && matches!(e.phase, Phase::Done | Phase::Abandoned)
+    });
+    (!closed && serde_json::from_str::<Plan>(&start.outcome).is_err())
+        .then(|| start.rollout.clone())
+}
+
+/// The refusal when [`unreadable_unfinished`] names a rollout.
+pub fn unreadable_message(id: &str) -> String {
+    format!(
+        "rollout {id} did not finish, and its plan was written by another gpufleet version that this one cannot read: finish it with that version, or `gpufleet upgrade --abandon` it and check its nodes (`gpufleet locks` lists node locks; drained nodes stay drained)"
+    )
+}
+
 /// A rollout as `gpufleet rollouts` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RolloutSummary {

@@ -321,8 +321,18 @@ fn resume_knows_each_steps_last_phase_by_its_number() {
     // A failed rollout stays resumable; a done one is not.
     j.push(e("rollout", None, Phase::Failed));
     assert!(unfinished(&j).is_some());
+    assert_eq!(unreadable_unfinished(&j), None);
     j.push(e("rollout", None, Phase::Done));
     assert!(unfinished(&j).is_none());
+
+    // An unfinished rollout whose plan another version wrote is never taken for finished.
+    let mut old = j[0].clone();
+    old.rollout = "r-older".into();
+    old.outcome = r#"{"rollout":"r-older","nodes":[{"node":"c1","steps":[{"id":"lock"}]}]}"#.into();
+    j.push(old);
+    assert!(unfinished(&j).is_none());
+    assert_eq!(unreadable_unfinished(&j).as_deref(), Some("r-older"));
+    assert!(unreadable_message("r-older").contains("--abandon"));
 }
 
 #[test]
