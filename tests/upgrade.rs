@@ -1056,6 +1056,32 @@ fn two_rollouts_from_two_state_folders_at_once_one_passes_the_node_lock() {
         "drained once"
     );
     assert_eq!(f.status("node0"), "ready");
+
+    // The loser's plan is stale now: resumed, it gets the lock but finds the node upgraded by
+    // the winner, does nothing, releases the lock and says so.
+    let loser_state = if codes.0 == Some(1) { &f.state } else { &other };
+    let out = f
+        .command_in(loser_state, &["upgrade", "--resume", "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("the node changed since the plan: it is ready now"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(f.marks(0), ["start", "end"], "the step still ran once");
+    assert_eq!(
+        f.drains(),
+        ["drain node0", "uncordon node0"],
+        "drained once"
+    );
+    assert!(
+        !f.nodes[0]
+            .join("root/var/lib/gpufleet/rollout.lock")
+            .exists(),
+        "the stale rollout released the lock"
+    );
 }
 
 /// gpufleet is killed (SIGKILL) in the middle of a recipe step: the step finishes on the node

@@ -560,7 +560,30 @@ impl Executor {
                 .await
                 .map_err(|u| u.message)?;
                 match o.exit_status {
-                    Some(0) => Ok(format!("locked for rollout {rollout} by {}", self.operator)),
+                    Some(0) => {
+                        // The plan was made from an earlier probe; another operator's rollout
+                        // may have changed the node since (the lock only puts them in turn).
+                        // Only a node still on the legacy stack is upgraded.
+                        let (now, _) = self.scan.probe_node(node).await;
+                        if now.status != NodeStatus::Migrate {
+                            let release = node_side::unlock_command(root, rollout);
+                            let _ = node_write(
+                                &self.permit,
+                                &self.scan,
+                                node,
+                                &release,
+                                *sudo,
+                                Duration::from_secs(60),
+                            )
+                            .await;
+                            return Err(format!(
+                                "the node changed since the plan: it is {} now ({}); nothing was done and its lock is released: plan again",
+                                now.status,
+                                now.status.meaning()
+                            ));
+                        }
+                        Ok(format!("locked for rollout {rollout} by {}", self.operator))
+                    }
                     Some(node_side::LOCKED) => Err(excerpt(&o.output)),
                     _ => Err(format!("{}: {}", exit_words(&o), excerpt(&o.output))),
                 }
