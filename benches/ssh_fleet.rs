@@ -5,6 +5,9 @@
 //!
 //!     cargo bench --bench ssh_fleet            # SCANS=50 cargo bench --bench ssh_fleet
 
+// A test or bench: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../tests/support/mod.rs"]
 mod support;
 

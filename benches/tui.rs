@@ -4,6 +4,9 @@
 //!
 //!     cargo bench --bench tui
 
+// A test or bench: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};

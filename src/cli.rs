@@ -815,7 +815,12 @@ fn scan_fleet(
         if progress {
             eprint!("\r\x1b[2K");
         }
-        for m in keys.learned.lock().expect("learned lock").iter() {
+        for m in keys
+            .learned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+        {
             eprintln!("gpufleet: {m}");
         }
         Ok::<_, anyhow::Error>(reports)

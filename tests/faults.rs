@@ -2,6 +2,9 @@
 //! sshd or on local fixture copies, and what gpufleet must say (never `ready` from a fact it
 //! does not know).
 
+// A test or bench: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::io::Read;

@@ -5,6 +5,9 @@
 //! Fixtures come from `$GPUFLEET_FIXTURES`, else `../shared/fixtures/nodes` (the team's copy:
 //! adding a folder there adds a case), else the project's copy in `tests/fixtures/nodes`.
 
+// A test or bench: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::collections::BTreeMap;

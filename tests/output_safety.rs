@@ -4,6 +4,9 @@
 //! none of it reaches stdout raw in the table or CSV, CSV formulas are neutralized, and in the
 //! TUI (a real terminal, tmux) the row and the detail pane show escapes on an intact screen.
 
+// A test or bench: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::path::{Path, PathBuf};

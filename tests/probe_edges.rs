@@ -1,6 +1,9 @@
 //! Bad input and hostile nodes, on temp copies of fixture nodes (the originals are never edited),
 //! through the real binary and the real probe script.
 
+// A test or bench: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

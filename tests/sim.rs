@@ -3,6 +3,9 @@
 //! other command is refused with 127 and runs nothing, only the written user key is accepted,
 //! and `--hang` nodes are seen as hung.
 
+// A test or bench: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::io::{BufRead, BufReader, Read};

@@ -1,6 +1,9 @@
 //! Fleet scans over real OpenSSH servers: one sshd per fixture node on 127.0.0.N, scanned by the
 //! real binary. Each test uses its own addresses, so tests run in parallel.
 
+// A test or bench: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::net::TcpListener;

@@ -3,6 +3,9 @@
 //! confines every read, and nothing of a probe outlives the node deadline by more than 2 s —
 //! also when gpufleet is SIGKILLed or the TUI quits. Local mode and over a real OpenSSH sshd.
 
+// A test or bench: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -2,6 +2,9 @@
 //! binary produced from the fixture nodes, and the real H200's raw probe output for the detail
 //! pane. Review changes with `cargo insta review`.
 
+// A test or bench: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::sync::Arc;

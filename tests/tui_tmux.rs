@@ -1,6 +1,9 @@
 //! End to end: the real binary's TUI in a real terminal (tmux), scanning the real-sshd test
 //! fleet; keys are sent with `tmux send-keys` and the screen read with `capture-pane`.
 
+// A test or bench: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::process::Command;

@@ -4,6 +4,9 @@
 //! never). Drains go through the `command` backend writing a log, and through a recording
 //! stand-in for kubectl (no Kubernetes API server can run here; the test's name says so).
 
+// A test or bench: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::path::{Path, PathBuf};

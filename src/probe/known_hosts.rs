@@ -354,6 +354,10 @@ impl KnownHosts {
 }
 
 /// A hashed host field for `name` with `salt` (for tests and tools that write hashed entries).
+#[allow(
+    clippy::expect_used,
+    reason = "HMAC-SHA1 takes a key of any length: it cannot fail"
+)]
 pub fn hashed_host(name: &str, salt: &[u8]) -> String {
     let mut mac = Hmac::<sha1::Sha1>::new_from_slice(salt).expect("HMAC takes any key length");
     mac.update(name.as_bytes());

@@ -104,6 +104,10 @@ pub struct RawRun {
 }
 
 /// A fresh random section boundary: `gpufleet-` and 32 hex digits (128 bits from the OS RNG).
+#[allow(
+    clippy::expect_used,
+    reason = "a boundary that is not random would let node text forge sections: never go on without one"
+)]
 pub fn new_boundary() -> String {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the OS random number generator failed");
@@ -113,8 +117,9 @@ pub fn new_boundary() -> String {
 
 /// Runs the probe on this machine with `sh`. Errors only when `sh` cannot be started.
 pub async fn run_local(settings: &ProbeSettings) -> std::io::Result<RawRun> {
-    let run = run_local_cancellable(settings, std::future::pending()).await?;
-    Ok(run.expect("a pending future never cancels"))
+    run_local_cancellable(settings, std::future::pending())
+        .await?
+        .ok_or_else(|| std::io::Error::other("the local probe was cancelled"))
 }
 
 /// [`run_local`] that stops when `cancel` completes (Ctrl-C): the probe's process tree is

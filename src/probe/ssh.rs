@@ -125,7 +125,11 @@ impl client::Handler for Handler {
         };
         let fp = fingerprint(&key);
         let alg = key.algorithm().to_string();
-        let mut db = self.keys.db.lock().expect("known_hosts lock");
+        let mut db = self
+            .keys
+            .db
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let refuse = |code, message: String| Some(Unreachable::new(code, message));
         let why = match db.check(&self.host, self.port, &key, cert) {
             Verdict::Known { .. } => None,
@@ -167,7 +171,7 @@ impl client::Handler for Handler {
                         self.keys
                             .learned
                             .lock()
-                            .expect("learned lock")
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
                             .push(format!(
                                 "learned the host key of {} ({alg} {fp}) into {}",
                                 super::known_hosts::lookup_name(&self.host, self.port),
@@ -200,7 +204,10 @@ impl client::Handler for Handler {
             }
         };
         let ok = why.is_none();
-        *self.refused.lock().expect("refused lock") = why;
+        *self
+            .refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = why;
         Ok(ok)
     }
 }
@@ -433,7 +440,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for Recording<S> {
             && let Poll::Ready(Ok(())) = res
         {
             let new = &buf.filled()[before..];
-            let mut seen = this.seen.lock().expect("seen lock");
+            let mut seen = this
+                .seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let room = PEER_BYTES_KEPT.saturating_sub(seen.len());
             seen.extend_from_slice(&new[..new.len().min(room)]);
             this.done = seen.len() >= PEER_BYTES_KEPT || peer_start(&seen) == PeerStart::Ssh;
@@ -670,7 +680,7 @@ pub async fn connect(
     let with_certificates = keys
         .db
         .lock()
-        .expect("known_hosts lock")
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .has_cert_authority(&node.host, node.port);
     let handler = Handler {
         host: node.host.clone(),
@@ -685,10 +695,16 @@ pub async fn connect(
             .map_err(|e| {
                 refused
                     .lock()
-                    .expect("refused lock")
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .take()
                     .unwrap_or_else(|| {
-                        handshake_failure(&target, &e, &seen.lock().expect("seen lock"))
+                        handshake_failure(
+                            &target,
+                            &e,
+                            &seen
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner),
+                        )
                     })
             })?;
         authenticate(&mut h, node).await?;
@@ -696,7 +712,9 @@ pub async fn connect(
     };
     match tokio::time::timeout(ssh.auth_timeout, handshake).await {
         Err(_) => {
-            let seen = seen.lock().expect("seen lock");
+            let seen = seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             match peer_start(&seen) {
                 // Something that is not SSH, then silence.
                 PeerStart::Other | PeerStart::Ssh1 => Err(not_ssh(&target, &seen)),

@@ -129,6 +129,10 @@ impl Theme {
         Ok(self)
     }
 
+    #[allow(
+        clippy::expect_used,
+        reason = "themes/default.toml is compiled in and parsed by a unit test"
+    )]
     fn base() -> Theme {
         Theme {
             name: "default".into(),

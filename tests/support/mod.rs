@@ -3,6 +3,8 @@
 //! PATH through `SetEnv`, the inventory's root prefix = its `root/`). The harness starts and
 //! stops only its own processes, by PID.
 #![allow(dead_code)]
+// Test helpers: a panic here is a failing test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

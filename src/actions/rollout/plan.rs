@@ -787,6 +787,10 @@ pub fn abandoned(journal: &[Entry]) -> Vec<String> {
 
 /// A new rollout id: `r-<UTC time>-<6 random hex digits>` (`r-20261201T221503Z-3f9a2c`), so
 /// two rollouts started in the same second, anywhere, have different ids.
+#[allow(
+    clippy::expect_used,
+    reason = "no rollout may start with an id that is not unique: a failing OS RNG stops gpufleet"
+)]
 pub fn new_id() -> String {
     let t = jiff::Timestamp::now()
         .strftime("%Y%m%dT%H%M%SZ")
