@@ -8,6 +8,7 @@
 //! - [`inventory`]: the fleet (TOML), node selection, ranges, ~/.ssh/config.
 //! - [`config`]: the config file (`config.toml`), paths, recipes and gates.
 //! - [`diag`]: line/column, suggestions and TOML error messages (a leaf).
+//! - [`columns`]: the one column registry of the matrix, the table and the CSV.
 //! - [`snapshot`]: headless output formats (table, JSON, JSON Lines, CSV) and exit codes.
 //! - [`actions`]: the only code that changes nodes: drain backends, rollouts, the journal, the
 //!   write permit.
@@ -20,6 +21,7 @@
 pub mod actions;
 pub mod app;
 pub mod cli;
+pub mod columns;
 pub mod config;
 pub mod diag;
 pub mod inventory;

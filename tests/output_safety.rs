@@ -177,7 +177,7 @@ fn hostile_node_text_never_reaches_stdout_raw_in_the_table_or_csv() {
     let out = snapshot(&node, "csv");
     let mut rdr = csv::Reader::from_reader(out.stdout.as_slice());
     let header: Vec<String> = rdr.headers().unwrap().iter().map(String::from).collect();
-    assert_eq!(header, gpufleet::snapshot::CSV_COLUMNS);
+    assert_eq!(header, gpufleet::snapshot::csv_columns());
     let rows: Vec<csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
     assert_eq!(
         rows.len(),

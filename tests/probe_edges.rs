@@ -317,7 +317,7 @@ fn jsonl_and_csv_shapes() {
     let out = gpufleet(&node, &default_path(&node), &["--format", "csv"]);
     let mut rdr = csv::Reader::from_reader(out.stdout.as_slice());
     let header: Vec<String> = rdr.headers().unwrap().iter().map(String::from).collect();
-    assert_eq!(header, gpufleet::snapshot::CSV_COLUMNS);
+    assert_eq!(header, gpufleet::snapshot::csv_columns());
     let row = rdr.records().next().unwrap().unwrap();
     assert_eq!(&row[5], "8x NVIDIA A100-SXM4-80GB");
     assert_eq!(&row[6], "8.0");

@@ -73,7 +73,7 @@ impl Row {
 
     /// Recomputes the cached cells.
     pub fn refresh(&mut self) {
-        self.cells = Column::ALL.iter().map(|c| compute_cell(self, *c)).collect();
+        self.cells = Column::matrix().map(|c| compute_cell(self, c)).collect();
     }
 
     pub fn status(&self) -> Option<NodeStatus> {
@@ -81,54 +81,8 @@ impl Row {
     }
 }
 
-/// Matrix columns, in display order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Column {
-    Node,
-    Status,
-    Kernel,
-    Flavor,
-    Driver,
-    Gpus,
-    MinCc,
-    DmaBuf,
-    Peermem,
-    /// Whether the kernel the next reboot starts has an nvidia.ko.
-    NextBoot,
-    Reasons,
-}
-
-impl Column {
-    pub const ALL: [Column; 11] = [
-        Column::Node,
-        Column::Status,
-        Column::Kernel,
-        Column::Flavor,
-        Column::Driver,
-        Column::Gpus,
-        Column::MinCc,
-        Column::DmaBuf,
-        Column::Peermem,
-        Column::NextBoot,
-        Column::Reasons,
-    ];
-
-    pub fn title(self) -> &'static str {
-        match self {
-            Column::Node => "NODE",
-            Column::Status => "STATUS",
-            Column::Kernel => "KERNEL",
-            Column::Flavor => "MODULE",
-            Column::Driver => "DRIVER",
-            Column::Gpus => "GPUS",
-            Column::MinCc => "CC",
-            Column::DmaBuf => "DMA-BUF",
-            Column::Peermem => "PEERMEM",
-            Column::NextBoot => "NEXT BOOT",
-            Column::Reasons => "REASONS",
-        }
-    }
-}
+/// Matrix columns: the one registry of the TUI, the table and the CSV.
+pub use crate::columns::Column;
 
 /// What the screen shows on top of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,18 +252,9 @@ pub struct App {
     message_age: u32,
 }
 
-fn cmp_opt<T: PartialOrd>(a: Option<T>, b: Option<T>) -> std::cmp::Ordering {
-    match (a, b) {
-        (Some(a), Some(b)) => a.partial_cmp(&b).unwrap_or(std::cmp::Ordering::Equal),
-        (Some(_), None) => std::cmp::Ordering::Less,
-        (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => std::cmp::Ordering::Equal,
-    }
-}
-
 /// Cell text of `row` in column `c`, from the cache.
 pub fn cell(row: &Row, c: Column) -> &str {
-    let i = Column::ALL.iter().position(|x| *x == c).unwrap_or(0);
+    let i = Column::matrix().position(|x| x == c).unwrap_or(0);
     row.cells.get(i).map_or("", String::as_str)
 }
 
@@ -328,26 +273,7 @@ fn compute_cell(row: &Row, c: Column) -> String {
             _ => String::new(),
         };
     };
-    let cells = crate::snapshot::table_cells(r, screen_safe);
-    match c {
-        Column::Node => cells[0].clone(),
-        Column::Status => cells[1].clone(),
-        Column::Kernel => cells[2].clone(),
-        Column::Flavor => cells[3].clone(),
-        Column::Driver => cells[4].clone(),
-        Column::Gpus => cells[5].clone(),
-        Column::MinCc => cells[6].clone(),
-        Column::DmaBuf => cells[7].clone(),
-        Column::Peermem => cells[8].clone(),
-        Column::NextBoot => cells[9].clone(),
-        Column::Reasons => r
-            .reasons
-            .iter()
-            .filter(|x| x.code != crate::model::Code::FactUnknown)
-            .map(|x| x.code.as_str())
-            .collect::<Vec<_>>()
-            .join(" "),
-    }
+    crate::snapshot::clip(&screen_safe(&c.display(r)), 64)
 }
 
 /// Whether `row` passes every term of `filter` (space-separated, all must match).
@@ -457,32 +383,12 @@ impl App {
         if by_group != Ordering::Equal {
             return by_group;
         }
-        let ord = match self.sort {
-            Column::Status => cmp_opt(a.status(), b.status()),
-            Column::MinCc => cmp_opt(
-                a.report
-                    .as_ref()
-                    .and_then(|r| r.min_compute_capability())
-                    .and_then(|s| s.parse::<f64>().ok()),
-                b.report
-                    .as_ref()
-                    .and_then(|r| r.min_compute_capability())
-                    .and_then(|s| s.parse::<f64>().ok()),
-            ),
-            Column::Gpus => cmp_opt(
-                a.report
-                    .as_ref()
-                    .and_then(|r| r.gpus.as_ref().map(Vec::len)),
-                b.report
-                    .as_ref()
-                    .and_then(|r| r.gpus.as_ref().map(Vec::len)),
-            )
-            .then_with(|| cell(a, Column::Gpus).cmp(cell(b, Column::Gpus))),
-            // Versions sort as versions: 6.10 after 6.9, 570.86 after 535.183.
-            c @ (Column::Kernel | Column::Driver) => {
-                crate::model::boot::version_cmp(cell(a, c), cell(b, c))
-            }
-            c => cell(a, c).cmp(cell(b, c)),
+        // Rows without a report yet sort after those with one.
+        let ord = match (&a.report, &b.report) {
+            (Some(x), Some(y)) => self.sort.compare(x, y),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => Ordering::Equal,
         };
         let ord = if self.descending { ord.reverse() } else { ord };
         ord.then_with(|| a.name.cmp(&b.name))
@@ -800,17 +706,15 @@ impl App {
             Action::Top => self.move_to(0),
             Action::Bottom => self.move_to(usize::MAX),
             Action::SortNext | Action::SortPrev => {
-                let i = Column::ALL
-                    .iter()
-                    .position(|c| *c == self.sort)
-                    .unwrap_or(0);
-                let n = Column::ALL.len();
+                let cols: Vec<Column> = Column::matrix().collect();
+                let i = cols.iter().position(|c| *c == self.sort).unwrap_or(0);
+                let n = cols.len();
                 let j = if action == Action::SortNext {
                     (i + 1) % n
                 } else {
                     (i + n - 1) % n
                 };
-                self.sort = Column::ALL[j];
+                self.sort = cols[j];
                 self.rebuild_view();
             }
             Action::SortReverse => {

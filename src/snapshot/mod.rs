@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use anstyle::{Ansi256Color, AnsiColor, Color, Style};
 use clap::ValueEnum;
 
+use crate::columns::Column;
 use crate::model::report::{NodeReport, Snapshot, summary};
 use crate::model::text::{json_safe, terminal_safe};
 use crate::model::{NodeStatus, Severity};
@@ -77,24 +78,9 @@ impl Sink for JsonlSink<'_> {
 }
 
 /// CSV columns, in order (docs/domain.md, "Snapshot JSON").
-pub const CSV_COLUMNS: [&str; 13] = [
-    "name",
-    "status",
-    "kernel",
-    "flavor",
-    "driver",
-    "gpus",
-    "min_compute_capability",
-    "dma_buf",
-    "peermem_loaded",
-    "peermem_configured",
-    "reasons",
-    "next_boot_driver",
-    "rdma_devices",
-];
-
-fn opt_bool(b: Option<bool>) -> String {
-    b.map_or(String::new(), |b| b.to_string())
+/// CSV header names, in order (docs/domain.md "Snapshot JSON"; the registry: [`Column::csv`]).
+pub fn csv_columns() -> Vec<&'static str> {
+    Column::csv().into_iter().map(|(_, name)| name).collect()
 }
 
 /// A CSV cell that a spreadsheet would run as a formula neutralized: a cell starting with `=`,
@@ -111,36 +97,11 @@ pub fn csv_cell(s: &str) -> String {
 }
 
 /// One CSV row for `n`; unknown values are empty; every cell through [`csv_cell`].
-pub fn csv_row(n: &NodeReport) -> [String; 13] {
-    let driver = n.driver.as_ref();
-    [
-        n.name.clone(),
-        n.status.to_string(),
-        n.kernel
-            .as_ref()
-            .and_then(|k| k.release.clone())
-            .unwrap_or_default(),
-        driver
-            .map(|d| d.flavor.as_str().to_string())
-            .unwrap_or_default(),
-        driver.and_then(|d| d.version.clone()).unwrap_or_default(),
-        n.gpu_summary().unwrap_or_default(),
-        n.min_compute_capability().unwrap_or_default(),
-        opt_bool(n.dma_buf.as_ref().and_then(|d| d.kernel_support)),
-        opt_bool(n.peermem.as_ref().and_then(|p| p.loaded)),
-        opt_bool(n.peermem.as_ref().and_then(|p| p.configured)),
-        n.reasons
-            .iter()
-            .map(|r| r.code.as_str())
-            .collect::<Vec<_>>()
-            .join(";"),
-        n.next_boot_driver().unwrap_or_default().to_string(),
-        n.rdma
-            .as_ref()
-            .and_then(|r| r.devices.as_ref())
-            .map_or(String::new(), |d| d.len().to_string()),
-    ]
-    .map(|s| csv_cell(&s))
+pub fn csv_row(n: &NodeReport) -> Vec<String> {
+    Column::csv()
+        .into_iter()
+        .map(|(c, _)| csv_cell(&c.csv_value(n)))
+        .collect()
 }
 
 struct CsvSink<'a> {
@@ -151,7 +112,7 @@ struct CsvSink<'a> {
 impl Sink for CsvSink<'_> {
     fn node(&mut self, node: &NodeReport) -> io::Result<()> {
         if !self.header {
-            self.out.write_record(CSV_COLUMNS)?;
+            self.out.write_record(csv_columns())?;
             self.header = true;
         }
         self.out.write_record(csv_row(node))?;
@@ -159,7 +120,7 @@ impl Sink for CsvSink<'_> {
     }
     fn finish(&mut self, _: &Snapshot) -> io::Result<()> {
         if !self.header {
-            self.out.write_record(CSV_COLUMNS)?;
+            self.out.write_record(csv_columns())?;
         }
         self.out.flush()
     }
@@ -197,75 +158,16 @@ fn severity_style(s: Severity) -> Style {
     }
 }
 
-fn yes_no(b: Option<bool>) -> &'static str {
-    match b {
-        Some(true) => "yes",
-        Some(false) => "no",
-        None => "?",
-    }
-}
-
-fn peermem_cell(n: &NodeReport) -> String {
-    let Some(p) = &n.peermem else {
-        return "-".into();
-    };
-    match (p.loaded, p.configured) {
-        (Some(true), Some(true)) => "loaded+boot".into(),
-        (Some(true), _) => "loaded".into(),
-        (_, Some(true)) => "at boot".into(),
-        (Some(false), Some(false)) => "no".into(),
-        _ => "?".into(),
-    }
-}
-
 /// The table cells of one node, each through `safe` ([`terminal_safe`] for the table,
 /// [`crate::model::text::screen_safe`] for the TUI) and cut to 64 characters.
-pub fn table_cells(n: &NodeReport, safe: fn(&str) -> Cow<'_, str>) -> [String; 10] {
-    let unreachable = n.status == NodeStatus::Unreachable;
-    let dash =
-        |s: Option<String>| s.unwrap_or_else(|| if unreachable { "-".into() } else { "?".into() });
-    let driver = n.driver.as_ref();
-    [
-        n.name.clone(),
-        n.status.to_string(),
-        dash(n.kernel.as_ref().and_then(|k| k.release.clone())),
-        dash(driver.map(|d| d.flavor.as_str().to_string())),
-        driver.map_or_else(
-            || dash(None),
-            |d| d.version.clone().unwrap_or_else(|| "-".into()),
-        ),
-        dash(
-            n.gpu_summary()
-                .map(|s| if s.is_empty() { "none".into() } else { s }),
-        ),
-        n.min_compute_capability().unwrap_or_else(|| "-".into()),
-        if unreachable {
-            "-".into()
-        } else {
-            yes_no(n.dma_buf.as_ref().and_then(|d| d.kernel_support)).into()
-        },
-        peermem_cell(n),
-        next_boot_cell(n).into(),
-    ]
-    .map(|s| clip(&safe(&s), 64))
-}
-
-/// The NEXT BOOT cell: `ok`, `no driver` (the next reboot comes up without nvidia.ko), `n/a`
-/// (no host driver to check), `?` (unknown), `-` (unreachable). docs/domain.md, "Next boot".
-pub fn next_boot_cell(n: &NodeReport) -> &'static str {
-    if n.status == NodeStatus::Unreachable {
-        return "-";
-    }
-    match n.next_boot_driver() {
-        Some("ok") => "ok",
-        Some("missing") => "no driver",
-        Some(_) => "n/a",
-        None => "?",
-    }
+pub fn table_cells(n: &NodeReport, safe: fn(&str) -> Cow<'_, str>) -> Vec<String> {
+    Column::table()
+        .map(|c| clip(&safe(&c.display(n)), 64))
+        .collect()
 }
 
 /// `s` cut to `max` characters, the last one an ellipsis when cut.
-fn clip(s: &str, max: usize) -> String {
+pub fn clip(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         return s.to_string();
     }
@@ -274,31 +176,19 @@ fn clip(s: &str, max: usize) -> String {
     out
 }
 
-const HEADERS: [&str; 10] = [
-    "NODE",
-    "STATUS",
-    "KERNEL",
-    "MODULE",
-    "DRIVER",
-    "GPUS",
-    "MIN CC",
-    "DMA-BUF",
-    "PEERMEM",
-    "NEXT BOOT",
-];
-
 impl Sink for TableSink<'_> {
     fn node(&mut self, _: &NodeReport) -> io::Result<()> {
         Ok(())
     }
 
     fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {
-        let rows: Vec<[String; 10]> = snapshot
+        let headers: Vec<&str> = Column::table().map(Column::title).collect();
+        let rows: Vec<Vec<String>> = snapshot
             .nodes
             .iter()
             .map(|n| table_cells(n, terminal_safe))
             .collect();
-        let mut widths = HEADERS.map(|h| h.chars().count());
+        let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
         for r in &rows {
             for (w, c) in widths.iter_mut().zip(r) {
                 *w = (*w).max(c.chars().count());
@@ -306,20 +196,24 @@ impl Sink for TableSink<'_> {
         }
         let pad =
             |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count())));
-        let header: Vec<String> = HEADERS.iter().zip(widths).map(|(h, w)| pad(h, w)).collect();
+        let header: Vec<String> = headers
+            .iter()
+            .zip(&widths)
+            .map(|(h, w)| pad(h, *w))
+            .collect();
         let bold = Style::new().bold();
         writeln!(self.out, "{bold}{}{bold:#}", header.join("  ").trim_end())?;
         for (n, cells) in snapshot.nodes.iter().zip(&rows) {
             let st = status_style(n.status);
             let mut line = String::new();
-            for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
+            for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
                 if i > 0 {
                     line.push_str("  ");
                 }
                 if i == 1 {
-                    line.push_str(&format!("{st}{}{st:#}", pad(c, w)));
+                    line.push_str(&format!("{st}{}{st:#}", pad(c, *w)));
                 } else {
-                    line.push_str(&pad(c, w));
+                    line.push_str(&pad(c, *w));
                 }
             }
             writeln!(self.out, "{}", line.trim_end())?;

@@ -181,13 +181,10 @@ fn draw_gauge(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
 /// peermem, next boot, CC, GPUs, kernel); the reasons column takes what is left. Hidden facts
 /// stay in the detail pane.
 fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
-    const MIN: [u16; 11] = [4, 9, 6, 6, 6, 4, 2, 7, 7, 9, 12];
-    const MAX: [u16; 11] = [40, 11, 20, 11, 11, 28, 4, 7, 11, 9, 400];
-    const PRIORITY: [usize; 10] = [0, 1, 3, 4, 7, 8, 9, 6, 5, 2];
-    let natural: Vec<u16> = Column::ALL
+    let cols: Vec<Column> = Column::matrix().collect();
+    let natural: Vec<u16> = cols
         .iter()
-        .enumerate()
-        .map(|(i, c)| {
+        .map(|c| {
             // The canary marker "◆ " goes before the node name.
             let marker = |r: &&Row| {
                 if *c != Column::Node {
@@ -207,14 +204,21 @@ fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
             let title = c.title().chars().count() + usize::from(app.sort == *c);
             // The markers come on top of the name's own maximum.
             let markers = rows.iter().map(marker).max().unwrap_or(0) as u16;
-            (content.max(title) as u16).clamp(MIN[i], MAX[i] + markers)
+            let spec = c.spec();
+            (content.max(title) as u16).clamp(spec.min, spec.max + markers)
         })
         .collect();
-    let mut out = vec![None; 11];
+    // Columns join in priority order; the one of priority u8::MAX (reasons) takes the rest.
+    let mut order: Vec<usize> = (0..cols.len())
+        .filter(|&i| cols[i].spec().priority != u8::MAX)
+        .collect();
+    order.sort_by_key(|&i| cols[i].spec().priority);
+    let rest = cols.iter().position(|c| c.spec().priority == u8::MAX);
+    let reserve = rest.map_or(0, |i| 2 + cols[i].spec().min);
+    let mut out = vec![None; cols.len()];
     let mut used: u16 = 2; // highlight symbol
     // The reasons column keeps its minimum once node and status are in: it says why.
-    let reserve = 2 + MIN[10];
-    for (k, &i) in PRIORITY.iter().enumerate() {
+    for (k, &i) in order.iter().enumerate() {
         let need = natural[i] + if used > 2 { 2 } else { 0 };
         let keep = if k < 2 { 0 } else { reserve };
         if used + need + keep <= total {
@@ -222,8 +226,10 @@ fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
             used += need;
         }
     }
-    if used + 2 + MIN[10] <= total {
-        out[10] = Some(total - used - 2);
+    if let Some(i) = rest
+        && used + 2 + cols[i].spec().min <= total
+    {
+        out[i] = Some(total - used - 2);
     }
     out
 }
@@ -282,10 +288,9 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
         .map(|&i| &app.rows[i])
         .collect();
     let w = widths(app, &visible, inner.width);
-    let shown: Vec<(Column, u16)> = Column::ALL
-        .iter()
+    let shown: Vec<(Column, u16)> = Column::matrix()
         .zip(&w)
-        .filter_map(|(c, w)| w.map(|w| (*c, w)))
+        .filter_map(|(c, w)| w.map(|w| (c, w)))
         .collect();
     let header_cells: Vec<Cell> = shown
         .iter()
@@ -543,7 +548,7 @@ fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme) {
         fact(
             out,
             "nvidia.ko next boot",
-            crate::snapshot::next_boot_cell(r).to_string(),
+            crate::columns::Column::NextBoot.display(r),
             "boot.kernels",
         );
         fact(

@@ -1,0 +1,392 @@
+//! One column registry for the TUI's matrix, the snapshot table and the CSV: each column's id,
+//! title, CSV name and position, cell text, width hints and sort key, in one place. The TUI and
+//! the table show [`Column::display`] cells (people's words: `yes`, `?` for unknown, `-` for an
+//! unreachable node); the CSV shows [`Column::csv_value`] (machine values: `true`, empty for
+//! unknown; its column order is the documented schema, docs/domain.md "Snapshot JSON").
+
+use std::cmp::Ordering;
+
+use crate::model::{Code, NodeReport, NodeStatus};
+
+/// A column of the matrix, the table or the CSV.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Column {
+    Node,
+    Status,
+    Kernel,
+    Flavor,
+    Driver,
+    Gpus,
+    MinCc,
+    DmaBuf,
+    /// nvidia-peermem, loaded and configured in one cell (TUI and table).
+    Peermem,
+    PeermemLoaded,
+    PeermemConfigured,
+    /// Whether the kernel the next reboot starts has an nvidia.ko.
+    NextBoot,
+    Reasons,
+    RdmaDevices,
+}
+
+/// How rows sort by a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    /// The cell text.
+    Text,
+    /// As versions (`sort -V`): 6.10 after 6.9.
+    Version,
+    /// Worst status first.
+    Status,
+    /// The lowest compute capability, as a number.
+    ComputeCapability,
+    /// The number of GPUs, then the text.
+    GpuCount,
+}
+
+/// What the registry knows of a column.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    pub column: Column,
+    /// Title in the matrix and the table; `None`: the CSV only.
+    pub title: Option<&'static str>,
+    /// Shown in the snapshot table (the table lists reasons below each node instead).
+    pub in_table: bool,
+    /// CSV header name and position; `None`: not in the CSV.
+    pub csv: Option<(u8, &'static str)>,
+    /// TUI width hints, in cells: the narrowest and widest it is drawn.
+    pub min: u16,
+    pub max: u16,
+    /// The order in which columns join the matrix while they fit (0 first); `u8::MAX`: the
+    /// column that takes what is left (reasons).
+    pub priority: u8,
+    pub sort: SortKey,
+}
+
+const fn spec(column: Column, title: &'static str, csv: Option<(u8, &'static str)>) -> Spec {
+    Spec {
+        column,
+        title: Some(title),
+        in_table: true,
+        csv,
+        min: 4,
+        max: 40,
+        priority: 0,
+        sort: SortKey::Text,
+    }
+}
+
+const fn csv_only(column: Column, pos: u8, name: &'static str) -> Spec {
+    Spec {
+        title: None,
+        in_table: false,
+        ..spec(column, "", Some((pos, name)))
+    }
+}
+
+/// Every column, in display order.
+pub const COLUMNS: [Spec; 14] = [
+    Spec {
+        max: 40,
+        ..spec(Column::Node, "NODE", Some((0, "name")))
+    },
+    Spec {
+        min: 9,
+        max: 11,
+        priority: 1,
+        sort: SortKey::Status,
+        ..spec(Column::Status, "STATUS", Some((1, "status")))
+    },
+    Spec {
+        min: 6,
+        max: 20,
+        priority: 9,
+        sort: SortKey::Version,
+        ..spec(Column::Kernel, "KERNEL", Some((2, "kernel")))
+    },
+    Spec {
+        min: 6,
+        max: 11,
+        priority: 2,
+        ..spec(Column::Flavor, "MODULE", Some((3, "flavor")))
+    },
+    Spec {
+        min: 6,
+        max: 11,
+        priority: 3,
+        sort: SortKey::Version,
+        ..spec(Column::Driver, "DRIVER", Some((4, "driver")))
+    },
+    Spec {
+        min: 4,
+        max: 28,
+        priority: 8,
+        sort: SortKey::GpuCount,
+        ..spec(Column::Gpus, "GPUS", Some((5, "gpus")))
+    },
+    Spec {
+        min: 6,
+        max: 6,
+        priority: 7,
+        sort: SortKey::ComputeCapability,
+        ..spec(Column::MinCc, "MIN CC", Some((6, "min_compute_capability")))
+    },
+    Spec {
+        min: 7,
+        max: 7,
+        priority: 4,
+        ..spec(Column::DmaBuf, "DMA-BUF", Some((7, "dma_buf")))
+    },
+    Spec {
+        min: 7,
+        max: 11,
+        priority: 5,
+        ..spec(Column::Peermem, "PEERMEM", None)
+    },
+    csv_only(Column::PeermemLoaded, 8, "peermem_loaded"),
+    csv_only(Column::PeermemConfigured, 9, "peermem_configured"),
+    Spec {
+        min: 9,
+        max: 9,
+        priority: 6,
+        ..spec(
+            Column::NextBoot,
+            "NEXT BOOT",
+            Some((11, "next_boot_driver")),
+        )
+    },
+    Spec {
+        min: 12,
+        max: 400,
+        priority: u8::MAX,
+        in_table: false,
+        ..spec(Column::Reasons, "REASONS", Some((10, "reasons")))
+    },
+    csv_only(Column::RdmaDevices, 12, "rdma_devices"),
+];
+
+impl Column {
+    /// This column's entry in [`COLUMNS`].
+    pub fn spec(self) -> &'static Spec {
+        // Every Column has exactly one entry (a unit test checks it).
+        COLUMNS
+            .iter()
+            .find(|s| s.column == self)
+            .unwrap_or(&COLUMNS[0])
+    }
+
+    /// The title in the matrix and the table (`""` for a CSV-only column).
+    pub fn title(self) -> &'static str {
+        self.spec().title.unwrap_or("")
+    }
+
+    /// The columns of the TUI's matrix, in order.
+    pub fn matrix() -> impl Iterator<Item = Column> {
+        COLUMNS
+            .iter()
+            .filter(|s| s.title.is_some())
+            .map(|s| s.column)
+    }
+
+    /// The columns of the snapshot table, in order.
+    pub fn table() -> impl Iterator<Item = Column> {
+        COLUMNS
+            .iter()
+            .filter(|s| s.title.is_some() && s.in_table)
+            .map(|s| s.column)
+    }
+
+    /// The CSV's columns and header names, in the documented order.
+    pub fn csv() -> Vec<(Column, &'static str)> {
+        let mut v: Vec<(u8, Column, &'static str)> = COLUMNS
+            .iter()
+            .filter_map(|s| s.csv.map(|(pos, name)| (pos, s.column, name)))
+            .collect();
+        v.sort_by_key(|(pos, ..)| *pos);
+        v.into_iter().map(|(_, c, n)| (c, n)).collect()
+    }
+
+    /// The cell people read (raw node text: callers escape it for their output).
+    pub fn display(self, n: &NodeReport) -> String {
+        let unreachable = n.status == NodeStatus::Unreachable;
+        let dash = |s: Option<String>| {
+            s.unwrap_or_else(|| if unreachable { "-".into() } else { "?".into() })
+        };
+        let driver = n.driver.as_ref();
+        let yes_no = |b: Option<bool>| {
+            match b {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "?",
+            }
+            .to_string()
+        };
+        match self {
+            Column::Node => n.name.clone(),
+            Column::Status => n.status.to_string(),
+            Column::Kernel => dash(n.kernel.as_ref().and_then(|k| k.release.clone())),
+            Column::Flavor => dash(driver.map(|d| d.flavor.as_str().to_string())),
+            Column::Driver => driver.map_or_else(
+                || dash(None),
+                |d| d.version.clone().unwrap_or_else(|| "-".into()),
+            ),
+            Column::Gpus => dash(
+                n.gpu_summary()
+                    .map(|s| if s.is_empty() { "none".into() } else { s }),
+            ),
+            Column::MinCc => n.min_compute_capability().unwrap_or_else(|| "-".into()),
+            Column::DmaBuf if unreachable => "-".into(),
+            Column::DmaBuf => yes_no(n.dma_buf.as_ref().and_then(|d| d.kernel_support)),
+            Column::Peermem => match &n.peermem {
+                None => "-".into(),
+                Some(p) => match (p.loaded, p.configured) {
+                    (Some(true), Some(true)) => "loaded+boot".into(),
+                    (Some(true), _) => "loaded".into(),
+                    (_, Some(true)) => "at boot".into(),
+                    (Some(false), Some(false)) => "no".into(),
+                    _ => "?".into(),
+                },
+            },
+            Column::PeermemLoaded => yes_no(n.peermem.as_ref().and_then(|p| p.loaded)),
+            Column::PeermemConfigured => yes_no(n.peermem.as_ref().and_then(|p| p.configured)),
+            Column::NextBoot if unreachable => "-".into(),
+            Column::NextBoot => match n.next_boot_driver() {
+                Some("ok") => "ok",
+                Some("missing") => "no driver",
+                Some(_) => "n/a",
+                None => "?",
+            }
+            .into(),
+            // The matrix leaves out fact-unknown (the detail pane says which and why).
+            Column::Reasons => n
+                .reasons
+                .iter()
+                .filter(|x| x.code != Code::FactUnknown)
+                .map(|x| x.code.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+            Column::RdmaDevices => n
+                .rdma
+                .as_ref()
+                .and_then(|r| r.devices.as_ref())
+                .map_or_else(|| "?".into(), |d| d.len().to_string()),
+        }
+    }
+
+    /// The CSV value: unknown is empty, booleans are `true`/`false`, reasons are every code
+    /// joined by `;`, next boot is `ok`/`missing`/`n/a` (raw node text: the CSV writer escapes
+    /// and neutralizes it).
+    pub fn csv_value(self, n: &NodeReport) -> String {
+        let opt_bool = |b: Option<bool>| b.map_or(String::new(), |b| b.to_string());
+        let driver = n.driver.as_ref();
+        match self {
+            Column::Node => n.name.clone(),
+            Column::Status => n.status.to_string(),
+            Column::Kernel => n
+                .kernel
+                .as_ref()
+                .and_then(|k| k.release.clone())
+                .unwrap_or_default(),
+            Column::Flavor => driver
+                .map(|d| d.flavor.as_str().to_string())
+                .unwrap_or_default(),
+            Column::Driver => driver.and_then(|d| d.version.clone()).unwrap_or_default(),
+            Column::Gpus => n.gpu_summary().unwrap_or_default(),
+            Column::MinCc => n.min_compute_capability().unwrap_or_default(),
+            Column::DmaBuf => opt_bool(n.dma_buf.as_ref().and_then(|d| d.kernel_support)),
+            Column::PeermemLoaded => opt_bool(n.peermem.as_ref().and_then(|p| p.loaded)),
+            Column::PeermemConfigured => opt_bool(n.peermem.as_ref().and_then(|p| p.configured)),
+            Column::Peermem => self.display(n),
+            Column::NextBoot => n.next_boot_driver().unwrap_or_default().to_string(),
+            Column::Reasons => n
+                .reasons
+                .iter()
+                .map(|r| r.code.as_str())
+                .collect::<Vec<_>>()
+                .join(";"),
+            Column::RdmaDevices => n
+                .rdma
+                .as_ref()
+                .and_then(|r| r.devices.as_ref())
+                .map_or(String::new(), |d| d.len().to_string()),
+        }
+    }
+
+    /// Compares two nodes by this column (unknown last, then the cell text).
+    pub fn compare(self, a: &NodeReport, b: &NodeReport) -> Ordering {
+        fn opt<T: PartialOrd>(a: Option<T>, b: Option<T>) -> Ordering {
+            match (a, b) {
+                (Some(a), Some(b)) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (None, None) => Ordering::Equal,
+            }
+        }
+        let text = || self.display(a).cmp(&self.display(b));
+        match self.spec().sort {
+            SortKey::Text => text(),
+            SortKey::Version => crate::model::boot::version_cmp(&self.display(a), &self.display(b)),
+            SortKey::Status => a.status.cmp(&b.status),
+            SortKey::ComputeCapability => {
+                let cc = |n: &NodeReport| {
+                    n.min_compute_capability()
+                        .and_then(|s| s.parse::<crate::model::assess::MajorMinor>().ok())
+                };
+                opt(cc(a), cc(b))
+            }
+            SortKey::GpuCount => {
+                let count = |n: &NodeReport| n.gpus.as_ref().map(Vec::len);
+                opt(count(a), count(b)).then_with(text)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_column_has_one_entry_and_the_csv_keeps_its_documented_order() {
+        let all = [
+            Column::Node,
+            Column::Status,
+            Column::Kernel,
+            Column::Flavor,
+            Column::Driver,
+            Column::Gpus,
+            Column::MinCc,
+            Column::DmaBuf,
+            Column::Peermem,
+            Column::PeermemLoaded,
+            Column::PeermemConfigured,
+            Column::NextBoot,
+            Column::Reasons,
+            Column::RdmaDevices,
+        ];
+        for c in all {
+            assert_eq!(COLUMNS.iter().filter(|s| s.column == c).count(), 1, "{c:?}");
+        }
+        let names: Vec<&str> = Column::csv().into_iter().map(|(_, n)| n).collect();
+        assert_eq!(
+            names,
+            [
+                "name",
+                "status",
+                "kernel",
+                "flavor",
+                "driver",
+                "gpus",
+                "min_compute_capability",
+                "dma_buf",
+                "peermem_loaded",
+                "peermem_configured",
+                "reasons",
+                "next_boot_driver",
+                "rdma_devices"
+            ]
+        );
+        assert_eq!(Column::table().count(), 10);
+        assert_eq!(Column::matrix().count(), 11);
+    }
+}
