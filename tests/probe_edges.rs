@@ -624,3 +624,83 @@ fn gpus_bound_to_vfio_pci_make_a_no_driver_node() {
         "{c:?}"
     );
 }
+
+/// Found by an adversarial review: ways to hide a fact or make `ready` rest on a guess.
+#[test]
+fn hostile_names_and_lists_never_make_a_node_ready() {
+    // A newline in a modules-load.d file name: `ls` splits it, the file cannot be read by either
+    // piece; systemd reads it. Unknown, never "not configured".
+    let (_t, node) = h200_with(&[]);
+    write(
+        &node.join("root/etc/modules-load.d/rdma\npeermem.conf"),
+        b"nvidia-peermem\n",
+    );
+    let n = json_node(&node, &[]);
+    assert_ne!(n["status"], "ready", "{n:#}");
+    assert_eq!(n["peermem"]["configured"], Value::Null, "{n:#}");
+
+    // kmod also reads *.alias in modprobe.d.
+    let (_t, node) = h200_with(&[(
+        "etc/modprobe.d/rdma.alias",
+        b"softdep nvidia post: nvidia-peermem\n",
+    )]);
+    assert_eq!(json_node(&node, &[])["peermem"]["configured"], true);
+
+    // The kernel command line loads modules too.
+    let (_t, node) = h200_with(&[]);
+    write(
+        &node.join("root/proc/cmdline"),
+        b"BOOT_IMAGE=/vmlinuz ro modules-load=nvidia-peermem\n",
+    );
+    assert_eq!(json_node(&node, &[])["peermem"]["configured"], true);
+
+    // A second NVIDIA GPU on PCI that nvidia-smi does not list, and the driver's own list
+    // unreadable (a FIFO): whether every GPU is the driver's is unknown.
+    let (_t, node) = h200_with(&[]);
+    let devs = node.join("root/sys/devices/pci0000:00");
+    support::copy_tree(&devs.join("0000:00:06.0"), &devs.join("0000:00:07.0"));
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:00/0000:00:07.0",
+        node.join("root/sys/bus/pci/devices/0000:00:07.0"),
+    )
+    .unwrap();
+    let gpus = node.join("root/proc/driver/nvidia/gpus");
+    std::fs::remove_dir_all(&gpus).unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(&gpus)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let n = json_node(&node, &[]);
+    assert_eq!(n["status"], "unknown", "{n:#}");
+}
+
+/// The GPU Operator's nvidia-smi under a root prefix: the binary that runs is the one found
+/// under the root, never one a symlink in the tree points to outside it.
+#[test]
+fn a_driver_root_symlink_never_runs_a_program_outside_the_root() {
+    let (t, node) = h200_with(&[]);
+    std::fs::remove_file(node.join("bin/nvidia-smi")).unwrap();
+    let outside = t.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let marker = t.path().join("ran-outside");
+    let prog = outside.join("nvidia-smi");
+    std::fs::write(
+        &prog,
+        format!("#!/bin/sh\ntouch {}\necho OUTSIDE\n", marker.display()),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&prog).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&prog, perm).unwrap();
+    std::fs::create_dir_all(node.join("root/run/nvidia/driver/usr")).unwrap();
+    std::os::unix::fs::symlink(&outside, node.join("root/run/nvidia/driver/usr/bin")).unwrap();
+    let (_bin, tools) = support::tools_without(&["chroot"]);
+    let path = format!("{}:{tools}", node.join("bin").display());
+    let out = gpufleet(&node, &path, &["--format", "json"]);
+    assert!(out.status.success());
+    assert!(!marker.exists(), "a program outside the root prefix ran");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("OUTSIDE"));
+}

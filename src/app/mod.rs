@@ -208,6 +208,8 @@ pub struct App {
     pub filter: String,
     /// The filter being typed.
     pub input: String,
+    /// The filter in force when typing began: Esc goes back to it.
+    pub filter_before: String,
     /// Label key rows are grouped by, if any.
     pub group_by: Option<String>,
     pub mode: Mode,
@@ -324,6 +326,7 @@ impl App {
             descending: false,
             filter: String::new(),
             input: String::new(),
+            filter_before: String::new(),
             group_by: None,
             mode: Mode::Matrix,
             read_only,
@@ -585,8 +588,11 @@ impl App {
                 self.mode = Mode::Matrix;
             }
             KeyCode::Esc => {
+                // The filter applies as it is typed; Esc puts back the one from before.
+                self.filter = self.filter_before.clone();
                 self.input = self.filter.clone();
                 self.mode = Mode::Matrix;
+                self.rebuild_view();
             }
             KeyCode::Backspace => {
                 self.input.pop();
@@ -723,6 +729,7 @@ impl App {
             }
             Action::Filter => {
                 self.input = self.filter.clone();
+                self.filter_before = self.filter.clone();
                 self.mode = Mode::FilterInput;
             }
             Action::ClearFilter => {
@@ -818,7 +825,7 @@ impl App {
                     return Vec::new();
                 }
                 self.message = Some(format!(
-                    "probing {} node(s) again before planning…",
+                    "probing {} node(s) again before planning...",
                     nodes.len()
                 ));
                 return vec![Effect::PlanUpgrade { nodes }];
@@ -983,6 +990,15 @@ mod tests {
         a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
         assert_eq!(names(&a), ["gpu002"]);
         a.update(Msg::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
+        assert_eq!(a.view.len(), 3);
+        // Esc while typing puts back the filter from before (it applies as it is typed).
+        a.update(key('/'));
+        for c in "status:mig".chars() {
+            a.update(key(c));
+        }
+        assert_eq!(names(&a), ["gpu002"]);
+        a.update(Msg::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
+        assert_eq!(a.filter, "");
         assert_eq!(a.view.len(), 3);
     }
 

@@ -752,8 +752,24 @@ fn verdict_unknowns(f: &Facts, status: NodeStatus, dma_buf: Option<bool>) -> Vec
     if f.peermem_configured.is_none() {
         missing.push(why("peermem.configured"));
     }
-    let smi_listed = matches!(f.smi, SmiOutcome::Answered { .. });
-    if !smi_listed {
+    // Whether every GPU is the driver's needs the PCI scan and the driver's own list, unless
+    // nvidia-smi listed every GPU the PCI scan saw.
+    let smi_bus: Vec<&str> = match &f.smi {
+        SmiOutcome::Answered { .. } => f
+            .gpus
+            .iter()
+            .filter(|g| g.initialized)
+            .filter_map(|g| g.bus_id.as_deref())
+            .collect(),
+        _ => Vec::new(),
+    };
+    let smi_covers_pci = matches!(f.smi, SmiOutcome::Answered { .. })
+        && f.pci_gpus.as_ref().is_some_and(|pci| {
+            pci.iter()
+                .filter(|d| !d.bound_elsewhere())
+                .all(|d| smi_bus.contains(&d.bus_id.as_str()))
+        });
+    if !smi_covers_pci {
         if f.proc_gpus.is_none() {
             missing.push(why("gpus (driver)"));
         }

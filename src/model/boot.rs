@@ -75,10 +75,23 @@ pub fn release_of_image(target: &str) -> Option<String> {
 
 /// `saved_entry=<id>` of a GRUB environment block (`/boot/grub2/grubenv`).
 pub fn grubenv_saved_entry(text: &str) -> Option<String> {
+    grubenv_value(text, "saved_entry")
+}
+
+fn grubenv_value(text: &str, key: &str) -> Option<String> {
+    let prefix = format!("{key}=");
     text.lines()
-        .find_map(|l| l.strip_prefix("saved_entry="))
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty() && !v.contains('/'))
+}
+
+/// The entry the next boot starts: `next_entry` (a one-time boot, `grub2-reboot`) before
+/// `saved_entry`; with the key that named it.
+pub fn grubenv_entry(text: &str) -> Option<(&'static str, String)> {
+    grubenv_value(text, "next_entry")
+        .map(|v| ("next_entry", v))
+        .or_else(|| grubenv_saved_entry(text).map(|v| ("saved_entry", v)))
 }
 
 /// The `linux` line of a BLS entry (`/boot/loader/entries/<id>.conf`): its image path.
@@ -151,6 +164,10 @@ mod tests {
             Some("abc-5.14.0-503.el9.x86_64")
         );
         assert_eq!(grubenv_saved_entry("saved_entry=../../etc/passwd\n"), None);
+        assert_eq!(
+            grubenv_entry("saved_entry=a-K\nnext_entry=a-N\n"),
+            Some(("next_entry", "a-N".to_string()))
+        );
         let (img, line) =
             bls_linux("title RHEL\nversion 5.14.0\nlinux /vmlinuz-5.14.0-503.el9.x86_64\n")
                 .unwrap();

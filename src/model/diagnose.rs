@@ -168,11 +168,25 @@ fn cause_rules(f: &Facts, r: &mut Vec<Reason>, log: Option<&[Message]>) {
         return;
     }
     let flavor = f.driver.as_ref().map(|d| d.flavor);
-    let found = |needle: &str| log.map(|l| klog::find(l, needle)).unwrap_or_default();
+    // Each rule matches messages that begin with the driver's (or the kernel's) own words.
+    let from = |prefix: &str, needle: &str| {
+        log.map(|l| klog::find_from(l, prefix, needle))
+            .unwrap_or_default()
+    };
     if not_init {
-        let log_lines = found("RmFetchGspRmImages: No firmware image found");
+        let log_lines = from("NVRM: RmFetchGspRmImages: ", "No firmware image found");
         let gsp = &f.v2.gsp_files_present;
-        if gsp.value == Some(false) || !log_lines.is_empty() {
+        // GSP firmware matters to the open module (always GSP) and to GPUs from Turing on;
+        // a Volta on the proprietary module never loads it.
+        let uses_gsp = flavor == Some(Flavor::Open)
+            || f.gpus.iter().any(|g| {
+                !g.initialized
+                    && g.compute_capability
+                        .as_deref()
+                        .and_then(|c| c.parse::<super::assess::MajorMinor>().ok())
+                        .is_none_or(|c| c >= super::assess::MajorMinor(7, 5))
+            });
+        if uses_gsp && (gsp.value == Some(false) || !log_lines.is_empty()) {
             let version = f
                 .driver
                 .as_ref()
@@ -192,7 +206,10 @@ fn cause_rules(f: &Facts, r: &mut Vec<Reason>, log: Option<&[Message]>) {
                 ev,
             ));
         }
-        let opt_in_log = found("Open nvidia.ko is only ready for use on Data Center GPUs");
+        let opt_in_log = from(
+            "NVRM: Open nvidia.ko is only ready for use on Data Center GPUs",
+            "",
+        );
         let by_params = flavor == Some(Flavor::Open)
             && driver_version_cmp(f, OPT_IN_DROPPED) == Some(Ordering::Less)
             && f.gpus
@@ -227,7 +244,8 @@ fn cause_rules(f: &Facts, r: &mut Vec<Reason>, log: Option<&[Message]>) {
                 ev,
             ));
         }
-        let unsupported = found(
+        let unsupported = from(
+            "NVRM: The NVIDIA GPU ",
             "is not supported by open nvidia.ko because it does not include the required GPU System Processor",
         );
         if !unsupported.is_empty() {
@@ -239,10 +257,14 @@ fn cause_rules(f: &Facts, r: &mut Vec<Reason>, log: Option<&[Message]>) {
         }
     }
     if without && flavor == Some(Flavor::None) {
-        let mut log_lines = found("Loading of unsigned module is rejected");
-        log_lines.extend(found("Loading of module with unavailable key is rejected"));
-        log_lines.extend(found(
+        let mut log_lines = from("Loading of unsigned module is rejected", "");
+        log_lines.extend(from(
+            "Loading of module with unavailable key is rejected",
+            "",
+        ));
+        log_lines.extend(from(
             "Lockdown: modprobe: unsigned module loading is restricted",
+            "",
         ));
         let enforced_unsigned = f.v2.signature_enforced.value == Some(true)
             && f.v2.nvidia_ko_signed.value == Some(false);
@@ -264,12 +286,7 @@ fn cause_rules(f: &Facts, r: &mut Vec<Reason>, log: Option<&[Message]>) {
 
 fn broken_now_rules(f: &Facts, r: &mut Vec<Reason>, log: &[Message]) {
     // Fallen off the bus: Xid 79, or the driver's banner, naming the bus ids.
-    let fallen: Vec<&Message> = log
-        .iter()
-        .filter(|m| {
-            klog::xid(m).is_some_and(|x| x.code == 79) || m.text.contains("has fallen off the bus")
-        })
-        .collect();
+    let fallen: Vec<&Message> = log.iter().filter(|m| klog::fallen_off_bus(m)).collect();
     if !fallen.is_empty() {
         let mut buses: Vec<String> = fallen.iter().filter_map(|m| klog::fallen_bus(m)).collect();
         buses.sort();
@@ -287,8 +304,9 @@ fn broken_now_rules(f: &Facts, r: &mut Vec<Reason>, log: &[Message]) {
         ));
     }
     if f.peermem_configured == Some(true) && f.peermem_loaded == Some(false) {
-        let mut failed = klog::find(log, "nvidia_peermem: disagrees about version of symbol");
-        failed.extend(klog::find(log, "nvidia_peermem: Unknown symbol"));
+        let mut failed =
+            klog::find_from(log, "nvidia_peermem: disagrees about version of symbol", "");
+        failed.extend(klog::find_from(log, "nvidia_peermem: Unknown symbol", ""));
         if !failed.is_empty() {
             r.push(Reason::new(
                 Code::PeermemLoadFailed,

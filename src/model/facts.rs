@@ -136,6 +136,8 @@ pub struct Facts {
     /// Schema-2 facts: the next boot, firmware, parameters, RDMA userspace, signatures, the
     /// kernel log, the GPU Operator (docs/domain.md, facts table).
     pub v2: V2Facts,
+    /// The /proc/modules line that names nvidia_peermem (understood or not).
+    pub peermem_named: Option<String>,
     /// Whether the probe ran to its end (its trailer section, `meta complete`, arrived).
     pub complete: bool,
     /// Why the probe did not finish, when its trailer is missing.
@@ -406,6 +408,26 @@ fn modules_fact(out: &ProbeOutput, f: &mut Facts) {
             let (good, bad) = modules::parse(&t);
             // A line that is not understood could be any module (nvidia_peermem too): the list
             // is then not known whole, so nothing is concluded from what it lacks.
+            // nvidia_peermem on a line that was understood, or first on one that was not,
+            // is loaded whatever else the file holds.
+            let named = good
+                .iter()
+                .find(|m| m.name == "nvidia_peermem")
+                .map(|m| m.line.clone())
+                .or_else(|| {
+                    bad.iter()
+                        .find(|b| {
+                            b.line
+                                .split_whitespace()
+                                .next()
+                                .map(|w| w.replace('-', "_"))
+                                == Some("nvidia_peermem".to_string())
+                        })
+                        .map(|b| b.line.clone())
+                });
+            if let Some(line) = named {
+                f.peermem_named = Some(line);
+            }
             match bad.first() {
                 Some(b) => f.unknown(
                     "modules",
@@ -511,7 +533,7 @@ fn driver_fact(out: &ProbeOutput, f: &mut Facts) {
 }
 
 fn peermem_loaded(out: &ProbeOutput, f: &mut Facts) {
-    if let Some(line) = module(f, "nvidia_peermem").map(|m| m.line.clone()) {
+    if let Some(line) = f.peermem_named.clone() {
         f.peermem_loaded = Some(true);
         f.peermem_loaded_evidence = vec![Evidence::new("/proc/modules", line)];
         return;
@@ -561,7 +583,10 @@ fn boot_config<'a>(
             }
             Read::Text(t) => t,
         };
-        for name in listing.lines().filter(|n| n.ends_with(".conf")) {
+        // modprobe reads *.conf (and, in kmod before 2024, *.alias); modules-load.d *.conf.
+        let wanted =
+            |n: &&str| n.ends_with(".conf") || kind == "modprobe.d" && n.ends_with(".alias");
+        for name in listing.lines().filter(wanted) {
             if chosen.contains_key(name) {
                 continue;
             }
@@ -577,8 +602,12 @@ fn boot_config<'a>(
                 Read::Text(t) => {
                     chosen.insert(name.to_string(), Some((path, t)));
                 }
-                // Listed, then gone before it was read: like a file that was never there.
-                Read::Absent => {}
+                // Listed but not there to read: a name with a newline (ls splits it) or a file
+                // removed in between. What it holds is unknown.
+                Read::Absent => {
+                    failures.push(format!("{path}: listed but not readable by that name"));
+                    chosen.insert(name.to_string(), None);
+                }
                 Read::Failed(why) => {
                     failures.push(why);
                     chosen.insert(name.to_string(), None);
@@ -600,6 +629,8 @@ fn peermem_configured(out: &ProbeOutput, f: &mut Facts) {
                 .map(|l| Evidence::new(path.clone(), l.line)),
         );
     }
+    // modprobe uses the first `install` line of a module, files read in name order.
+    let mut first_install: Option<(Evidence, bool)> = None;
     for (path, text) in boot_config(out, "modprobe.d", &mut failures) {
         f.v2.options_configured.extend(
             params::parse_options(&text)
@@ -611,14 +642,23 @@ fn peermem_configured(out: &ProbeOutput, f: &mut Facts) {
                 .into_iter()
                 .map(|l| Evidence::new(path.clone(), l.line)),
         );
-        masks.extend(
-            modconf::masks(&text)
-                .into_iter()
-                .map(|l| Evidence::new(path.clone(), l.line)),
-        );
+        if first_install.is_none()
+            && let Some((line, masks)) = modconf::peermem_install(&text)
+        {
+            first_install = Some((Evidence::new(path.clone(), line), masks));
+        }
     }
-    if !masks.is_empty() {
+    // The kernel command line loads modules too (systemd-modules-load reads modules-load=).
+    if let Read::Text(t) = read(out, Kind::File, "/proc/cmdline")
+        && modconf::cmdline_loads_peermem(&t)
+    {
+        evidence.push(Evidence::new("/proc/cmdline", first_line(&t)));
+    }
+    if let Some((ev, true)) = &first_install
+        && failures.is_empty()
+    {
         // `install nvidia-peermem /bin/false` runs instead of every load, whatever asks for it.
+        masks.push(ev.clone());
         f.peermem_configured = Some(false);
         f.peermem_configured_evidence = masks;
     } else if !evidence.is_empty() {
@@ -627,6 +667,7 @@ fn peermem_configured(out: &ProbeOutput, f: &mut Facts) {
     } else if failures.is_empty() {
         f.peermem_configured = Some(false);
     } else {
+        // An unreadable file could load it, or hold the first install line.
         f.unknown("peermem.configured", failures.join("; "));
     }
 }
@@ -1036,6 +1077,13 @@ fn installed_kernels(out: &ProbeOutput, f: &mut Facts) {
             continue;
         }
         let nvidia_modules = match read(out, Kind::Find, &folder) {
+            // The probe prints one more than it keeps: a 33rd line means the list was cut.
+            Read::Text(t) if listing(&t).len() > 32 => {
+                why.push(format!(
+                    "{folder}: more than 32 NVIDIA module files (list cut)"
+                ));
+                None
+            }
             Read::Text(t) => Some(
                 listing(&t)
                     .into_iter()
@@ -1093,7 +1141,7 @@ fn boot_kernel(out: &ProbeOutput, f: &mut Facts) {
     const ENV: &str = "/boot/grub2/grubenv";
     match read(out, Kind::File, ENV) {
         Read::Text(env) => {
-            if let Some(id) = boot::grubenv_saved_entry(&env) {
+            if let Some((key, id)) = boot::grubenv_entry(&env) {
                 let entry = format!("/boot/loader/entries/{id}.conf");
                 match read(out, Kind::File, &entry) {
                     Read::Text(t) => {
@@ -1103,7 +1151,7 @@ fn boot_kernel(out: &ProbeOutput, f: &mut Facts) {
                             f.v2.boot_kernel = Proved::known(
                                 rel,
                                 vec![
-                                    Evidence::new(ENV, format!("saved_entry={id}")),
+                                    Evidence::new(ENV, format!("{key}={id}")),
                                     Evidence::new(entry, line),
                                 ],
                             );

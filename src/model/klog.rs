@@ -116,6 +116,42 @@ pub fn find<'a>(msgs: &'a [Message], needle: &str) -> Vec<&'a Message> {
     msgs.iter().filter(|m| m.text.contains(needle)).collect()
 }
 
+/// Messages that begin with `prefix` (after the timestamp) and contain `needle`. A kernel line
+/// that starts with a process name (`comm[pid]: segfault … in <file>`) carries user space's
+/// words; a comm is at most 15 bytes, so a driver prefix longer than that cannot be forged by one.
+pub fn find_from<'a>(msgs: &'a [Message], prefix: &str, needle: &str) -> Vec<&'a Message> {
+    msgs.iter()
+        .filter(|m| m.text.starts_with(prefix) && m.text[prefix.len()..].contains(needle))
+        .collect()
+}
+
+/// The driver's own "fallen off the bus" messages: `NVRM: GPU <bus>: GPU has fallen off the bus.`
+/// and `NVRM: The NVIDIA GPU <bus> … has fallen off the bus …` (a process name cannot start
+/// them), or Xid 79.
+pub fn fallen_off_bus(m: &Message) -> bool {
+    if xid(m).is_some_and(|x| x.code == 79) {
+        return true;
+    }
+    if let Some(rest) = m.text.strip_prefix("NVRM: GPU ")
+        && let Some((bus, tail)) = rest.split_once(": ")
+    {
+        return is_bus(bus) && tail.starts_with("GPU has fallen off the bus");
+    }
+    if let Some(rest) = m.text.strip_prefix("NVRM: The NVIDIA GPU ") {
+        let bus = rest.split_whitespace().next().unwrap_or("");
+        return is_bus(bus) && rest.contains("has fallen off the bus");
+    }
+    false
+}
+
+fn is_bus(s: &str) -> bool {
+    let parts: Vec<&str> = s.split(':').collect();
+    parts.len() == 3
+        && s.len() <= 16
+        && s.chars()
+            .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+}
+
 /// The PCI address a "fallen off the bus" message names (`0000:9b:00.0`), when it names one.
 pub fn fallen_bus(m: &Message) -> Option<String> {
     if let Some(x) = xid(m) {
@@ -174,6 +210,12 @@ mod tests {
 [ 3.0] NVRM: something, pid=5 name=RmFetchGspRmImages: No firmware image found\n";
         let m = messages(log);
         assert!(find(&m, "has fallen off the bus").is_empty(), "{m:#?}");
+        // A process named after the driver's words, dying: its line starts with its name.
+        let seg = messages(
+            "[9.0] nvidia GPU 0000[10178]: segfault at 0 ip 0 sp 0 error 4 in nvidia GPU 0000:00:06.0 has fallen off the bus[400000+1000]\n[9.1] NVRM: GPU 0000[1]: segfault at 0 in has fallen off the bus\n",
+        );
+        assert!(!seg.iter().any(fallen_off_bus), "{seg:#?}");
+        assert!(messages(H800).iter().any(fallen_off_bus));
         assert!(find(&m, "No firmware image found").is_empty());
         assert_eq!(xid(&m[1]).map(|x| x.code), Some(13));
         // A line that only mentions an Xid is not one.

@@ -39,21 +39,72 @@ pub fn modprobe(text: &str) -> Vec<LoadLine> {
     logical_lines(text)
         .into_iter()
         .filter(|line| {
-            let words: Vec<&str> = line.split_whitespace().collect();
+            let words = kmod_words(line);
             match words.as_slice() {
                 ["softdep", module, rest @ ..] => {
                     !is_peermem(module) && rest.iter().any(|w| !w.ends_with(':') && is_peermem(w))
                 }
-                ["install", module, rest @ ..] => {
-                    !is_peermem(module)
-                        && rest.iter().any(|w| w.ends_with("modprobe"))
-                        && rest.iter().any(|w| is_peermem(w.trim_end_matches(';')))
-                }
+                ["install", module, ..] => !is_peermem(module) && command_loads_peermem(line),
                 _ => false,
             }
         })
         .map(|line| LoadLine { line })
         .collect()
+}
+
+/// Words as modprobe splits a line: on spaces and tabs only (a no-break space or a vertical tab
+/// is part of a word, so such a line does not mean what it seems to).
+fn kmod_words(line: &str) -> Vec<&str> {
+    line.split([' ', '\t']).filter(|w| !w.is_empty()).collect()
+}
+
+/// Whether an `install` line's shell command loads nvidia-peermem: a `modprobe` or `insmod`
+/// among its words and a word that names the module (`nvidia-peermem`, `nvidia_peermem`, or its
+/// `.ko` file), quotes, parentheses and `;` `&` `|` being word breaks as in the shell.
+fn command_loads_peermem(line: &str) -> bool {
+    let tokens: Vec<&str> = line
+        .split(|c: char| c.is_whitespace() || ";&|()\"'`".contains(c))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let loader = tokens
+        .iter()
+        .skip(2)
+        .any(|w| w.ends_with("modprobe") || w.ends_with("insmod"));
+    let names = tokens.iter().skip(2).any(|w| {
+        let file = w.rsplit('/').next().unwrap_or(w);
+        let stem = [".ko.xz", ".ko.zst", ".ko.gz", ".ko"]
+            .iter()
+            .find_map(|x| file.strip_suffix(x))
+            .unwrap_or(file);
+        is_peermem(stem)
+    });
+    loader && names
+}
+
+/// The first `install nvidia-peermem …` line of a file (modprobe uses the first one it reads),
+/// and whether it masks the module (`/bin/false` or `/bin/true` instead of loading it).
+pub fn peermem_install(text: &str) -> Option<(String, bool)> {
+    logical_lines(text).into_iter().find_map(|line| {
+        let words = kmod_words(&line);
+        match words.as_slice() {
+            ["install", module, cmd, ..] if is_peermem(module) => {
+                let base = cmd.rsplit('/').next().unwrap_or(cmd);
+                let masks = matches!(base, "false" | "true");
+                Some((line.clone(), masks))
+            }
+            _ => None,
+        }
+    })
+}
+
+/// Whether the kernel command line asks systemd-modules-load for nvidia-peermem
+/// (`modules-load=a,nvidia-peermem` or `rd.modules-load=`, modules-load.d(5)).
+pub fn cmdline_loads_peermem(cmdline: &str) -> bool {
+    cmdline.split_whitespace().any(|w| {
+        w.strip_prefix("modules-load=")
+            .or_else(|| w.strip_prefix("rd.modules-load="))
+            .is_some_and(|list| list.split(',').any(is_peermem))
+    })
 }
 
 /// Logical lines of a modprobe.d file: `\` continuations joined, comments dropped.
@@ -78,23 +129,13 @@ fn logical_lines(text: &str) -> Vec<String> {
     out
 }
 
-/// Lines of a modprobe.d file that mask nvidia-peermem: `install nvidia-peermem /bin/false` (or
-/// `true`, any path): modprobe runs that command instead of loading the module, whoever asks
-/// for it (modules-load.d, a softdep, an explicit `modprobe`).
+/// Lines of a modprobe.d file that mask nvidia-peermem (its first `install` line, when that one
+/// runs `/bin/false` or `/bin/true`).
 pub fn masks(text: &str) -> Vec<LoadLine> {
-    logical_lines(text)
+    peermem_install(text)
+        .filter(|(_, masks)| *masks)
+        .map(|(line, _)| LoadLine { line })
         .into_iter()
-        .filter(|line| {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            match words.as_slice() {
-                ["install", module, cmd, ..] => {
-                    let base = cmd.rsplit('/').next().unwrap_or(cmd);
-                    is_peermem(module) && matches!(base, "false" | "true")
-                }
-                _ => false,
-            }
-        })
-        .map(|line| LoadLine { line })
         .collect()
 }
 
@@ -130,6 +171,27 @@ mod tests {
         );
         assert!(modprobe("# softdep nvidia post: nvidia-peermem\n").is_empty());
         assert!(modprobe("softdep nvidia post: nvidia-uvm\n").is_empty());
+    }
+
+    #[test]
+    fn install_hooks_the_shell_way_and_kmod_words() {
+        for hook in [
+            "install nvidia /sbin/modprobe --ignore-install nvidia && /sbin/modprobe \"nvidia-peermem\"\n",
+            "install nvidia /sbin/modprobe --ignore-install nvidia && (/sbin/modprobe nvidia-peermem)\n",
+            "install nvidia /sbin/modprobe --ignore-install nvidia; /sbin/modprobe nvidia-peermem||true\n",
+            "install nvidia /sbin/modprobe --ignore-install nvidia; /sbin/insmod /lib/modules/x/nvidia-peermem.ko\n",
+        ] {
+            assert_eq!(modprobe(hook).len(), 1, "{hook}");
+        }
+        // A no-break space is not a word break for modprobe: not a mask.
+        assert!(masks("install nvidia-peermem\u{a0}/bin/false\n").is_empty());
+        // The first install line decides.
+        let two = "install nvidia-peermem /sbin/modprobe --ignore-install nvidia-peermem\ninstall nvidia-peermem /bin/false\n";
+        assert!(masks(two).is_empty());
+        assert!(cmdline_loads_peermem(
+            "ro modules-load=ib_umad,nvidia-peermem quiet"
+        ));
+        assert!(!cmdline_loads_peermem("ro modules-load=ib_umad"));
     }
 
     #[test]

@@ -28,6 +28,8 @@ L=${L:-200}
 case $R in / | */) R=${R%/} ;; esac
 LC_ALL=C
 export LC_ALL
+NL='
+'
 have() { command -v "$1" >/dev/null 2>&1; }
 begin() { printf '%s %s %s\n' "$B" "$1" "$2"; }
 end() { printf '\n%s end %s\n' "$B" "$1"; }
@@ -72,7 +74,10 @@ confine() {
       _n=$((_n + 1))
       [ "$_n" -le 40 ] || return 2
       have readlink || return 1
-      _t=$(readlink "$R$_cur/$_c" 2>/dev/null) || return 1
+      # The sentinel keeps a target's own trailing newlines (command substitution drops them).
+      _t=$(readlink "$R$_cur/$_c" 2>/dev/null && echo x) || return 1
+      _t=${_t%x}
+      _t=${_t%"$NL"}
       [ -n "$_t" ] || return 1
       case $_t in /*) _cur= ;; esac
       _rest=$_t/$_rest
@@ -122,10 +127,14 @@ dir() {
 grepf() {
   begin grep "$1"
   check "$1" || return 0
-  grep -E "$2" "$P" 2>/dev/null
+  grep $GA -E "$2" "$P" 2>/dev/null
   rc=$?
   if [ "$rc" -le 1 ]; then end ok; else end "error $rc"; fi
 }
+
+# grep -a: a NUL byte must not turn a text file into "binary file matches" (GNU, busybox).
+GA=
+echo x | grep -a x >/dev/null 2>&1 && GA=-a
 
 # uptime_s: sets U to this machine's uptime in whole seconds (/proc/uptime of the live kernel,
 # not the root prefix: it is a clock here, not a fact), or empty.
@@ -245,15 +254,15 @@ for c in modprobe.d modules-load.d; do
     begin dir "$n"
     check "$n" || continue
     if [ -n "$R" ]; then real=$P; else real=$(cd "$P" 2>/dev/null && pwd -P) || real=$P; fi
-    case " $seen " in
-      *" $real "*) printf '%s' "$real"; end same; continue ;;
+    case "$NL$seen$NL" in
+      *"$NL$real$NL"*) printf '%s' "$real"; end same; continue ;;
     esac
-    seen="$seen $real"
+    seen="$seen$NL$real"
     if [ ! -d "$P" ]; then end "error 20"; continue; fi
     if ! ls -1 "$P" 2>/dev/null; then end "error $?"; continue; fi
     end ok
     entries "$n" | while IFS= read -r f; do
-      case $f in *.conf) ;; *) continue ;; esac
+      case $f in *.conf | *.alias) ;; *) continue ;; esac
       if [ -h "$real/$f" ] && [ "$(readlink "$real/$f" 2>/dev/null)" = /dev/null ]; then
         begin file "$n/$f"
         end masked
@@ -277,8 +286,11 @@ if check /proc/config.gz; then
     big=$(gzip -dc <"$P" 2>/dev/null | head -c $((CFG_CAP + 1)) | tail -c +$((CFG_CAP + 1)) | grep -c '')
     if [ "${big:-0}" != 0 ]; then
       end "cut $CFG_CAP"
+    elif ! gzip -t <"$P" 2>/dev/null; then
+      # A damaged stream (cut short): what it held is not all of the config.
+      end "error 1"
     else
-      gzip -dc <"$P" 2>/dev/null | head -c "$CFG_CAP" | grep -E "$CFG"
+      gzip -dc <"$P" 2>/dev/null | head -c "$CFG_CAP" | grep $GA -E "$CFG"
       end ok
     fi
   else
@@ -305,6 +317,15 @@ fi
 # Installed kernels, their NVIDIA driver module files, and the kernel the next boot starts.
 # Module files: a walk of at most 6 levels under /lib/modules/<k> (no -maxdepth: not POSIX),
 # 32 files at most, symlinks not followed; 32 kernels at most.
+# The driver and peermem module files, by exact name (`nvidia.ko`, Debian's names, and the
+# compressed forms).
+MODNAMES=
+for m in nvidia nvidia-current nvidia-current-open nvidia-peermem nvidia_peermem; do
+  for z in '' .xz .zst .gz; do
+    MODNAMES="$MODNAMES${MODNAMES:+ -o }-name $m.ko$z"
+  done
+done
+set -f
 dir /lib/modules
 dir /boot
 MODS=
@@ -315,9 +336,9 @@ entries /lib/modules | head -n 32 | while IFS= read -r k; do
   if ! check "$n"; then continue; fi
   if ! have find; then end "missing-tool find"; continue; fi
   base=$P
-  find "$base" -path "$base/*/*/*/*/*/*/*" -prune -o \( -name 'nvidia.ko*' -o -name 'nvidia-current.ko*' \
-    -o -name 'nvidia-current-open.ko*' -o -name 'nvidia-peermem.ko*' -o -name 'nvidia_peermem.ko*' \) \
-    -print 2>/dev/null | head -n 32 | while IFS= read -r m; do printf '%s\n' "$n${m#"$base"}"; done
+  # 33 at most: a 33rd line says the list was cut (gpufleet then treats it as unknown).
+  find "$base" -path "$base/*/*/*/*/*/*/*" -prune -o \( $MODNAMES \) -print 2>/dev/null |
+    head -n 33 | while IFS= read -r m; do printf '%s\n' "$n${m#"$base"}"; done
   end ok
 done
 # The running kernel's host nvidia.ko: its last 28 bytes say whether it is signed.
@@ -417,6 +438,8 @@ if have nvidia-smi; then
 elif [ -z "$R" ] && [ -x /usr/local/nvidia/bin/nvidia-smi ]; then
   smi=local-nvidia
 elif confine /run/nvidia/driver/usr/bin/nvidia-smi && [ -f "$P" ] && [ -x "$P" ]; then
+  # The binary that runs is the one found under the root prefix (every link resolved there).
+  SMI_BIN=$P
   DR=$R/run/nvidia/driver
   confine /run/nvidia/driver && DR=$P
   if [ "$(id -u 2>/dev/null)" = 0 ] && have chroot; then smi=chroot; else smi=driver-root; fi
@@ -426,7 +449,7 @@ run_smi() {
     path) limited nvidia-smi "$@" ;;
     local-nvidia) limited /usr/local/nvidia/bin/nvidia-smi "$@" ;;
     chroot) limited chroot "$DR" nvidia-smi "$@" ;;
-    *) limited "$DR/usr/bin/nvidia-smi" "$@" ;;
+    *) limited "$SMI_BIN" "$@" ;;
   esac
 }
 fields=index,name,uuid,pci.bus_id,pci.device_id,driver_version,compute_cap

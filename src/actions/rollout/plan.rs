@@ -553,6 +553,12 @@ pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
         if let Some(b) = &n.next_boot {
             out.push(format!("    ({})", safe(b)));
         }
+        if !n.steps.iter().any(|s| matches!(s, Step::Drain { .. })) {
+            out.push(
+                "    (no drain: the inventory sets no `drain` for this node, so its jobs are NOT drained before the recipe runs)"
+                    .into(),
+            );
+        }
         for s in &n.steps {
             let at = match s.at() {
                 Where::Here => "here",
