@@ -540,6 +540,10 @@ fn probe_settings(config: &Config, args: &ScanArgs) -> anyhow::Result<ProbeSetti
     }
     if let Some(s) = args.deadline {
         settings.deadline = Duration::from_secs(s);
+        // A shorter deadline alone brings the nvidia-smi limit (from the config) down with it.
+        if args.nvidia_smi_timeout.is_none() && s >= 2 && settings.nvidia_smi_timeout_secs >= s {
+            settings.nvidia_smi_timeout_secs = s - 1;
+        }
     }
     if settings.nvidia_smi_timeout_secs >= settings.deadline.as_secs() {
         anyhow::bail!(

@@ -294,6 +294,29 @@ fn check_exit_codes() {
     assert_eq!(doc["summary"]["unknown"], 1);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(run("a100-proprietary-535-k5.15-peermem", &[]), Some(0));
+    // A short deadline alone brings the nvidia-smi limit (10 s in the config) down with it.
+    let h200 = fixture("h200-open-580-k6.18-real");
+    let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args([
+            "snapshot",
+            "--format",
+            "json",
+            "--deadline",
+            "3",
+            "--config",
+        ])
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/config.example.toml"))
+        .arg("--root")
+        .arg(h200.join("root"))
+        .env("PATH", default_path(&h200))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = gpufleet(Path::new("/nonexistent"), "/usr/bin:/bin", &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a folder"));
