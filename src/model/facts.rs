@@ -602,12 +602,10 @@ fn boot_config<'a>(
                 Read::Text(t) => {
                     chosen.insert(name.to_string(), Some((path, t)));
                 }
-                // Listed but not there to read: a name with a newline (ls splits it) or a file
-                // removed in between. What it holds is unknown.
-                Read::Absent => {
-                    failures.push(format!("{path}: listed but not readable by that name"));
-                    chosen.insert(name.to_string(), None);
-                }
+                // A dangling symlink (modprobe skips it too), or removed since it was listed.
+                // A listed name with no entry at all (part of a name with a newline) comes as
+                // `error 2`: a failure above.
+                Read::Absent => {}
                 Read::Failed(why) => {
                     failures.push(why);
                     chosen.insert(name.to_string(), None);

@@ -266,6 +266,10 @@ for c in modprobe.d modules-load.d; do
       if [ -h "$real/$f" ] && [ "$(readlink "$real/$f" 2>/dev/null)" = /dev/null ]; then
         begin file "$n/$f"
         end masked
+      elif [ ! -e "$real/$f" ] && [ ! -h "$real/$f" ]; then
+        # Listed, yet no entry has that name: part of a name `ls -1` split (a newline in it).
+        begin file "$n/$f"
+        end "error 2"
       else
         file "$n/$f"
       fi
