@@ -534,6 +534,32 @@ impl Executor {
         }
     }
 
+    /// Releases `rollout`'s lock on `node` (only that rollout's).
+    async fn unlock(
+        &self,
+        rollout: &str,
+        node: &Node,
+        root: &str,
+        sudo: bool,
+    ) -> Result<String, String> {
+        let cmd = node_side::unlock_command(root, rollout);
+        let o = node_write(
+            &self.permit,
+            &self.scan,
+            node,
+            &cmd,
+            sudo,
+            Duration::from_secs(60),
+        )
+        .await
+        .map_err(|u| u.message)?;
+        if o.exit_status == Some(0) {
+            Ok("unlocked".into())
+        } else {
+            Err(format!("{}: {}", exit_words(&o), excerpt(&o.output)))
+        }
+    }
+
     async fn run_step(
         &self,
         rollout: &str,
@@ -566,16 +592,7 @@ impl Executor {
                         // Only a node still on the legacy stack is upgraded.
                         let (now, _) = self.scan.probe_node(node).await;
                         if now.status != NodeStatus::Migrate {
-                            let release = node_side::unlock_command(root, rollout);
-                            let _ = node_write(
-                                &self.permit,
-                                &self.scan,
-                                node,
-                                &release,
-                                *sudo,
-                                Duration::from_secs(60),
-                            )
-                            .await;
+                            let _ = self.unlock(rollout, node, root, *sudo).await;
                             return Err(format!(
                                 "the node changed since the plan: it is {} now ({}); nothing was done and its lock is released: plan again",
                                 now.status,
@@ -588,24 +605,7 @@ impl Executor {
                     _ => Err(format!("{}: {}", exit_words(&o), excerpt(&o.output))),
                 }
             }
-            Step::Unlock { root, sudo } => {
-                let cmd = node_side::unlock_command(root, rollout);
-                let o = node_write(
-                    &self.permit,
-                    &self.scan,
-                    node,
-                    &cmd,
-                    *sudo,
-                    Duration::from_secs(60),
-                )
-                .await
-                .map_err(|u| u.message)?;
-                if o.exit_status == Some(0) {
-                    Ok("unlocked".into())
-                } else {
-                    Err(format!("{}: {}", exit_words(&o), excerpt(&o.output)))
-                }
-            }
+            Step::Unlock { root, sudo } => self.unlock(rollout, node, root, *sudo).await,
             Step::Drain {
                 commands,
                 until,

@@ -610,20 +610,7 @@ pub fn drained_note(plan: &Plan, node: &str, seq: Option<usize>) -> &'static str
 /// The latest rollout in the journal that has no end entry (or stopped with a failure): its
 /// plan, and how far each node got.
 pub fn unfinished(journal: &[Entry]) -> Option<(Plan, Progress)> {
-    let start = journal
-        .iter()
-        .rev()
-        .find(|e| e.step == "rollout" && e.phase == Phase::Start)?;
-    // A rollout that stopped (failed, halted) is resumable: --resume retries each node from
-    // the step where it stopped. Done and abandoned rollouts are not.
-    let closed = journal.iter().any(|e| {
-        e.rollout == start.rollout
-            && e.step == "rollout"
-            && matches!(e.phase, Phase::Done | Phase::Abandoned)
-    });
-    if closed {
-        return None;
-    }
+    let start = open_start(journal)?;
     let plan: Plan = serde_json::from_str(&start.outcome).ok()?;
     let mut progress = Progress::new();
     for e in journal
@@ -650,6 +637,16 @@ pub fn unfinished(journal: &[Entry]) -> Option<(Plan, Progress)> {
 /// (written by another gpufleet version): it must be finished with that version or abandoned,
 /// never taken for finished.
 pub fn unreadable_unfinished(journal: &[Entry]) -> Option<String> {
+    let start = open_start(journal)?;
+    serde_json::from_str::<Plan>(&start.outcome)
+        .is_err()
+        .then(|| start.rollout.clone())
+}
+
+/// The start entry of the latest rollout, unless it ended: a rollout that stopped (failed,
+/// halted) is resumable (`--resume` retries each node from the step where it stopped); done
+/// and abandoned ones are not.
+fn open_start(journal: &[Entry]) -> Option<&Entry> {
     let start = journal
         .iter()
         .rev()
@@ -659,8 +656,7 @@ pub fn unreadable_unfinished(journal: &[Entry]) -> Option<String> {
             && e.step == "rollout"
             && matches!(e.phase, Phase::Done | Phase::Abandoned)
     });
-    (!closed && serde_json::from_str::<Plan>(&start.outcome).is_err())
-        .then(|| start.rollout.clone())
+    (!closed).then_some(start)
 }
 
 /// The refusal when [`unreadable_unfinished`] names a rollout.
