@@ -727,3 +727,26 @@ fn a_driver_root_symlink_never_runs_a_program_outside_the_root() {
     assert!(!marker.exists(), "a program outside the root prefix ran");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("OUTSIDE"));
 }
+
+/// Mellanox's legacy `nv_peer_mem` is the same legacy GPUDirect RDMA path as nvidia-peermem:
+/// a node that loads it is not `ready`.
+#[test]
+fn the_legacy_nv_peer_mem_counts_as_peermem() {
+    let (_t, node) = h200_with(&[("etc/modules-load.d/rdma.conf", b"nv_peer_mem\n")]);
+    let modules = node.join("root/proc/modules");
+    let mut text = std::fs::read(&modules).unwrap();
+    text.extend_from_slice(b"nv_peer_mem 20480 0 - Live 0x0000000000000000 (OE)\n");
+    std::fs::write(&modules, text).unwrap();
+    let n = json_node(&node, &[]);
+    assert_eq!(n["status"], "migrate", "{n:#}");
+    assert_eq!(n["peermem"]["loaded"], true);
+    assert_eq!(n["peermem"]["configured"], true);
+    assert!(
+        n["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["message"].as_str().unwrap().starts_with("nv_peer_mem")),
+        "{n:#}"
+    );
+}

@@ -599,9 +599,17 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
         ));
     }
     if f.peermem_loaded == Some(true) {
+        let legacy = f
+            .peermem_loaded_evidence
+            .iter()
+            .any(|e| e.line.split_whitespace().next() == Some("nv_peer_mem"));
         r.push(Reason::new(
             Code::PeermemLoaded,
-            "nvidia_peermem is loaded",
+            if legacy {
+                "nv_peer_mem (the legacy Mellanox peer-memory module nvidia-peermem replaced) is loaded"
+            } else {
+                "nvidia_peermem is loaded"
+            },
             f.peermem_loaded_evidence.clone(),
         ));
     }

@@ -192,12 +192,11 @@ fn cause_rules(f: &Facts, r: &mut Vec<Reason>, log: Option<&[Message]>) {
                 .as_ref()
                 .and_then(|d| d.version.clone())
                 .unwrap_or_else(|| "?".into());
-            let mut ev = if gsp.value == Some(false) {
-                gsp.evidence.clone()
-            } else {
-                Vec::new()
-            };
-            ev.extend(log_evidence(&log_lines));
+            // The driver's own words first: they decide; the folders looked in follow.
+            let mut ev = log_evidence(&log_lines);
+            if gsp.value == Some(false) {
+                ev.extend(gsp.evidence.clone());
+            }
             r.push(Reason::new(
                 Code::GspFirmwareMissing,
                 format!(

@@ -412,7 +412,7 @@ fn modules_fact(out: &ProbeOutput, f: &mut Facts) {
             // is loaded whatever else the file holds.
             let named = good
                 .iter()
-                .find(|m| m.name == "nvidia_peermem")
+                .find(|m| modconf::is_peermem(&m.name))
                 .map(|m| m.line.clone())
                 .or_else(|| {
                     bad.iter()
@@ -420,8 +420,7 @@ fn modules_fact(out: &ProbeOutput, f: &mut Facts) {
                             b.line
                                 .split_whitespace()
                                 .next()
-                                .map(|w| w.replace('-', "_"))
-                                == Some("nvidia_peermem".to_string())
+                                .is_some_and(modconf::is_peermem)
                         })
                         .map(|b| b.line.clone())
                 });
@@ -539,9 +538,14 @@ fn peermem_loaded(out: &ProbeOutput, f: &mut Facts) {
         return;
     }
     match sys_module_listing(out) {
-        Some(list) if list.iter().any(|m| m == "nvidia_peermem") => {
+        Some(list) if list.iter().any(|m| modconf::is_peermem(m)) => {
+            let name = list
+                .iter()
+                .find(|m| modconf::is_peermem(m))
+                .cloned()
+                .unwrap_or_default();
             f.peermem_loaded = Some(true);
-            f.peermem_loaded_evidence = vec![Evidence::new("/sys/module", "nvidia_peermem")];
+            f.peermem_loaded_evidence = vec![Evidence::new("/sys/module", name)];
         }
         Some(_) => f.peermem_loaded = Some(false),
         None if f.modules.is_some() => f.peermem_loaded = Some(false),

@@ -15,8 +15,10 @@ fn norm(name: &str) -> String {
     name.replace('-', "_")
 }
 
-fn is_peermem(word: &str) -> bool {
-    norm(word) == "nvidia_peermem"
+/// nvidia-peermem, or `nv_peer_mem`: the legacy Mellanox peer-memory module it replaced (the
+/// same legacy GPUDirect RDMA path, out of tree like it).
+pub fn is_peermem(word: &str) -> bool {
+    matches!(norm(word).as_str(), "nvidia_peermem" | "nv_peer_mem")
 }
 
 /// Lines of a modules-load.d file that name nvidia-peermem.

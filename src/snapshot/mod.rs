@@ -227,6 +227,7 @@ impl Sink for TableSink<'_> {
                     r.code.as_str(),
                     terminal_safe(&r.message)
                 )?;
+                let more = r.evidence.len().saturating_sub(3);
                 for e in r.evidence.iter().take(3) {
                     let dim = Style::new().dimmed();
                     writeln!(
@@ -234,6 +235,13 @@ impl Sink for TableSink<'_> {
                         "          {dim}{}: {}{dim:#}",
                         terminal_safe(&e.source),
                         terminal_safe(e.line.trim_end())
+                    )?;
+                }
+                if more > 0 {
+                    let dim = Style::new().dimmed();
+                    writeln!(
+                        self.out,
+                        "          {dim}(+{more} more line(s): `--format json` lists every one){dim:#}"
                     )?;
                 }
             }

@@ -345,6 +345,19 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                     } else {
                         text.to_string()
                     };
+                    // A cell longer than its column ends in `~` (not `…`: its width is
+                    // ambiguous) so a cut value never looks whole (`el9_4` vs `el9_5`). Reasons
+                    // run to the edge as a list.
+                    let width =
+                        usize::from(shown.iter().find(|(x, _)| *x == c).map_or(0, |(_, w)| *w));
+                    let text = if c != Column::Reasons && width > 1 && text.chars().count() > width
+                    {
+                        let mut cut: String = text.chars().take(width - 1).collect();
+                        cut.push('~');
+                        cut
+                    } else {
+                        text
+                    };
                     Cell::from(Span::styled(text, style))
                 })
                 .collect();
