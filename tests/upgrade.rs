@@ -490,6 +490,37 @@ fn read_only_refuses_before_anything_happens() {
 }
 
 #[test]
+fn a_node_without_a_drain_setting_is_refused_before_anything_happens() {
+    let f = UpgradeFleet::start(1, 230, "1", "");
+    f.inventory(&["fixture"], "");
+    f.set_drain("");
+    for args in [
+        &["upgrade", "--canary", "--dry-run"][..],
+        &["upgrade", "--canary", "--yes"],
+    ] {
+        let out = f.run(args);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(
+            text(&out).contains("node0: the inventory sets no `drain` for this node"),
+            "{}",
+            text(&out)
+        );
+    }
+    assert!(f.marks(0).is_empty());
+    assert_eq!(f.status("node0"), "migrate");
+    // Said explicitly, no drain is allowed, and the plan says the jobs are not drained.
+    f.inventory(&["fixture"], "");
+    f.set_drain(r#"drain = { backend = "none" }"#);
+    let out = f.run(&["upgrade", "--canary", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("jobs are NOT drained"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
 fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
     let f = UpgradeFleet::start(1, 190, "1", "");
     f.inventory(&["fixture"], "");

@@ -139,7 +139,9 @@ pub struct Node {
     pub groups: Vec<String>,
     pub canary: bool,
     pub recipe: Option<String>,
-    pub drain: DrainSpec,
+    /// The `drain` setting; `None` when no layer sets one (a rollout refuses such a node: an
+    /// operator who wants no drain says `drain = { backend = "none" }`).
+    pub drain: Option<DrainSpec>,
 }
 
 #[cfg(test)]
@@ -158,7 +160,7 @@ impl Node {
             groups: Vec::new(),
             canary: false,
             recipe: None,
-            drain: DrainSpec::default(),
+            drain: None,
         }
     }
 }
@@ -336,11 +338,7 @@ impl Inventory {
                     groups: rn.groups.iter().map(|g| g.get_ref().clone()).collect(),
                     canary: rn.canary,
                     recipe: pick(|s| s.recipe.as_ref()),
-                    drain: layers
-                        .iter()
-                        .rev()
-                        .find_map(|s| s.drain.clone())
-                        .unwrap_or_default(),
+                    drain: layers.iter().rev().find_map(|s| s.drain.clone()),
                     name,
                 });
             }

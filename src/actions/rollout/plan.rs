@@ -310,12 +310,20 @@ pub fn node_plan(
         sudo: recipe.sudo,
         takeover: takeover.to_vec(),
     }];
-    let drains = node.drain.backend != DrainBackend::None;
+    let spec = node.drain.as_ref().ok_or_else(|| {
+        format!(
+            "{}: the inventory sets no `drain` for this node, so its jobs would not be drained; \
+             set `drain = {{ backend = \"slurm\" }}` (or \"kubernetes\", \"command\") on the node, \
+             its group or [defaults], or `drain = {{ backend = \"none\" }}` to upgrade it without draining",
+            node.name
+        )
+    })?;
+    let drains = spec.backend != DrainBackend::None;
     if drains {
         steps.push(Step::Drain {
-            commands: drain::drain_commands(&node.drain, node, timeout, &reason),
-            until: drain::status_command(&node.drain, node),
-            check: DrainCheck::of(node.drain.backend),
+            commands: drain::drain_commands(spec, node, timeout, &reason),
+            until: drain::status_command(spec, node),
+            check: DrainCheck::of(spec.backend),
             timeout_s: cfg.drain_timeout,
         });
     }
@@ -341,7 +349,7 @@ pub fn node_plan(
     });
     if drains {
         steps.push(Step::Uncordon {
-            commands: drain::uncordon_commands(&node.drain, node),
+            commands: drain::uncordon_commands(spec, node),
             timeout_s: cfg.drain_timeout,
         });
     }
@@ -555,7 +563,7 @@ pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
         }
         if !n.steps.iter().any(|s| matches!(s, Step::Drain { .. })) {
             out.push(
-                "    (no drain: the inventory sets no `drain` for this node, so its jobs are NOT drained before the recipe runs)"
+                "    (no drain: the inventory says `backend = \"none\"` for this node, so its jobs are NOT drained before the recipe runs)"
                     .into(),
             );
         }

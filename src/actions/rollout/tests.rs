@@ -16,10 +16,10 @@ fn node(name: &str, canary: bool) -> Node {
     Node {
         canary,
         recipe: Some("r".into()),
-        drain: DrainSpec {
+        drain: Some(DrainSpec {
             backend: DrainBackend::Slurm,
             ..Default::default()
-        },
+        }),
         ..Node::for_test(name, "h")
     }
 }
@@ -352,4 +352,52 @@ fn the_local_lock_says_who_holds_it() {
     }
     drop(held);
     assert!(lock_local(dir.path()).is_ok());
+}
+
+#[test]
+fn a_node_without_a_drain_setting_is_refused_and_none_must_be_said() {
+    let cfg = UpgradeConfig::default();
+    let canaries = vec![("c1".to_string(), Some(NodeStatus::Migrate))];
+    let unset = Node {
+        drain: None,
+        ..node("c1", true)
+    };
+    let err = plan(
+        Mode::Canary,
+        &[(unset, report("c1", NodeStatus::Migrate))],
+        &canaries,
+        &[],
+        &cfg,
+        &recipes(),
+        "r1",
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("c1: the inventory sets no `drain`") && err.contains("backend = \"none\""),
+        "{err}"
+    );
+    let none = Node {
+        drain: Some(DrainSpec {
+            backend: DrainBackend::None,
+            ..Default::default()
+        }),
+        ..node("c1", true)
+    };
+    let p = plan(
+        Mode::Canary,
+        &[(none, report("c1", NodeStatus::Migrate))],
+        &canaries,
+        &[],
+        &cfg,
+        &recipes(),
+        "r1",
+    )
+    .unwrap();
+    let steps: Vec<String> = p.nodes[0].steps.iter().map(|s| s.label()).collect();
+    assert!(
+        !steps.iter().any(|s| s == "drain" || s == "uncordon"),
+        "{steps:?}"
+    );
+    let text = plan_lines(&p, false).join("\n");
+    assert!(text.contains("jobs are NOT drained"), "{text}");
 }
