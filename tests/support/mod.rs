@@ -280,10 +280,24 @@ impl Drop for Sshd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        // A "rebooted" node's sshd was started again as a daemon: stop it by its pid file.
+        // A "rebooted" node's sshd was started again as a daemon: stop it by its pid file, and
+        // by its config path whatever else names it (a daemon that had not written its pid file
+        // yet, the stand-in's `sleep; sshd` still waiting).
         if let Ok(pid) = std::fs::read_to_string(self.dir.join("sshd.pid")) {
             let _ = Command::new("kill").arg(pid.trim()).status();
         }
+        let _ = Command::new("pkill")
+            .arg("-f")
+            .arg(self.config().display().to_string())
+            .status();
+    }
+}
+
+impl Drop for Fleet {
+    /// Stops the sshds before `tmp` (which holds their pid files) is removed: fields drop in
+    /// declaration order, after this.
+    fn drop(&mut self) {
+        self.nodes.clear();
     }
 }
 
