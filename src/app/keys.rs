@@ -170,6 +170,9 @@ impl fmt::Display for Key {
 pub struct Keymap {
     bindings: HashMap<Key, Action>,
     by_action: BTreeMap<Action, Vec<Key>>,
+    /// Read-only mode: the keys write actions would have had (unbound, so pressing one can say
+    /// why nothing happens).
+    withheld: HashMap<Key, Action>,
 }
 
 impl Keymap {
@@ -213,7 +216,13 @@ impl Keymap {
             }
             by_action.insert(action, parsed);
         }
+        let mut withheld = HashMap::new();
         if read_only {
+            for (a, keys) in &by_action {
+                if a.is_write() {
+                    withheld.extend(keys.iter().map(|k| (*k, *a)));
+                }
+            }
             by_action.retain(|a, _| !a.is_write());
         }
         let mut bindings = HashMap::new();
@@ -226,6 +235,7 @@ impl Keymap {
             Keymap {
                 bindings,
                 by_action,
+                withheld,
             },
             problems,
         )
@@ -233,6 +243,12 @@ impl Keymap {
 
     pub fn action(&self, e: &KeyEvent) -> Option<Action> {
         self.bindings.get(&Key::from_event(e)).copied()
+    }
+
+    /// The write action `e` would run outside read-only mode (None when it is bound, or no
+    /// write action's key).
+    pub fn withheld(&self, e: &KeyEvent) -> Option<Action> {
+        self.withheld.get(&Key::from_event(e)).copied()
     }
 
     /// The keys bound to `a`, as text (`j, down`).

@@ -576,6 +576,12 @@ impl App {
             return self.confirm_key(k);
         }
         let Some(action) = self.keymap.action(&k) else {
+            if let Some(a) = self.keymap.withheld(&k) {
+                self.message = Some(format!(
+                    "read-only session: `{}` is off (read-only comes from --read-only, the config or the inventory)",
+                    a.name()
+                ));
+            }
             return Vec::new();
         };
         self.act(action)
@@ -1197,6 +1203,15 @@ mod tests {
         );
         let mut ro = App::new(rows, km, true, String::new());
         assert!(ro.update(key('U')).is_empty());
+        assert!(
+            ro.message
+                .as_deref()
+                .unwrap_or("")
+                .contains("read-only session: `upgrade` is off"),
+            "{:?}",
+            ro.message
+        );
+        ro.message = None;
         assert!(ro.act(Action::Upgrade).is_empty());
         assert!(ro.message.as_deref().unwrap_or("").contains("read-only"));
     }
