@@ -92,7 +92,11 @@ pub enum Command {
     Tui(TuiArgs),
     /// Upgrade nodes to the open modules: canaries first, then waves (drain, recipe, reboot,
     /// re-probe, gates, uncordon), journaled and resumable
-    #[command(after_help = UPGRADE_HELP)]
+    #[command(
+        after_help = UPGRADE_HELP,
+        mut_arg("local", |a| a.hide(true)),
+        mut_arg("root", |a| a.hide(true))
+    )]
     Upgrade(UpgradeArgs),
     /// Show the rollout journal (who, when, node, step, command, outcome)
     Journal(JournalArgs),
@@ -891,6 +895,11 @@ fn upgrade_cmd(
     args: &UpgradeArgs,
 ) -> anyhow::Result<u8> {
     use crate::actions::{journal, permit::WritePermit, rollout};
+    if args.scan.local || args.scan.root.is_some() {
+        anyhow::bail!(
+            "--local and --root do not apply to upgrades: a rollout works on an inventory's nodes over SSH"
+        );
+    }
     let settings = probe_settings(config, &args.scan)?;
     let thresholds = config.thresholds();
     let inv = inventory_for(paths, explicit_inventory, &args.scan)?
@@ -987,9 +996,6 @@ fn upgrade_cmd(
             "rollout {} did not finish: `gpufleet upgrade --resume` goes on with it, `--abandon` gives it up",
             plan.rollout
         );
-    }
-    if args.scan.local || args.scan.root.is_some() {
-        anyhow::bail!("--local and --root do not apply to upgrades: they work on inventory nodes");
     }
     let (scan, selected) = build_scan(config, paths, &args.scan, &inv, settings, thresholds)?;
     let mut ucfg = config.upgrade.clone();

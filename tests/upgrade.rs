@@ -1263,3 +1263,37 @@ fn a_panicking_node_task_is_a_failure_and_resume_finishes_it() {
         .count();
     assert_eq!(switched, 1, "the recipe step is not repeated");
 }
+
+#[test]
+fn upgrade_refuses_local_and_root_and_its_help_does_not_offer_them() {
+    let bin = env!("CARGO_BIN_EXE_gpufleet");
+    let help = Command::new(bin)
+        .args(["upgrade", "--help"])
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        !help.contains("--local") && !help.contains("--root"),
+        "{help}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    for args in [
+        &["upgrade", "--canary", "--dry-run", "--local"][..],
+        &["upgrade", "--canary", "--dry-run", "--root", "/"],
+    ] {
+        let out = Command::new(bin)
+            .args(args)
+            .env("GPUFLEET_CONFIG", &config)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(
+            text(&out).contains("--local and --root do not apply to upgrades"),
+            "{}",
+            text(&out)
+        );
+    }
+}
