@@ -831,7 +831,7 @@ fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     let w = area.width.saturating_sub(8).min(100);
     let actions: Vec<_> = app.keymap.bound().collect();
     let legend = status_legend(t);
-    let h = (actions.len() as u16 + legend.len() as u16 + 6).min(area.height.saturating_sub(2));
+    let h = (actions.len() as u16 + legend.len() as u16 + 7).min(area.height.saturating_sub(2));
     let popup = Rect {
         x: area.x + (area.width.saturating_sub(w)) / 2,
         y: area.y + (area.height.saturating_sub(h)) / 2,
@@ -850,6 +850,10 @@ fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     lines.push(Line::default());
     lines.push(Line::from(Span::styled(
         " mouse: click a row to select it, a header to sort by it; wheel scrolls",
+        t.role("dim"),
+    )));
+    lines.push(Line::from(Span::styled(
+        " ◆ before a node's name: a canary (inventory `canary = true`), upgraded before the waves",
         t.role("dim"),
     )));
     if app.read_only {
