@@ -467,3 +467,18 @@ fn help_lists_every_status_worst_first() {
     .collect();
     assert!(lines.windows(2).all(|w| w[1] == w[0] + 1), "{screen}");
 }
+
+#[test]
+fn closing_the_detail_pane_brings_back_the_rows_above() {
+    let mut a = app(false);
+    let first = render(&mut a, 160, 24);
+    let top = first.lines().nth(4).unwrap().to_string();
+    key(&mut a, KeyCode::End);
+    key(&mut a, KeyCode::Enter);
+    let with_pane = render(&mut a, 160, 24);
+    assert!(!with_pane.contains(&top[2..40]), "{with_pane}");
+    key(&mut a, KeyCode::Enter);
+    let after = render(&mut a, 160, 24);
+    // Every row fits again, so none is hidden above (the last one stays selected).
+    assert!(after.contains(&top[2..40]), "{after}");
+}

@@ -280,6 +280,9 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
     } else if page > 0 && app.selected >= offset + page {
         offset = app.selected + 1 - page;
     }
+    // Never scrolled past a full page: rows hidden above while the detail pane took the space
+    // come back when it closes (the selection stays visible: offset only goes down).
+    offset = offset.min(app.view.len().saturating_sub(page));
     let visible: Vec<&Row> = app
         .view
         .iter()
