@@ -49,7 +49,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 fn hang_after_auth_is_said_as_such() {
     let (_t, node) = scratch("h200-open-580-k6.18-real");
     let mut fleet = Fleet::start(std::slice::from_ref(&node), 70);
-    fleet.restart(0, false, "ForceCommand sleep 300");
+    fleet.hang(0);
     let start = Instant::now();
     let (_, doc) = fleet.snapshot(&["--deadline", "3", "--nvidia-smi-timeout", "1"]);
     assert!(start.elapsed() < Duration::from_secs(10));
@@ -446,7 +446,7 @@ fn two_hundred_nodes_of_which_thirty_percent_hang() {
             support::public_key(&fleet.user_key) + "\n",
         )
         .unwrap();
-        f.restart(0, false, "ForceCommand sleep 300");
+        f.hang(0);
         f
     };
     let (silent_port, _h) = silent_listener("127.0.0.82");

@@ -290,6 +290,12 @@ impl Drop for Sshd {
             .arg("-f")
             .arg(self.config().display().to_string())
             .status();
+        // Sessions of a hung node (see `Fleet::hang`).
+        if let Ok(pids) = std::fs::read_to_string(self.dir.join("hung.pids")) {
+            for pid in pids.split_whitespace() {
+                let _ = Command::new("kill").arg(pid).status();
+            }
+        }
     }
 }
 
@@ -374,6 +380,21 @@ impl Fleet {
             extra,
         );
         self.nodes.insert(i, (f, new));
+    }
+
+    /// Restarts node `i` so every session hangs after a good login (`sleep 300`). Each session
+    /// writes its pid to `hung.pids` in the sshd's folder, and dropping the sshd stops them:
+    /// sshd leaves a forced command running when the client goes.
+    pub fn hang(&mut self, i: usize) {
+        let pids = self.nodes[i].1.dir.join("hung.pids");
+        self.restart(
+            i,
+            false,
+            &format!(
+                "ForceCommand echo $$ >> '{}'; exec sleep 300",
+                pids.display()
+            ),
+        );
     }
 
     pub fn home(&self) -> PathBuf {
