@@ -280,12 +280,8 @@ impl Drop for Sshd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        // A "rebooted" node's sshd was started again as a daemon: stop it by its pid file, and
-        // by its config path whatever else names it (a daemon that had not written its pid file
-        // yet, the stand-in's `sleep; sshd` still waiting).
-        if let Ok(pid) = std::fs::read_to_string(self.dir.join("sshd.pid")) {
-            let _ = Command::new("kill").arg(pid.trim()).status();
-        }
+        // A "rebooted" node's sshd was started again as a daemon: stop it, and anything else
+        // that names its config (the stand-in's `sleep; sshd` still waiting), by that path.
         let _ = Command::new("pkill")
             .arg("-f")
             .arg(self.config().display().to_string())
@@ -293,7 +289,7 @@ impl Drop for Sshd {
         // Sessions of a hung node (see `Fleet::hang`).
         if let Ok(pids) = std::fs::read_to_string(self.dir.join("hung.pids")) {
             for pid in pids.split_whitespace() {
-                let _ = Command::new("kill").arg(pid).status();
+                let _ = Command::new("kill").arg(pid).stderr(Stdio::null()).status();
             }
         }
     }
