@@ -519,23 +519,6 @@ fn ssh_config(paths: &Paths) -> anyhow::Result<Option<ssh2_config::SshConfig>> {
 #[error("interrupted")]
 pub struct Interrupted;
 
-/// Completes on SIGINT or SIGTERM.
-async fn interrupted() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
-        _ = hup.recv() => {}
-    }
-}
-
 /// Probe settings from the config with the flags applied.
 fn probe_settings(config: &Config, args: &ScanArgs) -> anyhow::Result<ProbeSettings> {
     let mut settings = config.probe_settings();
@@ -588,7 +571,10 @@ fn snapshot_cmd(
                 .build()?;
             let scanned_at = now_rfc3339();
             let run = rt
-                .block_on(probe::run_local_cancellable(&settings, interrupted()))
+                .block_on(probe::run_local_cancellable(
+                    &settings,
+                    crate::rt::stop_requested(),
+                ))
                 .map_err(|e| anyhow::anyhow!("cannot start sh for the local probe: {e}"))?
                 .ok_or(Interrupted)?;
             let node = probe::report(None, &run, &thresholds, scanned_at);
@@ -784,16 +770,13 @@ fn scan_fleet(
     let total = selected.len();
     let keys = scan.keys.clone();
     let order: Vec<String> = selected.iter().map(|n| n.name.clone()).collect();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = crate::rt::build()?;
     let progress = std::io::stderr().is_terminal();
     let mut reports = rt.block_on(async {
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let task = tokio::spawn(scan.run(selected, tx));
         let mut reports = Vec::with_capacity(total);
-        let mut stop = std::pin::pin!(interrupted());
+        let mut stop = std::pin::pin!(crate::rt::stop_requested());
         loop {
             let r = tokio::select! {
                 r = rx.recv() => r,
@@ -1002,10 +985,7 @@ fn upgrade_cmd(
     if let Some(m) = args.max_unavailable {
         ucfg.max_unavailable = m as usize;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = crate::rt::build()?;
     let (plan, progress) = if args.resume {
         stopped.ok_or_else(|| {
             anyhow::anyhow!(
@@ -1169,10 +1149,7 @@ fn locks_cmd(
         settings,
         config.thresholds(),
     )?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = crate::rt::build()?;
     // Read-only: each node's marker, at most `concurrency` nodes at once.
     let found = rt.block_on(async {
         let permits = Arc::new(tokio::sync::Semaphore::new(scan.ssh.concurrency.max(1)));
@@ -1263,10 +1240,7 @@ fn unlock_cmd(
         settings,
         config.thresholds(),
     )?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = crate::rt::build()?;
     let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
     let owner = rt
         .block_on(rollout::read_lock(&scan, &node))

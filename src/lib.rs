@@ -17,6 +17,7 @@
 //! - [`runtime`]: owns the terminal, input and tasks for the TUI.
 //! - [`cli`]: arguments → settings → a subcommand → exit code.
 //! - [`sim`]: `gpufleet sim`, a simulated fleet over SSH on this machine (no command runs).
+//! - [`rt`]: the tokio runtime of the commands, and SIGINT/SIGTERM/SIGHUP as one future.
 
 pub mod actions;
 pub mod app;
@@ -27,6 +28,7 @@ pub mod diag;
 pub mod inventory;
 pub mod model;
 pub mod probe;
+pub mod rt;
 pub mod runtime;
 pub mod sim;
 pub mod snapshot;

@@ -289,10 +289,7 @@ pub fn run(
     target: Target,
     upgrade: Option<UpgradeCtx>,
 ) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = crate::rt::build()?;
     let mut terminal = ratatui::try_init().map_err(|e| {
         anyhow::anyhow!("cannot start the TUI on this terminal: {e} (try `gpufleet snapshot`)")
     })?;

@@ -267,23 +267,6 @@ async fn bind(n: usize, base: Option<u16>) -> anyhow::Result<Vec<(u16, tokio::ne
     Ok(out)
 }
 
-/// Waits for SIGINT, SIGTERM or SIGHUP.
-async fn stop_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
-        _ = hup.recv() => {}
-    }
-}
-
 /// Runs `gpufleet sim` until a stop signal; returns the exit code (0).
 ///
 /// Errors: no fixtures, a probe recording that cannot start `sh`, a port that cannot be bound,
@@ -443,7 +426,7 @@ async fn serve(args: &SimArgs, temp: Option<&Path>) -> anyhow::Result<u8> {
     writeln!(out, "ready; Ctrl-C stops it")?;
     out.flush()?;
     drop(out);
-    stop_signal().await;
+    crate::rt::stop_requested().await;
     eprintln!("gpufleet sim: stopped");
     Ok(0)
 }
