@@ -399,6 +399,7 @@ pub fn plan(
     rollout: &str,
 ) -> Result<Plan, String> {
     let finished = finished_nodes(journal);
+    let takeover = abandoned(journal);
     if mode == Mode::Wave {
         canaries_done(canaries, &finished)?;
     }
@@ -426,7 +427,7 @@ pub fn plan(
                 recipe_for(n, recipes)?,
                 cfg,
                 rollout,
-                &abandoned(journal),
+                &takeover,
             )?);
         }
     }
@@ -515,6 +516,7 @@ pub fn plan_selected(
             cfg.max_unavailable
         ));
     }
+    let takeover = abandoned(journal);
     let mut nodes = Vec::new();
     for (n, r) in &eligible {
         nodes.push(node_plan(
@@ -523,7 +525,7 @@ pub fn plan_selected(
             recipe_for(n, recipes)?,
             cfg,
             rollout,
-            &abandoned(journal),
+            &takeover,
         )?);
     }
     Ok(Plan {
