@@ -168,11 +168,17 @@ pub fn table_cells(n: &NodeReport, safe: fn(&str) -> Cow<'_, str>) -> Vec<String
 
 /// `s` cut to `max` characters, the last one an ellipsis when cut.
 pub fn clip(s: &str, max: usize) -> String {
+    clip_with(s, max, '…')
+}
+
+/// `s` cut to `max` characters (`max` ≥ 1), the last one `mark` when cut (the TUI uses `~`: an
+/// ellipsis's width is ambiguous in terminals).
+pub fn clip_with(s: &str, max: usize, mark: char) -> String {
     if s.chars().count() <= max {
         return s.to_string();
     }
-    let mut out: String = s.chars().take(max - 1).collect();
-    out.push('…');
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push(mark);
     out
 }
 

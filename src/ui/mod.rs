@@ -353,11 +353,8 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                     // run to the edge as a list.
                     let width =
                         usize::from(shown.iter().find(|(x, _)| *x == c).map_or(0, |(_, w)| *w));
-                    let text = if c != Column::Reasons && width > 1 && text.chars().count() > width
-                    {
-                        let mut cut: String = text.chars().take(width - 1).collect();
-                        cut.push('~');
-                        cut
+                    let text = if c != Column::Reasons && width > 1 {
+                        crate::snapshot::clip_with(&text, width, '~')
                     } else {
                         text
                     };
