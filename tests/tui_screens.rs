@@ -482,3 +482,39 @@ fn closing_the_detail_pane_brings_back_the_rows_above() {
     // Every row fits again, so none is hidden above (the last one stays selected).
     assert!(after.contains(&top[2..40]), "{after}");
 }
+
+#[test]
+fn a_cell_cut_to_its_column_ends_in_a_tilde() {
+    // Two names alike in the first 40 characters (the NODE column's maximum).
+    let stem = "gpu-rack07-row3-sxm-a100-80gb-ib-hdr-200-node-";
+    let mut rows = Vec::new();
+    let mut reports = Vec::new();
+    for end in ["el9_4", "el9_5"] {
+        let mut r = fixture_reports().remove(0);
+        r.name = format!("{stem}{end}");
+        rows.push(Row::new(r.name.clone()));
+        reports.push(r);
+    }
+    let mut a = App::new(
+        rows,
+        Keymap::new(&Default::default(), false).0,
+        false,
+        "fleet.toml (2 nodes)".into(),
+    );
+    a.update(Msg::ScanStarted {
+        generation: 1,
+        names: reports.iter().map(|r| r.name.clone()).collect(),
+    });
+    for r in reports {
+        a.update(Msg::NodeDone {
+            generation: 1,
+            report: Box::new(r),
+            raw: None,
+        });
+    }
+    a.ensure_view();
+    let screen = render(&mut a, 160, 10);
+    let cut = format!("{}~", &stem[..39]);
+    assert_eq!(screen.matches(&cut).count(), 2, "{screen}");
+    assert!(!screen.contains("el9_"), "{screen}");
+}
