@@ -35,6 +35,12 @@ pub struct Config {
     /// Upgrade recipes by name; inventory groups pick one with `recipe = "NAME"`.
     #[serde(default)]
     pub recipes: std::collections::BTreeMap<String, Recipe>,
+    /// The file this config was read from (`None`: defaults, no file).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+    /// The `table.key` pairs the file sets (for `gpufleet config show`'s origins).
+    #[serde(skip)]
+    pub keys_set: std::collections::BTreeSet<String>,
 }
 
 /// A gate a node must pass after its upgrade before it is uncordoned.
@@ -309,8 +315,19 @@ impl Paths {
 impl Config {
     /// Parses config text; `path` is only used in messages.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text)
+        let mut cfg: Config = toml::from_str(text)
             .map_err(|e| ConfigError(diag::toml_error(&path.display().to_string(), text, &e)))?;
+        if let Ok(table) = text.parse::<toml::Table>() {
+            for (name, value) in &table {
+                match value.as_table() {
+                    Some(t) => cfg.keys_set.extend(t.keys().map(|k| format!("{name}.{k}"))),
+                    None => {
+                        cfg.keys_set.insert(name.clone());
+                    }
+                }
+            }
+        }
+        cfg.source = Some(path.to_path_buf());
         cfg.thresholds_checked(text, path)?;
         let s = &cfg.ssh;
         let secs = [
@@ -365,6 +382,11 @@ impl Config {
             )));
         }
         Ok(cfg)
+    }
+
+    /// Whether the config file sets `[table] key`.
+    pub fn is_set(&self, table: &str, key: &str) -> bool {
+        self.keys_set.contains(&format!("{table}.{key}"))
     }
 
     /// Loads `explicit` (must exist), else the default path if it exists, else defaults.

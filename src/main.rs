@@ -1,5 +1,3 @@
-use clap::Parser;
-
 fn main() -> std::process::ExitCode {
     // An empty variable means unset, as with KUBECONFIG (clap would see an empty value).
     for var in [
@@ -14,5 +12,5 @@ fn main() -> std::process::ExitCode {
             unsafe { std::env::remove_var(var) };
         }
     }
-    gpufleet::cli::run(gpufleet::cli::Cli::parse())
+    gpufleet::cli::main()
 }

@@ -1,0 +1,387 @@
+//! One resolved settings struct: the command line (flags and environment, as clap merged
+//! them), the config file and the defaults, each value with where it came from.
+//!
+//! Every subcommand asks [`Settings`] for what it needs (the inventory, probe and SSH
+//! settings, the read-only decision); nothing else merges flags with the config.
+//! `gpufleet config show` prints the result, like `ssh -G` or `git config --show-origin`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args};
+
+use crate::actions::permit::ReadOnlySources;
+use crate::config::{Config, Paths};
+use crate::inventory::{Inventory, Node, Selection};
+use crate::probe::ProbeSettings;
+use crate::probe::known_hosts::KnownHosts;
+use crate::probe::scan::Scan;
+use crate::probe::ssh::{HostKeyPolicy, HostKeys, SshSettings};
+
+/// Where a resolved value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A command-line flag, such as `--deadline`.
+    Flag(String),
+    /// An environment variable, such as `GPUFLEET_INVENTORY`.
+    Env(&'static str),
+    /// A key of the config file: the file and the key (`[probe] deadline`).
+    Config(PathBuf, String),
+    /// The inventory file (its `read_only` or `known_hosts`).
+    Inventory(PathBuf),
+    /// gpufleet's default.
+    Default,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Flag(flag) => write!(f, "flag {flag}"),
+            Origin::Env(var) => write!(f, "environment {var}"),
+            Origin::Config(path, key) => write!(f, "config {} {key}", path.display()),
+            Origin::Inventory(path) => write!(f, "inventory {}", path.display()),
+            Origin::Default => f.write_str("default"),
+        }
+    }
+}
+
+/// The environment variable behind each global path flag (clap's `env = …`).
+const ENV: [(&str, &str); 5] = [
+    ("config", "GPUFLEET_CONFIG"),
+    ("inventory", "GPUFLEET_INVENTORY"),
+    ("known_hosts", "GPUFLEET_KNOWN_HOSTS"),
+    ("state_dir", "GPUFLEET_STATE_DIR"),
+    ("ssh_config", "GPUFLEET_SSH_CONFIG"),
+];
+
+/// Which arguments the command line or the environment gave, by clap id (`deadline`,
+/// `inventory`): read from clap's `ArgMatches`, the subcommands' included.
+#[derive(Debug, Clone, Default)]
+pub struct Given(HashMap<String, Origin>);
+
+impl Given {
+    /// Collects the origin of every argument given in `m` and its subcommands.
+    pub fn from_matches(m: &ArgMatches) -> Given {
+        let mut given = Given::default();
+        given.collect(m);
+        given
+    }
+
+    fn collect(&mut self, m: &ArgMatches) {
+        for id in m.ids() {
+            let id = id.as_str();
+            let origin = match m.try_get_raw(id).ok().flatten().map(|_| m.value_source(id)) {
+                Some(Some(ValueSource::CommandLine)) => {
+                    Origin::Flag(format!("--{}", id.replace('_', "-")))
+                }
+                Some(Some(ValueSource::EnvVariable)) => match ENV.iter().find(|(i, _)| *i == id) {
+                    Some((_, var)) => Origin::Env(var),
+                    None => continue,
+                },
+                _ => continue,
+            };
+            self.0.insert(id.to_string(), origin);
+        }
+        if let Some((_, sub)) = m.subcommand() {
+            self.collect(sub);
+        }
+    }
+
+    /// The origin of argument `id`, when it was given.
+    pub fn get(&self, id: &str) -> Option<&Origin> {
+        self.0.get(id)
+    }
+}
+
+/// What every subcommand starts from: the paths, the config file and where each came from.
+#[derive(Debug)]
+pub struct Settings {
+    /// The resolved paths (flag, environment or XDG default).
+    pub paths: Paths,
+    /// The parsed config file (defaults when there is none).
+    pub config: Config,
+    /// Which arguments were given, and how.
+    pub given: Given,
+}
+
+impl Settings {
+    /// Resolves the global paths and loads the config file: one given by flag or environment
+    /// must exist; the default one is read when it exists.
+    ///
+    /// Errors: the config file's, formatted `file:line:column: message`.
+    pub fn resolve(cli: &super::Cli, given: Given) -> Result<Settings, crate::config::ConfigError> {
+        let paths = Paths::resolve(
+            cli.config.clone(),
+            cli.inventory.clone(),
+            cli.known_hosts.clone(),
+            cli.state_dir.clone(),
+        );
+        let paths = Paths {
+            ssh_config: cli.ssh_config.clone(),
+            ..paths
+        };
+        let config = Config::load(paths.config.as_deref().filter(|_| cli.config.is_some()))?;
+        Ok(Settings {
+            paths,
+            config,
+            given,
+        })
+    }
+
+    /// The inventory was named by `-i` or `$GPUFLEET_INVENTORY` (then it must exist).
+    pub fn explicit_inventory(&self) -> bool {
+        self.given.get("inventory").is_some()
+    }
+
+    /// Where the path setting `id` (`config`, `inventory`, `known_hosts`, `state_dir`,
+    /// `ssh_config`) came from.
+    pub fn path_origin(&self, id: &str) -> Origin {
+        self.given.get(id).cloned().unwrap_or(Origin::Default)
+    }
+
+    /// Where a config-backed setting came from: the flag `flag_id` when given, else the config
+    /// file's `[table] key` when set there, else the default.
+    pub fn origin(&self, flag_id: Option<&str>, table: &str, key: &str) -> Origin {
+        if let Some(o) = flag_id.and_then(|id| self.given.get(id)) {
+            return o.clone();
+        }
+        match &self.config.source {
+            Some(path) if self.config.is_set(table, key) => {
+                Origin::Config(path.clone(), format!("[{table}] {key}"))
+            }
+            _ => Origin::Default,
+        }
+    }
+
+    /// The read-only decision, made here only: any of `--read-only`, the config's
+    /// `[tui] read_only` and the inventory's `read_only` makes the session read-only.
+    pub fn read_only(&self, flag: bool, inventory: Option<&Inventory>) -> ReadOnlySources {
+        ReadOnlySources {
+            flag,
+            config: self.config.tui.read_only,
+            inventory: inventory.is_some_and(|i| i.read_only),
+        }
+    }
+
+    /// The state folder (rollout journals and locks).
+    ///
+    /// Errors: no folder could be worked out (no home folder and no `--state-dir`).
+    pub fn state_dir(&self) -> anyhow::Result<PathBuf> {
+        self.paths
+            .state_dir
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("no state folder (no home folder?): set --state-dir"))
+    }
+
+    /// The SSH settings: the config's `[ssh]` with the flags applied.
+    pub fn ssh(&self, args: &ScanArgs) -> SshSettings {
+        let mut ssh = self.config.ssh_settings();
+        if let Some(c) = args.concurrency {
+            ssh.concurrency = c as usize;
+        }
+        if let Some(c) = args.connect_timeout {
+            ssh.connect_timeout = Duration::from_secs(c);
+        }
+        if let Some(p) = args.host_key_policy {
+            ssh.host_key_policy = p;
+        }
+        ssh
+    }
+
+    /// The inventory to scan: `-i`/`$GPUFLEET_INVENTORY` must exist; the default one is used when
+    /// it exists; otherwise `None` (local mode).
+    pub fn inventory(&self, args: &ScanArgs) -> anyhow::Result<Option<Inventory>> {
+        let (paths, explicit) = (&self.paths, self.explicit_inventory());
+        if args.local {
+            return Ok(None);
+        }
+        let Some(path) = &paths.inventory else {
+            return Ok(None);
+        };
+        let using = explicit || path.exists();
+        if using && let Some(root) = &args.root {
+            anyhow::bail!(
+                "--root {} applies to local mode; with an inventory, set `root` for the nodes in {}",
+                root.display(),
+                path.display()
+            );
+        }
+        if !explicit && !path.exists() {
+            if !(args.node.is_empty() && args.group.is_empty() && args.label.is_empty()) {
+                anyhow::bail!("--node, --group and --label need an inventory (-i FILE)");
+            }
+            return Ok(None);
+        }
+        Ok(Some(Inventory::load_with_ssh_config(
+            path,
+            Self::ssh_config(paths)?.as_ref(),
+        )?))
+    }
+
+    /// The OpenSSH client config to read: `--ssh-config FILE` (an error if it does not parse),
+    /// `none`, or ~/.ssh/config when it exists (a warning if it does not parse).
+    fn ssh_config(paths: &Paths) -> anyhow::Result<Option<ssh2_config::SshConfig>> {
+        use ssh2_config::{ParseRule, SshConfig};
+        let (path, explicit) = match &paths.ssh_config {
+            Some(p) if p.as_os_str() == "none" => return Ok(None),
+            Some(p) => (p.clone(), true),
+            None => match directories::BaseDirs::new().map(|b| b.home_dir().join(".ssh/config")) {
+                Some(p) if p.exists() => (p, false),
+                _ => return Ok(None),
+            },
+        };
+        let parsed = std::fs::File::open(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|f| {
+                SshConfig::default()
+                    .parse(
+                        &mut std::io::BufReader::new(f),
+                        ParseRule::ALLOW_UNKNOWN_FIELDS,
+                    )
+                    .map_err(|e| e.to_string())
+            });
+        match parsed {
+            Ok(c) => Ok(Some(c)),
+            Err(e) if explicit => anyhow::bail!("--ssh-config {}: {e}", path.display()),
+            Err(e) => {
+                eprintln!("gpufleet: warning: {}: {e}; not used", path.display());
+                Ok(None)
+            }
+        }
+    }
+
+    /// Probe settings from the config with the flags applied.
+    ///
+    /// Errors: the nvidia-smi limit is not shorter than the node deadline.
+    pub fn probe(&self, args: &ScanArgs) -> anyhow::Result<ProbeSettings> {
+        let mut settings = self.config.probe_settings();
+        if let Some(s) = args.nvidia_smi_timeout {
+            settings.nvidia_smi_timeout_secs = s;
+        }
+        if let Some(s) = args.deadline {
+            settings.deadline = Duration::from_secs(s);
+            // A shorter deadline alone brings the nvidia-smi limit (from the config) down with it.
+            if args.nvidia_smi_timeout.is_none() && s >= 2 && settings.nvidia_smi_timeout_secs >= s
+            {
+                settings.nvidia_smi_timeout_secs = s - 1;
+            }
+        }
+        if settings.nvidia_smi_timeout_secs >= settings.deadline.as_secs() {
+            anyhow::bail!(
+                "the nvidia-smi time limit ({} s) must be shorter than the node deadline ({} s): see --nvidia-smi-timeout and --deadline",
+                settings.nvidia_smi_timeout_secs,
+                settings.deadline.as_secs()
+            );
+        }
+        Ok(settings)
+    }
+
+    /// Local mode's root folder: `--root`, else `/`; it must hold a `proc/` folder.
+    pub fn local_root(args: &ScanArgs) -> anyhow::Result<PathBuf> {
+        let root = args.root.clone().unwrap_or_else(|| PathBuf::from("/"));
+        if !root.is_dir() {
+            anyhow::bail!("--root {}: not a folder", root.display());
+        }
+        if !root.join("proc").is_dir() {
+            anyhow::bail!(
+                "--root {}: no proc/ folder in it; it should be a node's root filesystem (such as /host)",
+                root.display()
+            );
+        }
+        Ok(root)
+    }
+
+    /// The selected nodes and a scan over them, with SSH settings, host keys and thresholds.
+    ///
+    /// Errors: a selector that matches nothing or is malformed; an unreadable known_hosts file.
+    pub fn scan(
+        &self,
+        args: &ScanArgs,
+        inv: &Inventory,
+        settings: ProbeSettings,
+    ) -> anyhow::Result<(Arc<Scan>, Vec<Node>)> {
+        let paths = &self.paths;
+        let thresholds = self.config.thresholds();
+        let selection = Selection {
+            nodes: args.node.clone(),
+            groups: args.group.clone(),
+            labels: args.label.clone(),
+        };
+        let selected: Vec<_> = selection
+            .apply(inv)
+            .map_err(anyhow::Error::msg)?
+            .into_iter()
+            .cloned()
+            .collect();
+        let ssh = self.ssh(args);
+        let mut files: Vec<PathBuf> = Paths::user_known_hosts().into_iter().collect();
+        files.extend(inv.known_hosts.clone());
+        files.extend(paths.known_hosts.clone());
+        let learn_to = inv
+            .known_hosts
+            .clone()
+            .or_else(|| paths.known_hosts.clone());
+        let db = KnownHosts::load(&files, learn_to)?;
+        for (f, line) in db.skipped.iter().take(3) {
+            eprintln!(
+                "gpufleet: warning: {}:{line}: not a known_hosts line; skipped",
+                f.display()
+            );
+        }
+        let keys = Arc::new(HostKeys::new(db, ssh.host_key_policy));
+        let scan = Arc::new(Scan {
+            probe: settings,
+            ssh,
+            keys,
+            thresholds,
+        });
+        Ok((scan, selected))
+    }
+}
+
+/// Which nodes and how to probe them (shared by `snapshot` and `tui`).
+#[derive(Debug, Args, Default, Clone)]
+pub struct ScanArgs {
+    /// Probe this machine, even when an inventory is configured
+    #[arg(long, conflicts_with_all = ["node", "group", "label"])]
+    pub local: bool,
+
+    /// Local mode: read every probed path under DIR (a host filesystem mounted elsewhere) [default: /]
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// Only these nodes (names, ranges like gpu[001-008], globs like 'gpu0*'); repeatable
+    #[arg(short, long, value_name = "NAME")]
+    pub node: Vec<String>,
+
+    /// Only nodes in this inventory group; repeatable
+    #[arg(short, long, value_name = "GROUP")]
+    pub group: Vec<String>,
+
+    /// Only nodes with this label (key=value, or key); repeatable
+    #[arg(short, long, value_name = "LABEL")]
+    pub label: Vec<String>,
+
+    /// Time limit of each nvidia-smi call, in seconds [default: 10, or the config's]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub nvidia_smi_timeout: Option<u64>,
+
+    /// Deadline for the whole probe of one node, in seconds [default: 60, or the config's]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub deadline: Option<u64>,
+
+    /// Nodes probed at once [default: 64, or the config's]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub concurrency: Option<u64>,
+
+    /// Seconds to resolve each node's name and open its TCP connection [default: 10, or the config's]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub connect_timeout: Option<u64>,
+
+    /// Unknown host keys: refuse (strict) or learn (accept-new); changed keys are always refused
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub host_key_policy: Option<HostKeyPolicy>,
+}

@@ -1,0 +1,167 @@
+//! `gpufleet snapshot`: probe nodes once and print a report (table, JSON, JSON Lines, CSV).
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+
+use clap::Args;
+
+use super::{Interrupted, ScanArgs, Settings};
+use crate::model::report::Snapshot;
+use crate::model::{NodeReport, NodeStatus};
+use crate::probe::scan::{Scan, now_rfc3339};
+use crate::probe::{self};
+use crate::snapshot::{self, Format};
+
+pub(super) const SNAPSHOT_HELP: &str = "\
+Which nodes:
+  no inventory (and none at ~/.config/gpufleet/inventory.toml), or --local: this machine
+  -i FILE: every node of the inventory, narrowed by --node, --group and --label
+  (several values of one selector are a union; different selectors intersect)
+
+Exit codes:
+  0  the snapshot was produced, whatever the statuses
+  2  usage, config or inventory errors
+With --check:
+  0  every node is ready
+  1  some node is not ready (no-driver included)
+  2  some node is unreachable or unknown, or an error
+
+Examples:
+  gpufleet snapshot
+  gpufleet snapshot -i fleet.toml --node 'gpu[001-016]' --format jsonl
+  gpufleet snapshot -i fleet.toml --label rack=r2 --host-key-policy accept-new
+  gpufleet snapshot --root /host --nvidia-smi-timeout 5";
+
+#[derive(Debug, Args, Default)]
+pub struct SnapshotArgs {
+    #[command(flatten)]
+    pub scan: ScanArgs,
+
+    /// Output format [default: table on a terminal, json otherwise]
+    #[arg(long, short = 'f', value_enum)]
+    pub format: Option<Format>,
+
+    /// Exit 0 only when every node is ready, 1 when any is not, 2 when any is unreachable or
+    /// unknown
+    #[arg(long)]
+    pub check: bool,
+
+    /// With --check: count no-driver nodes as passing (a fleet with CPU nodes)
+    #[arg(long, requires = "check")]
+    pub allow_no_driver: bool,
+}
+
+/// Runs `gpufleet snapshot`; returns the exit code (see [`SNAPSHOT_HELP`]).
+pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
+    let mut settings = s.probe(&args.scan)?;
+    let thresholds = s.config.thresholds();
+    let stdout = std::io::stdout();
+    let format = args.format.unwrap_or(if stdout.is_terminal() {
+        Format::Table
+    } else {
+        Format::Json
+    });
+    let inventory = s.inventory(&args.scan)?;
+    let out: Box<dyn Write> = if format == Format::Table {
+        Box::new(anstream::stdout())
+    } else {
+        Box::new(stdout.lock())
+    };
+    let mut sink = snapshot::sink(format, out);
+    let nodes = match inventory {
+        None => {
+            settings.root = Settings::local_root(&args.scan)?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let scanned_at = now_rfc3339();
+            let run = rt
+                .block_on(probe::run_local_cancellable(
+                    &settings,
+                    crate::rt::stop_requested(),
+                ))
+                .map_err(|e| anyhow::anyhow!("cannot start sh for the local probe: {e}"))?
+                .ok_or(Interrupted)?;
+            let node = probe::report(None, &run, &thresholds, scanned_at);
+            sink.node(&node)?;
+            vec![node]
+        }
+        Some(inv) => {
+            let (scan, selected) = s.scan(&args.scan, &inv, settings)?;
+            scan_fleet(scan, selected, &mut *sink)?
+        }
+    };
+    let doc = Snapshot::new(now_rfc3339(), nodes);
+    sink.finish(&doc)?;
+    let check = args.check.then_some(snapshot::Check {
+        allow_no_driver: args.allow_no_driver,
+    });
+    Ok(snapshot::exit_code(&doc.nodes, check))
+}
+
+/// Scans `selected` through `scan`, writing each report to `sink` as it arrives (progress on
+/// stderr when it is a terminal); returns the reports in inventory order.
+///
+/// Errors: [`Interrupted`] on Ctrl-C/SIGTERM; the sink's write errors.
+fn scan_fleet(
+    scan: Arc<Scan>,
+    selected: Vec<crate::inventory::Node>,
+    sink: &mut dyn snapshot::Sink,
+) -> anyhow::Result<Vec<NodeReport>> {
+    let total = selected.len();
+    let keys = scan.keys.clone();
+    let order: Vec<String> = selected.iter().map(|n| n.name.clone()).collect();
+    let rt = crate::rt::build()?;
+    let progress = std::io::stderr().is_terminal();
+    let mut reports = rt.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+        let task = tokio::spawn(scan.run(selected, tx));
+        let mut reports = Vec::with_capacity(total);
+        let mut stop = std::pin::pin!(crate::rt::stop_requested());
+        loop {
+            let r = tokio::select! {
+                r = rx.recv() => r,
+                _ = &mut stop => {
+                    task.abort();
+                    if progress {
+                        eprint!("\r\x1b[2K");
+                    }
+                    return Err(anyhow::Error::new(Interrupted));
+                }
+            };
+            let Some(r) = r else { break };
+            sink.node(&r)?;
+            reports.push(r);
+            if progress {
+                let failed = reports
+                    .iter()
+                    .filter(|r| r.status == NodeStatus::Unreachable)
+                    .count();
+                eprint!(
+                    "\r\x1b[2Kscanning {}/{total} nodes, {failed} unreachable",
+                    reports.len()
+                );
+            }
+        }
+        let _ = task.await;
+        if progress {
+            eprint!("\r\x1b[2K");
+        }
+        for m in keys
+            .learned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+        {
+            eprintln!("gpufleet: {m}");
+        }
+        Ok::<_, anyhow::Error>(reports)
+    })?;
+    let rank: std::collections::HashMap<&str, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
+        .collect();
+    reports.sort_by_key(|r| rank.get(r.name.as_str()).copied());
+    Ok(reports)
+}

@@ -1,0 +1,125 @@
+//! `gpufleet tui` (and plain `gpufleet` in a terminal): the interactive fleet matrix.
+
+use clap::Args;
+
+use super::{ScanArgs, Settings};
+
+pub(super) const TUI_HELP: &str = "\
+With no subcommand, gpufleet starts this view when run in a terminal.
+Keys: ? help · / filter (status:migrate flavor:proprietary label:canary group:a100) ·
+enter details · s / S sort · click a header to sort · R rescan · r rescan node · x cancel ·
+e / E export JSON / CSV · q quit. Keys can be changed under [keys] in the config file.
+
+Examples:
+  gpufleet tui                               this machine
+  gpufleet tui -i fleet.toml --read-only     the fleet, read-only
+  gpufleet tui -i fleet.toml -g h100 --refresh 300 --theme high-contrast";
+
+#[derive(Debug, Args, Default)]
+pub struct TuiArgs {
+    #[command(flatten)]
+    pub scan: ScanArgs,
+
+    /// Read-only fleet view: actions that change nodes are unbound and refused
+    #[arg(long)]
+    pub read_only: bool,
+
+    /// Theme: default, light, high-contrast, or NAME for ~/.config/gpufleet/themes/NAME.toml
+    #[arg(long, value_name = "NAME")]
+    pub theme: Option<String>,
+
+    /// Rescan every SECS seconds after a scan ends [default: off]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub refresh: Option<u64>,
+}
+
+/// Runs the TUI until the user quits; returns the exit code (0).
+pub fn run(s: &Settings, args: &TuiArgs) -> anyhow::Result<u8> {
+    let config = &s.config;
+    use crate::app::{App, Keymap, Row};
+    use crate::runtime::Target;
+    let mut settings = s.probe(&args.scan)?;
+    let thresholds = config.thresholds();
+    let inventory = s.inventory(&args.scan)?;
+    let read_only_sources = s.read_only(args.read_only, inventory.as_ref());
+    let read_only = crate::actions::permit::WritePermit::new(read_only_sources).is_err();
+    let theme_name = args
+        .theme
+        .clone()
+        .unwrap_or_else(|| config.tui.theme.clone());
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let theme = crate::ui::Theme::load(
+        &theme_name,
+        crate::config::config_dir().as_deref(),
+        no_color,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let (keymap, problems) = Keymap::new(&config.keys, read_only);
+    let (target, rows, source) = match &inventory {
+        None => {
+            settings.root = Settings::local_root(&args.scan)?;
+            let name = std::fs::read_to_string(settings.root.join("proc/sys/kernel/hostname"))
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "localhost".into());
+            let rows = vec![Row::new(name.clone())];
+            (
+                Target::Local {
+                    name,
+                    settings,
+                    thresholds,
+                },
+                rows,
+                "local".to_string(),
+            )
+        }
+        Some(inv) => {
+            let (scan, selected) = s.scan(&args.scan, inv, settings)?;
+            let rows = selected
+                .iter()
+                .map(|n| {
+                    let mut r = Row::new(n.name.clone());
+                    r.labels = n.labels.clone();
+                    r.groups = n.groups.clone();
+                    r.canary = n.canary;
+                    r.refresh();
+                    r
+                })
+                .collect();
+            let source = format!("{} ({} nodes)", inv.path.display(), selected.len());
+            (
+                Target::Fleet {
+                    scan,
+                    nodes: selected,
+                },
+                rows,
+                source,
+            )
+        }
+    };
+    let mut app = App::new(rows, keymap, read_only, source);
+    app.refresh_secs = args.refresh.or(config.tui.refresh);
+    if !problems.is_empty() {
+        for p in &problems {
+            eprintln!("gpufleet: config: {p}");
+        }
+        app.message = Some(format!(
+            "config: {} (and {} more)",
+            problems[0],
+            problems.len() - 1
+        ));
+    }
+    let upgrade = match (&inventory, &target) {
+        (Some(_), Target::Fleet { nodes, .. }) => Some(crate::runtime::UpgradeCtx {
+            nodes: nodes.clone(),
+            cfg: config.upgrade.clone(),
+            recipes: config.recipes.clone(),
+            state_dir: s.state_dir()?,
+            read_only: read_only_sources,
+        }),
+        _ => None,
+    };
+    crate::runtime::run(app, theme, target, upgrade)?;
+    Ok(0)
+}
