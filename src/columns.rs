@@ -27,6 +27,12 @@ pub enum Column {
     NextBoot,
     Reasons,
     RdmaDevices,
+    /// gpufleet's rollout state of the node: drained by a rollout of the journal, node lock held.
+    Rollout,
+    /// The node lock's rollout (CSV: `free`, the rollout id, empty when unknown).
+    RolloutLock,
+    /// The rollout that drained the node and has not given it back (CSV).
+    DrainedBy,
 }
 
 /// How rows sort by a column.
@@ -61,6 +67,8 @@ pub struct Spec {
     /// column that takes what is left (reasons).
     pub priority: u8,
     pub sort: SortKey,
+    /// The matrix hides the column while every visible row's cell is empty.
+    pub optional: bool,
 }
 
 const fn spec(column: Column, title: &'static str, csv: Option<(u8, &'static str)>) -> Spec {
@@ -73,6 +81,7 @@ const fn spec(column: Column, title: &'static str, csv: Option<(u8, &'static str
         max: 40,
         priority: 0,
         sort: SortKey::Text,
+        optional: false,
     }
 }
 
@@ -85,7 +94,7 @@ const fn csv_only(column: Column, pos: u8, name: &'static str) -> Spec {
 }
 
 /// Every column, in display order.
-pub const COLUMNS: [Spec; 14] = [
+pub const COLUMNS: [Spec; 17] = [
     Spec {
         max: 40,
         ..spec(Column::Node, "NODE", Some((0, "name")))
@@ -96,6 +105,13 @@ pub const COLUMNS: [Spec; 14] = [
         priority: 1,
         sort: SortKey::Status,
         ..spec(Column::Status, "STATUS", Some((1, "status")))
+    },
+    Spec {
+        min: 7,
+        max: 16,
+        priority: 1,
+        optional: true,
+        ..spec(Column::Rollout, "ROLLOUT", None)
     },
     Spec {
         min: 6,
@@ -163,6 +179,8 @@ pub const COLUMNS: [Spec; 14] = [
         ..spec(Column::Reasons, "REASONS", Some((10, "reasons")))
     },
     csv_only(Column::RdmaDevices, 12, "rdma_devices"),
+    csv_only(Column::RolloutLock, 13, "rollout_lock"),
+    csv_only(Column::DrainedBy, 14, "drained_by"),
 ];
 
 impl Column {
@@ -270,6 +288,18 @@ impl Column {
                 .as_ref()
                 .and_then(|r| r.devices.as_ref())
                 .map_or_else(|| "?".into(), |d| d.len().to_string()),
+            // Markers only, empty otherwise (the matrix shows the column only when some node has
+            // one; an unknown lock is said in the detail pane, and `null` in the JSON).
+            Column::Rollout => {
+                let r = n.rollout.clone().unwrap_or_default();
+                match (r.drained_by.is_some(), r.locked == Some(true)) {
+                    (true, true) => "drained, locked".into(),
+                    (true, false) => "drained".into(),
+                    (false, true) => "locked".into(),
+                    (false, false) => String::new(),
+                }
+            }
+            Column::RolloutLock | Column::DrainedBy => self.csv_value(n),
         }
     }
 
@@ -309,6 +339,21 @@ impl Column {
                 .as_ref()
                 .and_then(|r| r.devices.as_ref())
                 .map_or(String::new(), |d| d.len().to_string()),
+            Column::Rollout => self.display(n),
+            Column::RolloutLock => match n.rollout.as_ref() {
+                Some(r) => match (r.locked, &r.lock) {
+                    (Some(false), _) => "free".into(),
+                    (Some(true), Some(o)) if !o.rollout.is_empty() => o.rollout.clone(),
+                    (Some(true), _) => "held".into(),
+                    (None, _) => String::new(),
+                },
+                None => String::new(),
+            },
+            Column::DrainedBy => n
+                .rollout
+                .as_ref()
+                .and_then(|r| r.drained_by.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -363,6 +408,9 @@ mod tests {
             Column::NextBoot,
             Column::Reasons,
             Column::RdmaDevices,
+            Column::Rollout,
+            Column::RolloutLock,
+            Column::DrainedBy,
         ];
         for c in all {
             assert_eq!(COLUMNS.iter().filter(|s| s.column == c).count(), 1, "{c:?}");
@@ -383,10 +431,12 @@ mod tests {
                 "peermem_configured",
                 "reasons",
                 "next_boot_driver",
-                "rdma_devices"
+                "rdma_devices",
+                "rollout_lock",
+                "drained_by"
             ]
         );
-        assert_eq!(Column::table().count(), 10);
-        assert_eq!(Column::matrix().count(), 11);
+        assert_eq!(Column::table().count(), 11);
+        assert_eq!(Column::matrix().count(), 12);
     }
 }

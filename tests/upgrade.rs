@@ -376,6 +376,51 @@ fn a_failing_gate_halts_and_leaves_the_node_drained() {
     );
     assert_eq!(f.drains(), ["drain node0"]);
     assert!(!j.iter().any(|e| e["step"] == "uncordon"));
+    // The node stays drained and locked, and every scan says so: the lock from the node's
+    // marker (read by the probe), the drain from this state folder's journal.
+    let rollout = j[0]["rollout"].as_str().unwrap().to_string();
+    let out = f.run(&["snapshot", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &node(&doc, "node0")["rollout"];
+    assert_eq!(r["locked"], true, "{r}");
+    assert_eq!(r["lock"]["rollout"], rollout.as_str(), "{r}");
+    assert!(
+        r["lock"]["operator"].as_str().unwrap().contains(" pid "),
+        "{r}"
+    );
+    assert_eq!(r["drained_by"], rollout.as_str(), "{r}");
+    let out = f.run(&["snapshot", "--format", "table"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("ROLLOUT") && table.contains("drained, locked"),
+        "{table}"
+    );
+    let out = f.run(&["snapshot", "--format", "csv"]);
+    let csv = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .ends_with(",rollout_lock,drained_by"),
+        "{csv}"
+    );
+    assert!(
+        csv.trim_end().ends_with(&format!(",{rollout},{rollout}")),
+        "{csv}"
+    );
+    // Another state folder's journal knows no drain; the node's lock is still seen.
+    let other = f._scratch.path().join("other-state");
+    let out = f
+        .command_in(&other, &["snapshot", "--format", "json"])
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &node(&doc, "node0")["rollout"];
+    assert_eq!(
+        (r["locked"].clone(), r["drained_by"].clone()),
+        (serde_json::json!(true), serde_json::Value::Null),
+        "{r}"
+    );
 }
 
 #[test]

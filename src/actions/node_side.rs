@@ -11,6 +11,7 @@
 //!   its exit status (written to a temporary file, then renamed) and its pid. The `.out` file is
 //!   created with `set -C` before the step starts: it is the claim that makes the step start
 //!   once. The step holds `step.lock` (flock) while it runs: steps run one at a time per node.
+//!   Giving the node lock back removes step folders older than 30 days.
 
 use super::drain::quote_arg as quote;
 
@@ -74,11 +75,19 @@ pub fn lock_command(root: &str, rollout: &str, operator: &str, takeover: &[Strin
 const UNLOCK_SCRIPT: &str = r#"L=$1/rollout.lock; me=$2
 [ -d "$L" ] || exit 0
 o=$(head -n 1 "$L/owner" 2>/dev/null)
-if [ "$o" = "$me" ]; then rm -rf "$L"; exit $?; fi
+if [ "$o" = "$me" ]; then
+  rm -rf "$L" || exit $?
+  if [ -d "$1/steps" ] && command -v find >/dev/null 2>&1; then
+    find "$1/steps" -mindepth 1 -maxdepth 1 -type d -mtime +30 -exec rm -rf {} + 2>/dev/null
+  fi
+  exit 0
+fi
 echo "not unlocked: the lock is held by rollout ${o:-(unknown)}, not $me" >&2
 exit 3"#;
 
-/// The command that gives the node lock back: only when `rollout` holds it.
+/// The command that gives the node lock back: only when `rollout` holds it. It then removes
+/// the step folders (`steps/<rollout>/`) not changed for more than 30 days, so a node keeps its
+/// recent rollouts' step output and no more.
 pub fn unlock_command(root: &str, rollout: &str) -> String {
     let dir = state_dir(root);
     under_mutex(root, "gpufleet-unlock", UNLOCK_SCRIPT, &[&dir, rollout])
@@ -93,16 +102,7 @@ pub fn read_lock_command(root: &str) -> String {
     )
 }
 
-/// Who holds a node lock, from its marker.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct LockOwner {
-    /// The rollout (empty when the marker has no owner file).
-    pub rollout: String,
-    /// `user@host pid N`, when the marker says.
-    pub operator: Option<String>,
-    /// When it was taken (RFC 3339), when the marker says.
-    pub since: Option<String>,
-}
+pub use crate::model::lock::LockOwner;
 
 /// Reads [`read_lock_command`]'s output: `Some(None)` free, `Some(Some(owner))` held, `None`
 /// when it is not that command's output.
@@ -110,22 +110,9 @@ pub fn parse_lock(output: &str) -> Option<Option<LockOwner>> {
     let mut lines = output.lines();
     match lines.next()?.trim() {
         "gpufleet-lock free" => Some(None),
-        "gpufleet-lock held" => {
-            let rollout = lines.next().unwrap_or("").trim().to_string();
-            let operator = lines
-                .next()
-                .map(|l| l.trim().to_string())
-                .filter(|l| !l.is_empty());
-            let since = lines
-                .next()
-                .and_then(|l| l.trim().strip_prefix("since "))
-                .map(str::to_string);
-            Some(Some(LockOwner {
-                rollout,
-                operator,
-                since,
-            }))
-        }
+        "gpufleet-lock held" => Some(Some(crate::model::lock::parse_owner(
+            output.split_once('\n').map_or("", |(_, rest)| rest),
+        ))),
         _ => None,
     }
 }
@@ -441,6 +428,26 @@ mod tests {
             sh(&launch_command(&files, "echo third", 5, true)).1.trim(),
             "gpufleet-step attached"
         );
+    }
+
+    #[test]
+    fn unlocking_prunes_step_folders_older_than_30_days_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().display().to_string();
+        assert_eq!(sh(&lock_command(&root, "r-new", "ops", &[])).0, Some(0));
+        let steps = dir.path().join("var/lib/gpufleet/steps");
+        for r in ["r-old", "r-new"] {
+            std::fs::create_dir_all(steps.join(r)).unwrap();
+            std::fs::write(steps.join(r).join("01-x.out"), "out").unwrap();
+        }
+        let old = steps.join("r-old").display().to_string();
+        assert_eq!(sh(&format!("touch -d '40 days ago' '{old}'")).0, Some(0));
+        // Another rollout's unlock is refused and prunes nothing.
+        assert_eq!(sh(&unlock_command(&root, "r-other")).0, Some(3));
+        assert!(steps.join("r-old").exists());
+        assert_eq!(sh(&unlock_command(&root, "r-new")).0, Some(0));
+        assert!(!steps.join("r-old").exists());
+        assert!(steps.join("r-new/01-x.out").exists());
     }
 
     #[test]

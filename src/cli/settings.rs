@@ -176,6 +176,26 @@ impl Settings {
             .ok_or_else(|| anyhow::anyhow!("no state folder (no home folder?): set --state-dir"))
     }
 
+    /// The nodes this state folder's rollout journal left drained (node → rollout); empty
+    /// without a journal. An unreadable journal is said on stderr and taken as none.
+    pub fn drained_nodes(&self) -> std::collections::BTreeMap<String, String> {
+        let Some(dir) = &self.paths.state_dir else {
+            return Default::default();
+        };
+        let path = dir.join("journal.jsonl");
+        match crate::actions::journal::read(&path) {
+            Ok((entries, _)) => crate::actions::rollout::drained_by(&entries),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Default::default(),
+            Err(e) => {
+                eprintln!(
+                    "gpufleet: warning: {}: {e}; drained nodes are not marked",
+                    path.display()
+                );
+                Default::default()
+            }
+        }
+    }
+
     /// The SSH settings: the config's `[ssh]` with the flags applied.
     pub fn ssh(&self, args: &ScanArgs) -> SshSettings {
         let mut ssh = self.config.ssh_settings();

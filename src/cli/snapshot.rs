@@ -88,7 +88,8 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
         }
         Some(inv) => {
             let (scan, selected) = s.scan(&args.scan, &inv, settings)?;
-            scan_fleet(scan, selected, &mut *sink)?
+            let drained = s.drained_nodes();
+            scan_fleet(scan, selected, &drained, &mut *sink)?
         }
     };
     let doc = Snapshot::new(now_rfc3339(), nodes);
@@ -106,6 +107,7 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
 fn scan_fleet(
     scan: Arc<Scan>,
     selected: Vec<crate::inventory::Node>,
+    drained: &std::collections::BTreeMap<String, String>,
     sink: &mut dyn snapshot::Sink,
 ) -> anyhow::Result<Vec<NodeReport>> {
     let total = selected.len();
@@ -129,7 +131,8 @@ fn scan_fleet(
                     return Err(anyhow::Error::new(Interrupted));
                 }
             };
-            let Some(r) = r else { break };
+            let Some(mut r) = r else { break };
+            crate::actions::rollout::mark_drained(&mut r, drained);
             sink.node(&r)?;
             reports.push(r);
             if progress {

@@ -92,6 +92,7 @@ pub fn run(s: &Settings, args: &TuiArgs) -> anyhow::Result<u8> {
                 Target::Fleet {
                     scan,
                     nodes: selected,
+                    journal: s.paths.state_dir.as_ref().map(|d| d.join("journal.jsonl")),
                 },
                 rows,
                 source,

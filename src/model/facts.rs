@@ -14,6 +14,7 @@ use super::driver::{self, Flavor};
 use super::gpudb;
 use super::kconfig::{self, KernelConfig};
 use super::klog;
+use super::lock;
 use super::modconf;
 use super::modules::{self, Module};
 use super::os;
@@ -222,6 +223,8 @@ pub struct V2Facts {
     pub kernel_log: Proved<Vec<klog::Message>>,
     /// `<root>/run/nvidia/driver` exists: the GPU Operator's driver container manages the driver.
     pub gpu_operator: Proved<bool>,
+    /// gpufleet's node lock: `Some(None)` free, `Some(Some(owner))` held by a rollout.
+    pub node_lock: Proved<Option<lock::LockOwner>>,
 }
 
 /// A probe whose trailer never arrived: after which section it stopped, and why.
@@ -1006,6 +1009,28 @@ fn v2_facts(out: &ProbeOutput, f: &mut Facts) {
         }),
     };
     f.v2.gpu_operator = exists(out, Kind::Dir, "/run/nvidia/driver");
+    f.v2.node_lock = node_lock(out);
+}
+
+/// gpufleet's node lock: the folder (absent: free), then its owner file (absent or unreadable
+/// while the folder exists: held, owner not known).
+fn node_lock(out: &ProbeOutput) -> Proved<Option<lock::LockOwner>> {
+    const DIR: &str = "/var/lib/gpufleet/rollout.lock";
+    const OWNER: &str = "/var/lib/gpufleet/rollout.lock/owner";
+    match read(out, Kind::Dir, DIR) {
+        Read::Absent => Proved::known(None, Vec::new()),
+        Read::Failed(why) => Proved::unknown(why),
+        Read::Text(_) => match read(out, Kind::File, OWNER) {
+            Read::Text(t) => Proved::known(
+                Some(lock::parse_owner(&t)),
+                vec![Evidence::new(OWNER, first_line(&t))],
+            ),
+            Read::Absent | Read::Failed(_) => Proved::known(
+                Some(lock::LockOwner::default()),
+                vec![Evidence::new(DIR, "exists (no readable owner file)")],
+            ),
+        },
+    }
 }
 
 /// Whether `name` exists: a section that was read (`true`, with it as evidence), `absent`

@@ -9,6 +9,7 @@ pub mod facts;
 pub mod gpudb;
 pub mod kconfig;
 pub mod klog;
+pub mod lock;
 pub mod modconf;
 pub mod modules;
 pub mod os;

@@ -95,6 +95,20 @@ pub struct InstalledKernelJson {
     pub nvidia_modules: Option<Vec<String>>,
 }
 
+/// `rollout` (schema 2, gpufleet's own state): the node lock read by the probe, and the
+/// rollout of this machine's journal that drained the node and has not given it back.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutJson {
+    /// The node lock (`<root>/var/lib/gpufleet/rollout.lock`) is held; `null` when it could
+    /// not be read (or the node was not reached).
+    pub locked: Option<bool>,
+    /// Who holds it: `{rollout, operator, since}`; `null` when free or unknown.
+    pub lock: Option<crate::model::lock::LockOwner>,
+    /// The rollout that drained the node (its drain started) and has not uncordoned it, from
+    /// this machine's rollout journal; `null` when the journal says none.
+    pub drained_by: Option<String>,
+}
+
 /// `firmware` (schema 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FirmwareJson {
@@ -188,6 +202,9 @@ pub struct NodeReport {
     pub secure_boot: Option<SecureBootJson>,
     #[serde(default)]
     pub kernel_log: Option<KernelLogJson>,
+    /// gpufleet's rollout state of the node: lock and drain (`null` in documents older than it).
+    #[serde(default)]
+    pub rollout: Option<RolloutJson>,
     /// Each fact's evidence, by the JSON path of the fact (`kernel.release`, `driver.flavor`,
     /// `boot.boot_kernel`, …): the file or command and the raw line.
     #[serde(default)]
@@ -287,6 +304,7 @@ impl NodeReport {
                 .collect(),
         );
         ev("peermem.registered", v2.peermem_registered.evidence.clone());
+        ev("rollout.locked", v2.node_lock.evidence.clone());
         ev(
             "rdma.devices",
             facts
@@ -413,6 +431,11 @@ impl NodeReport {
                         .collect()
                 }),
             }),
+            rollout: Some(RolloutJson {
+                locked: v2.node_lock.value.as_ref().map(Option::is_some),
+                lock: v2.node_lock.value.clone().flatten(),
+                drained_by: None,
+            }),
             evidence,
         }
     }
@@ -487,6 +510,7 @@ impl NodeReport {
             rdma: None,
             secure_boot: None,
             kernel_log: None,
+            rollout: Some(RolloutJson::default()),
             evidence: BTreeMap::new(),
         }
     }

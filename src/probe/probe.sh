@@ -406,6 +406,10 @@ fi
 file /sys/kernel/security/lockdown
 file /proc/cmdline
 
+# gpufleet's own node lock (a rollout holds the node): the folder, then its owner file.
+dir /var/lib/gpufleet/rollout.lock
+file /var/lib/gpufleet/rollout.lock/owner
+
 # The kernel log: the last L lines that are NVIDIA's, the module loader's or lockdown's, with
 # the continuation lines of their messages (those that start with whitespace), filtered here.
 begin cmd dmesg

@@ -30,8 +30,13 @@ pub enum Target {
         settings: ProbeSettings,
         thresholds: Thresholds,
     },
-    /// Inventory nodes over SSH.
-    Fleet { scan: Arc<Scan>, nodes: Vec<Node> },
+    /// Inventory nodes over SSH; `journal`: the rollout journal whose drained nodes are
+    /// marked (read again at each scan).
+    Fleet {
+        scan: Arc<Scan>,
+        nodes: Vec<Node>,
+        journal: Option<PathBuf>,
+    },
 }
 
 impl Target {
@@ -204,7 +209,18 @@ fn spawn_scan(
                         .await;
                 });
             }
-            Target::Fleet { scan, nodes } => {
+            Target::Fleet {
+                scan,
+                nodes,
+                journal,
+            } => {
+                let drained = Arc::new(
+                    journal
+                        .as_deref()
+                        .and_then(|j| crate::actions::journal::read(j).ok())
+                        .map(|(entries, _)| crate::actions::rollout::drained_by(&entries))
+                        .unwrap_or_default(),
+                );
                 let permits = Arc::new(Semaphore::new(scan.ssh.concurrency.max(1)));
                 let wanted: std::collections::HashSet<&String> = names.iter().collect();
                 for node in nodes.iter().filter(|n| wanted.contains(&n.name)).cloned() {
@@ -212,7 +228,7 @@ fn spawn_scan(
                     let Ok(permit) = permits.clone().acquire_owned().await else {
                         break;
                     };
-                    let (scan, tx) = (scan.clone(), tx.clone());
+                    let (scan, tx, drained) = (scan.clone(), tx.clone(), drained.clone());
                     tasks.spawn(async move {
                         let _permit = permit;
                         let _ = tx
@@ -221,7 +237,8 @@ fn spawn_scan(
                                 name: node.name.clone(),
                             })
                             .await;
-                        let (report, raw) = scan.probe_guarded(node).await;
+                        let (mut report, raw) = scan.probe_guarded(node).await;
+                        crate::actions::rollout::mark_drained(&mut report, &drained);
                         let _ = tx
                             .send(Msg::NodeDone {
                                 generation,

@@ -158,10 +158,23 @@ fn severity_style(s: Severity) -> Style {
     }
 }
 
-/// The table cells of one node, each through `safe` ([`terminal_safe`] for the table,
-/// [`crate::model::text::screen_safe`] for the TUI) and cut to 64 characters.
-pub fn table_cells(n: &NodeReport, safe: fn(&str) -> Cow<'_, str>) -> Vec<String> {
+/// The table's columns for `nodes`: an optional column (rollout state) only when some node
+/// has a value in it.
+pub fn table_columns(nodes: &[NodeReport]) -> Vec<Column> {
     Column::table()
+        .filter(|c| !c.spec().optional || nodes.iter().any(|n| !c.display(n).is_empty()))
+        .collect()
+}
+
+/// The table cells of one node in `columns`, each through `safe` ([`terminal_safe`] for the
+/// table) and cut to 64 characters.
+pub fn table_cells(
+    n: &NodeReport,
+    columns: &[Column],
+    safe: fn(&str) -> Cow<'_, str>,
+) -> Vec<String> {
+    columns
+        .iter()
         .map(|c| clip(&safe(&c.display(n)), 64))
         .collect()
 }
@@ -188,11 +201,12 @@ impl Sink for TableSink<'_> {
     }
 
     fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {
-        let headers: Vec<&str> = Column::table().map(Column::title).collect();
+        let columns = table_columns(&snapshot.nodes);
+        let headers: Vec<&str> = columns.iter().map(|c| c.title()).collect();
         let rows: Vec<Vec<String>> = snapshot
             .nodes
             .iter()
-            .map(|n| table_cells(n, terminal_safe))
+            .map(|n| table_cells(n, &columns, terminal_safe))
             .collect();
         let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
         for r in &rows {
@@ -216,7 +230,7 @@ impl Sink for TableSink<'_> {
                 if i > 0 {
                     line.push_str("  ");
                 }
-                if i == 1 {
+                if columns[i] == Column::Status {
                     line.push_str(&format!("{st}{}{st:#}", pad(c, *w)));
                 } else {
                     line.push_str(&pad(c, *w));

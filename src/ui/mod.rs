@@ -219,6 +219,9 @@ fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
     let mut used: u16 = 2; // highlight symbol
     // The reasons column keeps its minimum once node and status are in: it says why.
     for (k, &i) in order.iter().enumerate() {
+        if cols[i].spec().optional && rows.iter().all(|r| cell(r, cols[i]).is_empty()) {
+            continue;
+        }
         let need = natural[i] + if used > 2 { 2 } else { 0 };
         let keep = if k < 2 { 0 } else { reserve };
         if used + need + keep <= total {
@@ -707,6 +710,38 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
         ),
         t.role("dim"),
     )));
+    if let Some(ro) = &r.rollout {
+        let mut said = Vec::new();
+        if let Some(id) = &ro.drained_by {
+            said.push(format!(
+                "drained by rollout {id} (this machine's journal; `gpufleet journal --node {}`)",
+                r.name
+            ));
+        }
+        match (ro.locked, &ro.lock) {
+            (Some(true), Some(o)) => said.push(format!(
+                "node lock held by rollout {} ({}, since {})",
+                if o.rollout.is_empty() {
+                    "?"
+                } else {
+                    &o.rollout
+                },
+                o.operator.as_deref().unwrap_or("operator unknown"),
+                o.since.as_deref().unwrap_or("?")
+            )),
+            (Some(true), None) => said.push("node lock held (owner unknown)".into()),
+            (None, _) if r.status != crate::model::NodeStatus::Unreachable => {
+                said.push("node lock: unknown (this probe did not read its marker)".into())
+            }
+            _ => {}
+        }
+        for line in said {
+            out.push(Line::from(Span::styled(
+                safe(&format!("rollout: {line}")),
+                t.role("warn"),
+            )));
+        }
+    }
     if !row.labels.is_empty() || !row.groups.is_empty() {
         let labels: Vec<String> = row.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
         out.push(Line::from(Span::styled(

@@ -788,6 +788,34 @@ pub fn left_behind(plan: &Plan, progress: &Progress) -> Vec<String> {
     out
 }
 
+/// The nodes a rollout of `journal` drained and has not given back: node → rollout id. A drain
+/// that started counts (the node may be drained); an uncordon that finished gives it back.
+pub fn drained_by(journal: &[Entry]) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for e in journal {
+        match (e.step.as_str(), e.phase) {
+            ("drain", Phase::Start | Phase::Done | Phase::Failed) => {
+                out.insert(e.node.clone(), e.rollout.clone());
+            }
+            ("uncordon", Phase::Done) => {
+                out.remove(&e.node);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Sets each report's `rollout.drained_by` from [`drained_by`]'s map.
+pub fn mark_drained(report: &mut NodeReport, drained: &std::collections::BTreeMap<String, String>) {
+    if let Some(r) = drained.get(&report.name) {
+        report
+            .rollout
+            .get_or_insert_with(Default::default)
+            .drained_by = Some(r.clone());
+    }
+}
+
 /// Rollouts given up with `--abandon`: their node markers may be taken over.
 pub fn abandoned(journal: &[Entry]) -> Vec<String> {
     journal

@@ -401,3 +401,35 @@ fn a_node_without_a_drain_setting_is_refused_and_none_must_be_said() {
     let text = plan_lines(&p, false).join("\n");
     assert!(text.contains("jobs are NOT drained"), "{text}");
 }
+
+#[test]
+fn drained_by_follows_drains_and_uncordons_per_node() {
+    let e = |rollout: &str, node: &str, step: &str, phase: Phase| Entry {
+        ts: String::new(),
+        who: String::new(),
+        rollout: rollout.into(),
+        node: node.into(),
+        step: step.into(),
+        seq: Some(0),
+        phase,
+        command: String::new(),
+        outcome: String::new(),
+    };
+    let journal = [
+        e("r1", "a", "drain", Phase::Start),
+        e("r1", "a", "drain", Phase::Done),
+        e("r1", "b", "drain", Phase::Start),
+        e("r1", "b", "drain", Phase::Done),
+        e("r1", "b", "uncordon", Phase::Start),
+        e("r1", "b", "uncordon", Phase::Done),
+        // A drain that only started may have drained the node.
+        e("r2", "c", "drain", Phase::Start),
+        // An uncordon that failed gives nothing back.
+        e("r2", "a", "uncordon", Phase::Failed),
+    ];
+    let d = drained_by(&journal);
+    assert_eq!(
+        d.into_iter().collect::<Vec<_>>(),
+        [("a".into(), "r1".into()), ("c".into(), "r2".into())]
+    );
+}
