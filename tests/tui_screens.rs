@@ -518,3 +518,35 @@ fn a_cell_cut_to_its_column_ends_in_a_tilde() {
     assert_eq!(screen.matches(&cut).count(), 2, "{screen}");
     assert!(!screen.contains("el9_"), "{screen}");
 }
+
+/// The upgrade plan shows each command whole: a line longer than the popup wraps, never cut.
+#[test]
+fn the_confirmed_plan_shows_long_commands_whole() {
+    let mut a = app(false);
+    let planned = gpufleet::actions::rollout::Plan {
+        rollout: "r-1".into(),
+        mode: gpufleet::actions::rollout::Mode::Canary,
+        nodes: vec![gpufleet::actions::rollout::NodePlan {
+            node: "x".into(),
+            steps: vec![],
+            next_boot: None,
+        }],
+        skipped: vec![],
+    };
+    let long = format!(
+        "    step:install  $ ssh x 'apt-get install -y {} nvidia-open-END'",
+        "pkg ".repeat(40)
+    );
+    a.update(Msg::UpgradePlanned(Ok((
+        vec!["plan of rollout r-1".into(), long],
+        Box::new(planned),
+    ))));
+    let screen = render(&mut a, 100, 30);
+    let joined: String = screen
+        .lines()
+        .map(|l| l.trim_matches(|c: char| c == '"' || c == ' ' || c == '│'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(joined.contains("nvidia-open-END"), "{screen}");
+    assert!(joined.contains("apt-get install -y pkg"), "{screen}");
+}

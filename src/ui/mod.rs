@@ -9,7 +9,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{
-    Block, Borders, Cell, Clear, LineGauge, Paragraph, Row as TRow, Table, TableState,
+    Block, Borders, Cell, Clear, LineGauge, Paragraph, Row as TRow, Table, TableState, Wrap,
 };
 
 pub use theme::Theme;
@@ -930,7 +930,8 @@ pub fn status_legend<'a>(t: &Theme) -> Vec<Line<'a>> {
     out
 }
 
-/// A bordered box over the screen at `area`, scrolled by `scroll` lines.
+/// A bordered popup over `area`, scrolled by `scroll` lines. Long lines wrap (the upgrade plan's
+/// commands are shown whole, never cut).
 fn draw_popup(
     f: &mut Frame,
     t: &Theme,
@@ -943,6 +944,7 @@ fn draw_popup(
     f.render_widget(Clear, area);
     f.render_widget(
         Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
             .block(
                 Block::default()
                     .borders(Borders::ALL)
