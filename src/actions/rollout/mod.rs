@@ -9,19 +9,26 @@
 //! continues a rollout from its journal without repeating completed steps, and attaches to a
 //! recipe step still running on the node (recipe steps run detached: [`node_side`]).
 //!
-//! Split along the pure/I-O line: `plan` (the typed plan, planning, the journal's view of a
-//! rollout: pure), `gates` (pure), `exec` (the executor: the only part that runs commands,
-//! here and on nodes, and writes the journal; and `prepare`, which probes before planning),
-//! `local` (the state folder's lock).
+//! Split along the pure/I-O line: `plan` (the typed plan, planning: pure), `history` (the
+//! journal's view of rollouts: pure), `gates` (pure), `exec` (the executor: the only part that runs commands,
+//! here and on nodes, and writes the journal), `prepare` (probes before planning, for the CLI and
+//! the TUI),
+//! `local` (the state folder's lock), `locks` (reading and breaking node locks from here).
 
 mod exec;
 mod gates;
+mod history;
 mod local;
+mod locks;
 mod plan;
+mod prepare;
 #[cfg(test)]
 mod tests;
 
 pub use exec::*;
 pub use gates::*;
+pub use history::*;
 pub use local::*;
+pub use locks::*;
 pub use plan::*;
+pub use prepare::*;

@@ -1,0 +1,235 @@
+//! What the journal says of rollouts (pure): how far one got, which one is unfinished, the
+//! list `gpufleet rollouts` prints, what an abandoned one leaves behind, which nodes are
+//! drained.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::*;
+use crate::actions::journal::{Entry, Phase};
+use crate::actions::node_side;
+use crate::model::report::NodeReport;
+
+/// How far a rollout got, per (node, step number): the last phase the journal says.
+pub type Progress = HashMap<(String, usize), Phase>;
+
+/// " and stays drained" when `node` stopped at or after its drain step `seq` (a node stopped
+/// by its lock was never drained by this rollout).
+pub fn drained_note(plan: &Plan, node: &str, seq: Option<usize>) -> &'static str {
+    let drained = plan
+        .nodes
+        .iter()
+        .find(|n| n.node == node)
+        .zip(seq)
+        .is_some_and(|(np, s)| np.drained_at(s));
+    if drained { " and stays drained" } else { "" }
+}
+
+/// The latest rollout in the journal that has no end entry (or stopped with a failure): its
+/// plan, and how far each node got.
+pub fn unfinished(journal: &[Entry]) -> Option<(Plan, Progress)> {
+    let start = open_start(journal)?;
+    let plan: Plan = serde_json::from_str(&start.outcome).ok()?;
+    let mut progress = Progress::new();
+    for e in journal
+        .iter()
+        .filter(|e| e.rollout == start.rollout && !e.node.is_empty())
+    {
+        // Entries without a step number (older journals): the first step of that label.
+        let seq = e.seq.or_else(|| {
+            plan.nodes
+                .iter()
+                .find(|n| n.node == e.node)?
+                .steps
+                .iter()
+                .position(|s| s.label() == e.step)
+        });
+        if let Some(seq) = seq {
+            progress.insert((e.node.clone(), seq), e.phase);
+        }
+    }
+    Some((plan, progress))
+}
+
+/// The id of the last rollout that started and did not finish but whose plan cannot be read
+/// (written by another gpufleet version): it must be finished with that version or abandoned,
+/// never taken for finished.
+pub fn unreadable_unfinished(journal: &[Entry]) -> Option<String> {
+    let start = open_start(journal)?;
+    serde_json::from_str::<Plan>(&start.outcome)
+        .is_err()
+        .then(|| start.rollout.clone())
+}
+
+/// The start entry of the latest rollout, unless it ended: a rollout that stopped (failed,
+/// halted) is resumable (`--resume` retries each node from the step where it stopped); done
+/// and abandoned ones are not.
+fn open_start(journal: &[Entry]) -> Option<&Entry> {
+    let start = journal
+        .iter()
+        .rev()
+        .find(|e| e.step == "rollout" && e.phase == Phase::Start)?;
+    let closed = journal.iter().any(|e| {
+        e.rollout == start.rollout
+            && e.step == "rollout"
+            && matches!(e.phase, Phase::Done | Phase::Abandoned)
+    });
+    (!closed).then_some(start)
+}
+
+/// The refusal when [`unreadable_unfinished`] names a rollout.
+pub fn unreadable_message(id: &str) -> String {
+    format!(
+        "rollout {id} did not finish, and its plan was written by another gpufleet version that this one cannot read: finish it with that version, or `gpufleet upgrade --abandon` it and check its nodes (`gpufleet locks` lists node locks; drained nodes stay drained)"
+    )
+}
+
+/// A rollout as `gpufleet rollouts` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RolloutSummary {
+    pub id: String,
+    /// From its plan (absent when the plan cannot be read).
+    pub mode: Option<Mode>,
+    /// `done`, `failed` (resumable), `abandoned`, or `unfinished` (running, or interrupted:
+    /// resumable).
+    pub state: String,
+    pub nodes: Vec<String>,
+    pub who: String,
+    pub started: String,
+    /// The last end entry's time, if any.
+    pub ended: Option<String>,
+}
+
+/// Every rollout of the journal, oldest first.
+pub fn rollouts(journal: &[Entry]) -> Vec<RolloutSummary> {
+    let mut out: Vec<RolloutSummary> = Vec::new();
+    for e in journal.iter().filter(|e| e.step == "rollout") {
+        let i = match out.iter().position(|r| r.id == e.rollout) {
+            Some(i) => i,
+            None => {
+                out.push(RolloutSummary {
+                    id: e.rollout.clone(),
+                    mode: None,
+                    state: "unfinished".into(),
+                    nodes: Vec::new(),
+                    who: e.who.clone(),
+                    started: e.ts.clone(),
+                    ended: None,
+                });
+                out.len() - 1
+            }
+        };
+        let r = &mut out[i];
+        match e.phase {
+            Phase::Start => {
+                if let Ok(p) = serde_json::from_str::<Plan>(&e.outcome) {
+                    r.mode = Some(p.mode);
+                    r.nodes = p.nodes.iter().map(|n| n.node.clone()).collect();
+                }
+            }
+            Phase::Abandoned => {
+                r.state = "abandoned".into();
+                r.ended = Some(e.ts.clone());
+            }
+            Phase::Done | Phase::Failed if r.state != "abandoned" => {
+                r.state = if e.phase == Phase::Done {
+                    "done"
+                } else {
+                    "failed"
+                }
+                .into();
+                r.ended = Some(e.ts.clone());
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// What a rollout given up leaves on each node of `plan`, in words, with the exact commands
+/// that give a drained node back to its scheduler.
+pub fn left_behind(plan: &Plan, progress: &Progress) -> Vec<String> {
+    let mut out = Vec::new();
+    for np in &plan.nodes {
+        let at = |pred: &dyn Fn(&Step) -> bool| np.steps.iter().position(pred);
+        let phase = |i: Option<usize>| i.and_then(|i| progress.get(&(np.node.clone(), i)));
+        let drain = at(&|s| matches!(s, Step::Drain { .. }));
+        let uncordon = at(&|s| matches!(s, Step::Uncordon { .. }));
+        let lock = at(&|s| matches!(s, Step::Lock { .. }));
+        let unlock = at(&|s| matches!(s, Step::Unlock { .. }));
+        let given_back = phase(uncordon) == Some(&Phase::Done);
+        let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+        match phase(drain) {
+            Some(p) if !given_back => {
+                let cmds: Vec<String> = uncordon
+                    .map(|u| np.steps[u].shown(&plan.rollout))
+                    .unwrap_or_default();
+                out.push(format!(
+                    "{} {}; give it back with: {}",
+                    safe(&np.node),
+                    if *p == Phase::Done {
+                        "stays drained"
+                    } else {
+                        "may be drained (its drain started)"
+                    },
+                    safe(&cmds.join(" && "))
+                ));
+            }
+            _ if given_back => out.push(format!("{} was given back (uncordoned)", safe(&np.node))),
+            _ => {}
+        }
+        if phase(lock).is_some() && phase(unlock) != Some(&Phase::Done) {
+            let root = match &np.steps[lock.unwrap_or(0)] {
+                Step::Lock { root, .. } => root.trim_end_matches('/').to_string(),
+                _ => String::new(),
+            };
+            out.push(format!(
+                "{} keeps this rollout's node lock ({root}/{}); the next rollout from this state folder takes it over",
+                safe(&np.node),
+                node_side::MARKER
+            ));
+        }
+        if phase(lock).is_none() {
+            out.push(format!("{} was not touched", safe(&np.node)));
+        }
+    }
+    out
+}
+
+/// The nodes a rollout of `journal` drained and has not given back: node → rollout id. A drain
+/// that started counts (the node may be drained); an uncordon that finished gives it back.
+pub fn drained_by(journal: &[Entry]) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for e in journal {
+        match (e.step.as_str(), e.phase) {
+            ("drain", Phase::Start | Phase::Done | Phase::Failed) => {
+                out.insert(e.node.clone(), e.rollout.clone());
+            }
+            ("uncordon", Phase::Done) => {
+                out.remove(&e.node);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Sets each report's `rollout.drained_by` from [`drained_by`]'s map.
+pub fn mark_drained(report: &mut NodeReport, drained: &std::collections::BTreeMap<String, String>) {
+    if let Some(r) = drained.get(&report.name) {
+        report
+            .rollout
+            .get_or_insert_with(Default::default)
+            .drained_by = Some(r.clone());
+    }
+}
+
+/// Rollouts given up with `--abandon`: their node markers may be taken over.
+pub fn abandoned(journal: &[Entry]) -> Vec<String> {
+    journal
+        .iter()
+        .filter(|e| e.step == "rollout" && e.phase == Phase::Abandoned)
+        .map(|e| e.rollout.clone())
+        .collect()
+}

@@ -1,0 +1,356 @@
+//! Unit tests of the app's state machine.
+
+use super::*;
+use crate::model::Code;
+use crate::model::report::NodeReport;
+use ratatui::crossterm::event::{KeyCode, KeyModifiers};
+
+fn report(name: &str, status: NodeStatus) -> NodeReport {
+    let mut r = NodeReport::unreachable(
+        name.into(),
+        Code::SshTimeout,
+        "x".into(),
+        vec![],
+        String::new(),
+        0,
+    );
+    r.status = status;
+    r
+}
+
+fn app(n: usize) -> App {
+    let rows = (0..n).map(|i| Row::new(format!("gpu{i:03}"))).collect();
+    App::new(rows, Keymap::default(), false, "test".into())
+}
+
+fn key(c: char) -> Msg {
+    Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+}
+
+#[test]
+fn stale_generations_are_dropped() {
+    let mut a = app(2);
+    let names = vec!["gpu000".to_string(), "gpu001".to_string()];
+    a.update(Msg::ScanStarted {
+        generation: 1,
+        names: names.clone(),
+    });
+    a.update(Msg::ScanStarted {
+        generation: 2,
+        names,
+    });
+    a.update(Msg::NodeDone {
+        generation: 1,
+        report: Box::new(report("gpu000", NodeStatus::Ready)),
+        raw: None,
+    });
+    assert!(a.rows[0].report.is_none());
+    a.update(Msg::NodeDone {
+        generation: 2,
+        report: Box::new(report("gpu000", NodeStatus::Migrate)),
+        raw: None,
+    });
+    assert_eq!(a.rows[0].status(), Some(NodeStatus::Migrate));
+    assert_eq!(a.progress.done, 1);
+}
+
+#[test]
+fn sort_filter_and_selection_follow_the_node() {
+    let mut a = app(3);
+    a.update(Msg::ScanStarted {
+        generation: 1,
+        names: a.rows.iter().map(|r| r.name.clone()).collect(),
+    });
+    for (n, s) in [
+        ("gpu000", NodeStatus::Ready),
+        ("gpu001", NodeStatus::Attention),
+        ("gpu002", NodeStatus::Migrate),
+    ] {
+        a.update(Msg::NodeDone {
+            generation: 1,
+            report: Box::new(report(n, s)),
+            raw: None,
+        });
+    }
+    let names = |a: &App| {
+        a.view
+            .iter()
+            .map(|&i| a.rows[i].name.clone())
+            .collect::<Vec<_>>()
+    };
+    a.ensure_view();
+    assert_eq!(
+        names(&a),
+        ["gpu001", "gpu002", "gpu000"],
+        "worst status first"
+    );
+    assert_eq!(
+        a.selected_row().unwrap().name,
+        "gpu000",
+        "the selection stayed on its node"
+    );
+    a.update(key('g'));
+    a.update(key('j'));
+    assert_eq!(a.selected_row().unwrap().name, "gpu002");
+    a.update(key('S'));
+    assert_eq!(names(&a), ["gpu000", "gpu002", "gpu001"]);
+    assert_eq!(
+        a.selected_row().unwrap().name,
+        "gpu002",
+        "selection follows the node"
+    );
+    a.update(key('/'));
+    for c in "status:mig".chars() {
+        a.update(key(c));
+    }
+    a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
+    assert_eq!(names(&a), ["gpu002"]);
+    a.update(Msg::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
+    assert_eq!(a.view.len(), 3);
+    // Esc while typing puts back the filter from before (it applies as it is typed).
+    a.update(key('/'));
+    for c in "status:mig".chars() {
+        a.update(key(c));
+    }
+    assert_eq!(names(&a), ["gpu002"]);
+    a.update(Msg::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
+    assert_eq!(a.filter, "");
+    assert_eq!(a.view.len(), 3);
+}
+
+#[test]
+fn unknown_is_counted_filtered_and_sorted_after_attention() {
+    let mut a = app(4);
+    a.update(Msg::ScanStarted {
+        generation: 1,
+        names: a.rows.iter().map(|r| r.name.clone()).collect(),
+    });
+    for (n, s) in [
+        ("gpu000", NodeStatus::Ready),
+        ("gpu001", NodeStatus::Unknown),
+        ("gpu002", NodeStatus::Blocked),
+        ("gpu003", NodeStatus::Attention),
+    ] {
+        a.update(Msg::NodeDone {
+            generation: 1,
+            report: Box::new(report(n, s)),
+            raw: None,
+        });
+    }
+    a.ensure_view();
+    let names =
+        |a: &App| -> Vec<String> { a.view.iter().map(|&i| a.rows[i].name.clone()).collect() };
+    assert_eq!(names(&a), ["gpu003", "gpu001", "gpu002", "gpu000"]);
+    assert_eq!(a.counts().get(&NodeStatus::Unknown), Some(&1));
+    assert_eq!(cell(&a.rows[1], Column::Status), "unknown");
+    a.update(key('/'));
+    for c in "status:unknown".chars() {
+        a.update(key(c));
+    }
+    a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
+    assert_eq!(names(&a), ["gpu001"]);
+    assert!(!matches(&a.rows[1], "status:unreachable"));
+}
+
+#[test]
+fn node_text_in_cells_is_screen_safe() {
+    let mut r = report("evil\x1b]0;t\x07\u{202e}\u{fffd}", NodeStatus::Ready);
+    r.kernel = Some(crate::model::report::KernelJson {
+        release: Some("6.8\u{2028}x\u{feff}".into()),
+    });
+    let mut row = Row::new(r.name.clone());
+    row.report = Some(r);
+    row.refresh();
+    assert_eq!(
+        cell(&row, Column::Node),
+        "evil\\x1b]0;t\\x07\\u{202e}\\u{fffd}"
+    );
+    assert_eq!(cell(&row, Column::Kernel), "6.8\\u{2028}x\\u{feff}");
+    row.marked = true;
+    row.refresh();
+    assert!(!cell(&row, Column::Node).contains('\x1b'));
+}
+
+#[test]
+fn labels_groups_and_canary_filters() {
+    let mut rows: Vec<Row> = (0..3).map(|i| Row::new(format!("n{i}"))).collect();
+    rows[0].canary = true;
+    rows[1].labels.insert("rack".into(), "r2".into());
+    rows[2].groups.push("a100".into());
+    let a = App::new(rows, Keymap::default(), false, String::new());
+    assert!(matches(&a.rows[0], "label:canary"));
+    assert!(matches(&a.rows[1], "label:rack=r2"));
+    assert!(matches(&a.rows[1], "label:r2"));
+    assert!(matches(&a.rows[2], "group:a100 n2"));
+    assert!(!matches(&a.rows[2], "group:a100 n1"));
+}
+
+#[test]
+fn quit_rescan_cancel_export_effects() {
+    let mut a = app(2);
+    assert_eq!(a.update(key('q')), vec![Effect::Quit]);
+    assert_eq!(
+        a.update(key('R')),
+        vec![Effect::Scan {
+            generation: 1,
+            names: None
+        }]
+    );
+    a.update(Msg::ScanStarted {
+        generation: 1,
+        names: vec!["gpu000".into()],
+    });
+    assert_eq!(a.update(key('x')), vec![Effect::Cancel]);
+    assert!(!a.progress.running);
+    a.update(Msg::NodeDone {
+        generation: 1,
+        report: Box::new(report("gpu000", NodeStatus::Ready)),
+        raw: None,
+    });
+    assert!(
+        a.rows[0].report.is_none(),
+        "results after cancel are ignored"
+    );
+    assert!(matches!(
+        a.update(key('e'))[0],
+        Effect::Export {
+            format: ExportFormat::Json,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn auto_refresh_starts_a_scan_when_due() {
+    let mut a = app(1);
+    assert!(
+        a.update(Msg::Tick {
+            since_scan_secs: Some(100)
+        })
+        .is_empty(),
+        "off by default"
+    );
+    a.refresh_secs = Some(30);
+    assert!(
+        a.update(Msg::Tick {
+            since_scan_secs: Some(10)
+        })
+        .is_empty()
+    );
+    assert_eq!(
+        a.update(Msg::Tick {
+            since_scan_secs: Some(30)
+        })
+        .len(),
+        1
+    );
+}
+
+#[test]
+fn upgrade_needs_the_typed_node_count_and_read_only_refuses_it() {
+    let mut a = app(2);
+    a.update(Msg::ScanStarted {
+        generation: 1,
+        names: vec!["gpu000".into(), "gpu001".into()],
+    });
+    for n in ["gpu000", "gpu001"] {
+        a.update(Msg::NodeDone {
+            generation: 1,
+            report: Box::new(report(n, NodeStatus::Migrate)),
+            raw: None,
+        });
+    }
+    a.update(key('g'));
+    a.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char(' '),
+        KeyModifiers::NONE,
+    )));
+    a.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char(' '),
+        KeyModifiers::NONE,
+    )));
+    assert_eq!(a.rows.iter().filter(|r| r.marked).count(), 2);
+    let e = a.update(key('U'));
+    assert!(matches!(&e[..], [Effect::PlanUpgrade { nodes }] if nodes.len() == 2));
+    let planned = Box::new(crate::actions::rollout::Plan {
+        rollout: "r-1".into(),
+        mode: crate::actions::rollout::Mode::Wave,
+        nodes: ["gpu000", "gpu001"]
+            .iter()
+            .map(|n| crate::actions::rollout::NodePlan {
+                node: n.to_string(),
+                steps: vec![crate::actions::rollout::Step::Reprobe],
+                next_boot: None,
+            })
+            .collect(),
+        skipped: vec![],
+    });
+    a.update(Msg::UpgradePlanned(Ok((
+        vec!["plan".into()],
+        planned.clone(),
+    ))));
+    assert_eq!(a.mode, Mode::Confirm);
+    // A wrong count cancels.
+    a.update(key('1'));
+    assert!(
+        a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)))
+            .is_empty()
+    );
+    assert_eq!(a.mode, Mode::Matrix);
+    a.update(key('U'));
+    a.update(Msg::UpgradePlanned(Ok((vec![], planned.clone()))));
+    a.update(key('2'));
+    let e = a.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
+    // The confirmed plan itself is what the runtime runs.
+    assert_eq!(e, vec![Effect::RunUpgrade { plan: planned }]);
+
+    // Read-only: the key is unbound, absent from help, and the action refused if reached.
+    let rows = vec![Row::new("n")];
+    let (km, _) = Keymap::new(&Default::default(), true);
+    assert!(
+        !km.bound()
+            .any(|x| x == Action::Upgrade || x == Action::Mark)
+    );
+    let mut ro = App::new(rows, km, true, String::new());
+    assert!(ro.update(key('U')).is_empty());
+    assert!(
+        ro.message
+            .as_deref()
+            .unwrap_or("")
+            .contains("read-only session: `upgrade` is off"),
+        "{:?}",
+        ro.message
+    );
+    ro.message = None;
+    assert!(ro.act(Action::Upgrade).is_empty());
+    assert!(ro.message.as_deref().unwrap_or("").contains("read-only"));
+}
+
+#[test]
+fn quitting_during_an_upgrade_takes_a_second_press() {
+    let mut a = app(1);
+    a.upgrading = true;
+    assert!(a.update(key('q')).is_empty());
+    assert!(a.message.as_deref().unwrap().contains("--resume"));
+    assert_eq!(a.update(key('q')), vec![Effect::Quit]);
+}
+
+#[test]
+fn messages_clear_themselves() {
+    let mut a = app(1);
+    a.message = Some("exported".into());
+    for _ in 0..=MESSAGE_TICKS {
+        a.update(Msg::Tick {
+            since_scan_secs: None,
+        });
+    }
+    assert_eq!(a.message, None);
+    a.upgrading = true;
+    a.message = Some("upgrading".into());
+    for _ in 0..=MESSAGE_TICKS * 2 {
+        a.update(Msg::Tick {
+            since_scan_secs: None,
+        });
+    }
+    assert!(a.message.is_some(), "kept while an upgrade runs");
+}

@@ -1,0 +1,289 @@
+//! GPU and DMA-BUF facts: the PCI scan, /proc/driver/nvidia/gpus and nvidia-smi, merged into
+//! one list of GPUs; the kernel's DMA-BUF support inputs.
+
+use super::*;
+
+pub(super) fn dma_buf_inputs(out: &ProbeOutput, f: &mut Facts) {
+    if let Read::Text(t) = read(out, Kind::Grep, "/proc/kallsyms") {
+        let hit = t
+            .lines()
+            .find(|l| l.split_whitespace().nth(2) == Some("ib_umem_dmabuf_get"));
+        f.kallsyms_dmabuf = Some(hit.is_some());
+        f.kallsyms_evidence = hit.map(|l| Evidence::new("/proc/kallsyms", l.trim_end()));
+    }
+    let mut tried = Vec::new();
+    if let Some(rel) = &f.kernel_release {
+        let name = format!("/boot/config-{rel}");
+        match read(out, Kind::Grep, &name) {
+            Read::Text(t) => {
+                f.kernel_config = Some((name, kconfig::parse(&t)));
+                return;
+            }
+            Read::Absent => {}
+            Read::Failed(why) => tried.push(why),
+        }
+    }
+    const GZ: &str = "/proc/config.gz";
+    match read(out, Kind::Grep, GZ) {
+        Read::Text(t) => {
+            f.kernel_config = Some((GZ.to_string(), kconfig::parse(&t)));
+            return;
+        }
+        Read::Absent => {}
+        Read::Failed(why) => tried.push(why),
+    }
+    if let Some(s) = out.get(Kind::Hex, GZ) {
+        let decoded = match read(out, Kind::Hex, GZ) {
+            Read::Text(t) => {
+                kconfig::decode_od_hex(&t).and_then(|bytes| kconfig::gunzip(&bytes, 16 << 20))
+            }
+            _ => Err(why_not(GZ, s)),
+        };
+        match decoded {
+            Ok(text) => {
+                f.kernel_config = Some((GZ.to_string(), kconfig::parse(&text)));
+                return;
+            }
+            Err(why) => tried.push(why),
+        }
+    }
+    if !tried.is_empty() && f.kallsyms_dmabuf != Some(true) {
+        f.unknown("kernel config", tried.join("; "));
+    }
+}
+
+pub(super) fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
+    const PCI: &str = "/sys/bus/pci/devices";
+    match read(out, Kind::Dir, PCI) {
+        Read::Absent => f.pci_gpus = Some(Vec::new()),
+        Read::Failed(why) => f.unknown("gpus (PCI)", why),
+        Read::Text(listing) => {
+            // Every listed function's vendor, and the device and class of NVIDIA ones, must
+            // have arrived: a function whose files are missing or unreadable could be a GPU.
+            let mut gpus = Vec::new();
+            let mut failed = Vec::new();
+            let attr = |bus: &str, name: &str| -> Result<Option<u32>, String> {
+                match read(out, Kind::File, &format!("{PCI}/{bus}/{name}")) {
+                    Read::Text(t) => Ok(sysfs::parse_hex(&t)),
+                    Read::Absent => Ok(None),
+                    Read::Failed(why) => Err(why),
+                }
+            };
+            for bus in listing.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                let dev = attr(bus, "vendor").and_then(|vendor| {
+                    if vendor != Some(0x10de) {
+                        return Ok(None);
+                    }
+                    let (device, class) = (attr(bus, "device")?, attr(bus, "class")?);
+                    // The bound driver: the link's last component; unbound or unread is None.
+                    let driver = match read(out, Kind::Link, &format!("{PCI}/{bus}/driver")) {
+                        Read::Text(t) => first_line(&t)
+                            .rsplit('/')
+                            .next()
+                            .filter(|d| !d.is_empty())
+                            .map(str::to_string),
+                        _ => None,
+                    };
+                    Ok(sysfs::normalize_bus_id(bus)
+                        .zip(device)
+                        .zip(class)
+                        .and_then(|((bus_id, device), class)| {
+                            Some(PciDevice {
+                                bus_id,
+                                device_id: u16::try_from(device).ok()?,
+                                class,
+                                driver,
+                            })
+                        }))
+                });
+                match dev {
+                    Ok(Some(d)) if d.is_gpu() => gpus.push(d),
+                    Ok(_) => {}
+                    Err(why) => failed.push(why),
+                }
+            }
+            if failed.is_empty() {
+                f.pci_gpus = Some(gpus);
+            } else {
+                f.unknown("gpus (PCI)", failed.join("; "));
+            }
+        }
+    }
+    const PROC: &str = "/proc/driver/nvidia/gpus";
+    match read(out, Kind::Dir, PROC) {
+        Read::Absent => f.proc_gpus = Some(Vec::new()),
+        Read::Failed(why) => f.unknown("gpus (driver)", why),
+        Read::Text(listing) => {
+            let mut gpus = Vec::new();
+            let entries: Vec<&str> = listing
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            if entries.len() > MAX_GPUS {
+                f.unknown(
+                    "gpus (driver)",
+                    format!(
+                        "{PROC} lists {} entries; only the first {MAX_GPUS} are read",
+                        entries.len()
+                    ),
+                );
+            }
+            for bus in entries.into_iter().take(MAX_GPUS) {
+                let name = format!("{PROC}/{bus}/information");
+                match read(out, Kind::File, &name) {
+                    Read::Text(t) => gpus.push(sysfs::parse_information(bus, &t)),
+                    // Listed by the driver even if its information file could not be read.
+                    _ => gpus.push(sysfs::parse_information(bus, "")),
+                }
+            }
+            f.proc_gpus = Some(gpus);
+        }
+    }
+}
+
+/// More GPUs than any node has: longer listings come from a broken or hostile node.
+pub(super) const MAX_GPUS: usize = 1024;
+
+pub(super) fn smi_fact(out: &ProbeOutput, f: &mut Facts) {
+    let attempts: Vec<&Section> = out.with_prefix(Kind::Cmd, "nvidia-smi").collect();
+    let Some(last) = attempts.last() else {
+        f.smi = SmiOutcome::NotRun;
+        if !out.complete {
+            f.unknown("gpus", "the probe stopped before nvidia-smi ran");
+        }
+        return;
+    };
+    let command = last.name.clone();
+    let text = String::from_utf8_lossy(&last.body);
+    let rejected: Vec<String> = attempts[..attempts.len() - 1]
+        .iter()
+        .filter_map(|s| smi::rejected_field(&String::from_utf8_lossy(&s.body)).map(str::to_string))
+        .collect();
+    f.smi = match &last.status {
+        Status::MissingTool(_) => SmiOutcome::NotInstalled,
+        Status::Timeout | Status::Incomplete => SmiOutcome::TimedOut { command },
+        Status::Ok => match smi::parse_query(&text) {
+            Ok(gpus) => SmiOutcome::Answered {
+                command,
+                gpus,
+                rejected,
+            },
+            Err(e) => SmiOutcome::Failed {
+                command,
+                failure: SmiFailure::Other(e),
+                output: head_lines(&text, 4),
+            },
+        },
+        _ => SmiOutcome::Failed {
+            command,
+            failure: smi::classify_failure(&text),
+            output: head_lines(&text, 4),
+        },
+    };
+}
+
+pub(super) fn head_lines(text: &str, n: usize) -> String {
+    text.lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .take(n)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub(super) fn cc_for(id: Option<u16>) -> Option<String> {
+    gpudb::by_device_id(id?)?.compute_capability.clone()
+}
+
+pub(super) fn merge_gpus(f: &mut Facts) {
+    let pci = f.pci_gpus.clone().unwrap_or_default();
+    let pci_id = |bus: &Option<String>| {
+        let bus = bus.as_ref()?;
+        pci.iter().find(|d| &d.bus_id == bus).map(|d| d.device_id)
+    };
+    let mut gpus: Vec<Gpu> = Vec::new();
+    if let SmiOutcome::Answered {
+        command,
+        gpus: rows,
+        ..
+    } = &f.smi
+    {
+        for (i, r) in rows.iter().enumerate() {
+            let bus_id = r.bus_id.as_deref().and_then(sysfs::normalize_bus_id);
+            let device_id = r
+                .pci_device_id
+                .or_else(|| pci_id(&bus_id))
+                .or_else(|| r.name.as_deref().and_then(gpudb::device_id_by_name));
+            gpus.push(Gpu {
+                index: r.index.unwrap_or(i as u32),
+                name: r.name.clone(),
+                bus_id,
+                uuid: r.uuid.clone(),
+                pci_device_id: device_id,
+                compute_capability: r.compute_cap.clone().or_else(|| cc_for(device_id)),
+                initialized: true,
+                evidence: Evidence::new(command.clone(), r.line.clone()),
+            });
+        }
+    } else {
+        let mut proc = f.proc_gpus.clone().unwrap_or_default();
+        proc.sort_by(|a, b| a.bus_id.cmp(&b.bus_id));
+        for (i, p) in proc.iter().enumerate() {
+            let bus_id = Some(p.bus_id.clone());
+            let device_id =
+                pci_id(&bus_id).or_else(|| p.model.as_deref().and_then(gpudb::device_id_by_name));
+            let source = format!("/proc/driver/nvidia/gpus/{}/information", p.bus_id);
+            gpus.push(Gpu {
+                index: i as u32,
+                name: p.model.clone(),
+                bus_id,
+                uuid: p.uuid.clone(),
+                pci_device_id: device_id,
+                compute_capability: cc_for(device_id),
+                initialized: true,
+                evidence: Evidence::new(source, p.model_line.clone().unwrap_or_default()),
+            });
+        }
+    }
+    // PCI GPUs that neither nvidia-smi nor the driver list: not taken by the driver.
+    // Saturating: nvidia-smi's index is the node's word, and may be u32::MAX.
+    let mut next = gpus
+        .iter()
+        .map(|g| g.index.saturating_add(1))
+        .max()
+        .unwrap_or(0);
+    let proc = f.proc_gpus.clone().unwrap_or_default();
+    for d in &pci {
+        if gpus
+            .iter()
+            .any(|g| g.bus_id.as_deref() == Some(d.bus_id.as_str()))
+        {
+            continue;
+        }
+        let model = gpudb::by_device_id(d.device_id);
+        gpus.push(Gpu {
+            index: next,
+            name: model.map(|m| m.name.clone()),
+            bus_id: Some(d.bus_id.clone()),
+            uuid: None,
+            pci_device_id: Some(d.device_id),
+            compute_capability: model.and_then(|m| m.compute_capability.clone()),
+            initialized: proc.iter().any(|p| p.bus_id == d.bus_id),
+            evidence: pci_evidence(d),
+        });
+        next = next.saturating_add(1);
+    }
+    f.gpus = gpus;
+}
+
+/// Evidence for one NVIDIA PCI function: its sysfs path and its vendor, device and class.
+pub fn pci_evidence(d: &PciDevice) -> Evidence {
+    Evidence::new(
+        format!("/sys/bus/pci/devices/{}", d.bus_id),
+        format!(
+            "vendor 0x10de device 0x{:04x} class 0x{:06x}",
+            d.device_id, d.class
+        ),
+    )
+}

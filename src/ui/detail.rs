@@ -1,0 +1,418 @@
+//! The detail pane: the selected node's status, reasons with evidence, every fact with the
+//! lines that prove it, and the raw probe output (drawing only).
+
+use super::*;
+
+pub(super) fn severity_style(t: &Theme, s: Severity) -> Style {
+    t.role(match s {
+        Severity::Error => "crit",
+        Severity::Warn => "warn",
+        Severity::Info => "info",
+    })
+}
+
+/// The facts of a report with their evidence, grouped as the JSON is (the assessment's own
+/// values: nothing is recomputed here, so the pane never contradicts the status).
+pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme) {
+    let safe = |s: &str| screen_safe(s).into_owned();
+    let q = |s: Option<&str>| s.map_or_else(|| "?".to_string(), safe);
+    let yn = |b: Option<bool>| {
+        match b {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "?",
+        }
+        .to_string()
+    };
+    // `value` is already safe; the evidence of `path` (a JSON path) is made safe here.
+    let fact = |out: &mut Vec<Line<'a>>, name: &str, value: String, path: &str| {
+        let style = if value == "?" {
+            t.role("unknown")
+        } else {
+            Style::default()
+        };
+        out.push(Line::from(vec![
+            Span::styled(format!("  {name:<20}"), t.role("title")),
+            Span::styled(value, style),
+        ]));
+        for e in r.evidence.get(path).into_iter().flatten().take(8) {
+            out.push(Line::from(Span::styled(
+                format!("        {}: {}", safe(&e.source), safe(e.line.trim_end())),
+                t.role("dim"),
+            )));
+        }
+    };
+    let section = |out: &mut Vec<Line<'a>>, title: &str| {
+        out.push(Line::default());
+        out.push(Line::from(Span::styled(
+            title.to_string(),
+            t.role("header"),
+        )));
+    };
+    if r.status == NodeStatus::Unreachable {
+        return;
+    }
+    section(out, "facts and evidence");
+    fact(
+        out,
+        "kernel",
+        q(r.kernel.as_ref().and_then(|k| k.release.as_deref())),
+        "kernel.release",
+    );
+    fact(
+        out,
+        "os",
+        q(r.os.as_ref().and_then(|o| o.pretty_name.as_deref())),
+        "os.pretty_name",
+    );
+    match &r.driver {
+        Some(d) => fact(
+            out,
+            "module",
+            format!(
+                "{}{}",
+                safe(&format!(
+                    "{} {} {}",
+                    d.flavor.as_str(),
+                    d.version.clone().unwrap_or_default(),
+                    d.arch.clone().unwrap_or_default()
+                )),
+                d.managed_by
+                    .as_deref()
+                    .map(|m| format!(" · managed by {}", safe(m)))
+                    .unwrap_or_default()
+            ),
+            "driver.flavor",
+        ),
+        None => fact(out, "module", "?".into(), "driver.flavor"),
+    }
+    let pm = r.peermem.as_ref();
+    fact(
+        out,
+        "peermem loaded",
+        yn(pm.and_then(|p| p.loaded)),
+        "peermem.loaded",
+    );
+    fact(
+        out,
+        "peermem at boot",
+        yn(pm.and_then(|p| p.configured)),
+        "peermem.configured",
+    );
+    if pm.and_then(|p| p.loaded) == Some(true) {
+        fact(
+            out,
+            "peermem registered",
+            yn(pm.and_then(|p| p.registered)),
+            "peermem.registered",
+        );
+    }
+    fact(
+        out,
+        "DMA-BUF kernel",
+        yn(r.dma_buf.as_ref().and_then(|d| d.kernel_support)),
+        "dma_buf.kernel_support",
+    );
+    fact(
+        out,
+        "taint",
+        r.taint
+            .as_ref()
+            .and_then(|x| x.value)
+            .map_or("?".into(), |v| v.to_string()),
+        "taint.value",
+    );
+    for g in r.gpus.iter().flatten() {
+        out.push(Line::from(vec![
+            Span::styled(
+                format!("  {:<20}", format!("gpu {}", g.index)),
+                t.role("title"),
+            ),
+            Span::raw(format!(
+                "{} · {} · cc {}",
+                q(g.name.as_deref()),
+                q(g.bus_id.as_deref()),
+                q(g.compute_capability.as_deref())
+            )),
+        ]));
+    }
+    for e in r.evidence.get("gpus").into_iter().flatten().take(8) {
+        out.push(Line::from(Span::styled(
+            format!("        {}: {}", safe(&e.source), safe(e.line.trim_end())),
+            t.role("dim"),
+        )));
+    }
+    if let Some(b) = &r.boot {
+        section(out, "next boot");
+        fact(out, "running", q(b.running.as_deref()), "kernel.release");
+        fact(
+            out,
+            "boot kernel",
+            q(b.boot_kernel.as_deref()),
+            "boot.boot_kernel",
+        );
+        fact(
+            out,
+            "nvidia.ko next boot",
+            crate::columns::Column::NextBoot.display(r),
+            "boot.kernels",
+        );
+        fact(
+            out,
+            "reboot pending",
+            yn(b.reboot_pending),
+            "boot.reboot_pending",
+        );
+        for k in b.kernels.iter().flatten() {
+            let mods = match &k.nvidia_modules {
+                Some(m) if m.is_empty() => "no NVIDIA module".to_string(),
+                Some(m) => m
+                    .iter()
+                    .map(|p| p.rsplit('/').next().unwrap_or(p))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                None => "?".into(),
+            };
+            out.push(Line::from(vec![
+                Span::styled(format!("    {:<18}", safe(&k.release)), t.role("dim")),
+                Span::raw(safe(&mods)),
+            ]));
+        }
+    }
+    if let Some(fw) = &r.firmware
+        && fw.gsp_files_present.is_some()
+    {
+        section(out, "firmware");
+        fact(
+            out,
+            "GSP firmware",
+            yn(fw.gsp_files_present),
+            "firmware.gsp_files_present",
+        );
+    }
+    if let Some(mp) = &r.module_params {
+        let configured = mp.configured.as_deref().unwrap_or_default();
+        if !configured.is_empty() {
+            section(out, "module parameters (configured → in effect)");
+            for c in configured {
+                let now = mp
+                    .in_effect
+                    .as_ref()
+                    .map(|p| p.get(&c.key).map_or("not a parameter", String::as_str))
+                    .unwrap_or("?");
+                out.push(Line::from(vec![
+                    Span::styled(format!("  NVreg_{:<28}", safe(&c.key)), t.role("title")),
+                    Span::raw(safe(&format!("{} → {now}", c.value))),
+                    Span::styled(format!("  ({})", safe(&c.source)), t.role("dim")),
+                ]));
+            }
+        }
+    }
+    if let Some(rd) = &r.rdma {
+        section(out, "RDMA");
+        fact(
+            out,
+            "devices",
+            rd.devices.as_ref().map_or("?".into(), |d| {
+                if d.is_empty() {
+                    "none".into()
+                } else {
+                    safe(&d.join(" "))
+                }
+            }),
+            "rdma.devices",
+        );
+        fact(
+            out,
+            "verbs DMA-BUF",
+            rd.libibverbs_dmabuf
+                .map_or("no host library".into(), |b| yn(Some(b))),
+            "rdma.libibverbs_dmabuf",
+        );
+    }
+    if let Some(sb) = &r.secure_boot {
+        section(out, "module signatures");
+        fact(out, "Secure Boot", yn(sb.enabled), "secure_boot.enabled");
+        fact(
+            out,
+            "lockdown",
+            q(sb.lockdown.as_deref()),
+            "secure_boot.lockdown",
+        );
+        fact(
+            out,
+            "signatures enforced",
+            yn(sb.signature_enforced),
+            "secure_boot.signature_enforced",
+        );
+        fact(
+            out,
+            "nvidia.ko signed",
+            yn(sb.nvidia_ko_signed),
+            "secure_boot.nvidia_ko_signed",
+        );
+    }
+    if let Some(kl) = &r.kernel_log {
+        section(out, "kernel log");
+        fact(
+            out,
+            "Xid events",
+            kl.xid_counts
+                .as_ref()
+                .map_or("? (not readable)".into(), |x| {
+                    if x.is_empty() {
+                        "none".into()
+                    } else {
+                        x.iter()
+                            .map(|(c, n)| format!("{} ({n}x)", safe(c)))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                }),
+            "kernel_log",
+        );
+    }
+}
+
+/// The detail pane's lines for `row`: status, reasons with evidence, every fact with its
+/// evidence, then the raw probe sections.
+pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
+    let safe = |s: &str| screen_safe(s).into_owned();
+    let mut out: Vec<Line> = Vec::new();
+    let Some(r) = &row.report else {
+        out.push(Line::from(Span::styled(
+            format!("{}: not scanned yet", safe(&row.name)),
+            t.role("dim"),
+        )));
+        return out;
+    };
+    out.push(Line::from(vec![
+        Span::styled(safe(&r.name), t.role("title")),
+        Span::raw("  "),
+        Span::styled(r.status.to_string(), t.status(r.status)),
+        Span::styled(format!(": {}", r.status.meaning()), t.role("dim")),
+    ]));
+    out.push(Line::from(Span::styled(
+        format!(
+            "scanned at {} · took {} ms",
+            safe(&r.scanned_at),
+            r.duration_ms
+        ),
+        t.role("dim"),
+    )));
+    if let Some(ro) = &r.rollout {
+        let mut said = Vec::new();
+        if let Some(id) = &ro.drained_by {
+            said.push(format!(
+                "drained by rollout {id} (this machine's journal; `gpufleet journal --node {}`)",
+                r.name
+            ));
+        }
+        match (ro.locked, &ro.lock) {
+            (Some(true), Some(o)) => said.push(format!(
+                "node lock held by rollout {} ({}, since {})",
+                if o.rollout.is_empty() {
+                    "?"
+                } else {
+                    &o.rollout
+                },
+                o.operator.as_deref().unwrap_or("operator unknown"),
+                o.since.as_deref().unwrap_or("?")
+            )),
+            (Some(true), None) => said.push("node lock held (owner unknown)".into()),
+            (None, _) if r.status != crate::model::NodeStatus::Unreachable => {
+                said.push("node lock: unknown (this probe did not read its marker)".into())
+            }
+            _ => {}
+        }
+        for line in said {
+            out.push(Line::from(Span::styled(
+                safe(&format!("rollout: {line}")),
+                t.role("warn"),
+            )));
+        }
+    }
+    if !row.labels.is_empty() || !row.groups.is_empty() {
+        let labels: Vec<String> = row.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out.push(Line::from(Span::styled(
+            safe(&format!(
+                "groups: {}  labels: {}",
+                row.groups.join(", "),
+                labels.join(", ")
+            )),
+            t.role("dim"),
+        )));
+    }
+    out.push(Line::default());
+    out.push(Line::from(Span::styled("reasons", t.role("header"))));
+    if r.reasons.is_empty() {
+        out.push(Line::from(Span::styled("  none", t.role("dim"))));
+    }
+    for x in &r.reasons {
+        out.push(Line::from(vec![
+            Span::styled(
+                format!("  {:<5} ", x.severity.as_str()),
+                severity_style(t, x.severity),
+            ),
+            Span::styled(
+                format!("{:<28} ", x.code.as_str()),
+                severity_style(t, x.severity),
+            ),
+            Span::raw(safe(&x.message)),
+        ]));
+        for e in &x.evidence {
+            out.push(Line::from(Span::styled(
+                format!("        {}: {}", safe(&e.source), safe(e.line.trim_end())),
+                t.role("dim"),
+            )));
+        }
+    }
+    fact_lines(&mut out, r, t);
+    let Some(raw) = &row.raw else {
+        return out;
+    };
+    let parsed = sections::parse(&raw.output, &raw.boundary);
+    out.push(Line::default());
+    out.push(Line::from(Span::styled(
+        format!(
+            "raw probe output · {} sections · {} bytes",
+            parsed.sections.len(),
+            raw.output.len()
+        ),
+        t.role("header"),
+    )));
+    for s in &parsed.sections {
+        out.push(Line::from(vec![
+            Span::styled(format!("▸ {:?} ", s.kind).to_lowercase(), t.role("title")),
+            Span::styled(safe(&s.name), t.role("title")),
+            Span::styled(
+                safe(&format!("  [{:?}]", s.status).to_lowercase()),
+                t.role("dim"),
+            ),
+        ]));
+        for l in String::from_utf8_lossy(&s.body).lines().take(400) {
+            out.push(Line::from(Span::raw(format!("  {}", safe(l)))));
+        }
+    }
+    out
+}
+
+pub(super) fn draw_detail(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> u16 {
+    let block = Block::default()
+        .borders(Borders::TOP)
+        .border_style(t.role("border"))
+        .title(Span::styled(
+            " detail (j/k scroll, enter closes) ",
+            t.role("title"),
+        ));
+    let lines = app
+        .selected_row()
+        .map(|r| detail_lines(r, t))
+        .unwrap_or_default();
+    let max = (lines.len() as u16).saturating_sub(area.height.saturating_sub(1));
+    let p = Paragraph::new(lines)
+        .block(block)
+        .scroll((app.detail_scroll, 0));
+    f.render_widget(p, area);
+    max
+}
