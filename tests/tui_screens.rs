@@ -13,7 +13,7 @@ use std::time::Duration;
 use gpufleet::app::{App, Keymap, Msg, Row};
 use gpufleet::model::{NodeReport, Thresholds};
 use gpufleet::probe::{RawRun, RunEnd};
-use gpufleet::ui::{self, Theme};
+use gpufleet::ui::{self, Role, Theme};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -397,17 +397,17 @@ fn an_unknown_node_is_counted_sorted_styled_filtered_and_explained() {
     // Drawn in its own role, on top and in the row; no-driver keeps its own.
     let (x, y) = find(&term, "1 unknown");
     let cell = &term.backend().buffer()[(x + 2, y)];
-    assert_eq!(cell.fg, theme.role("status-unknown").fg.unwrap());
+    assert_eq!(cell.fg, theme.role(Role::StatusUnknown).fg.unwrap());
     let (_, y) = find(&term, "h200-unknown");
     let row: String = (0..160)
         .map(|x| term.backend().buffer()[(x, y)].symbol().to_string())
         .collect();
     let sx = row.find(" unknown ").unwrap() as u16 + 1;
     let st = &term.backend().buffer()[(sx, y)];
-    assert_eq!(st.fg, theme.role("status-unknown").fg.unwrap());
+    assert_eq!(st.fg, theme.role(Role::StatusUnknown).fg.unwrap());
     assert!(
         st.modifier
-            .contains(theme.role("status-unknown").add_modifier)
+            .contains(theme.role(Role::StatusUnknown).add_modifier)
     );
     assert_ne!(
         st.fg,
@@ -418,7 +418,7 @@ fn an_unknown_node_is_counted_sorted_styled_filtered_and_explained() {
     let qx = row.find('?').unwrap() as u16;
     assert_eq!(
         term.backend().buffer()[(qx, y)].fg,
-        theme.role("unknown").fg.unwrap()
+        theme.role(Role::Unknown).fg.unwrap()
     );
 
     // status:unknown keeps only it.

@@ -32,6 +32,24 @@ pub enum Probe {
     Done,
 }
 
+/// A probe's raw output as the detail pane shows it: its sections (parsed once, when the
+/// result arrives) and its size in bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawSections {
+    pub output: crate::model::sections::ProbeOutput,
+    pub bytes: usize,
+}
+
+impl RawSections {
+    /// Splits `run`'s output at its boundary.
+    pub fn of(run: &RawRun) -> RawSections {
+        RawSections {
+            output: crate::model::sections::parse(&run.output, &run.boundary),
+            bytes: run.output.len(),
+        }
+    }
+}
+
 /// One node of the matrix.
 #[derive(Debug, Clone)]
 pub struct Row {
@@ -42,8 +60,9 @@ pub struct Row {
     pub probe: Probe,
     /// The last report (kept while a rescan runs).
     pub report: Option<NodeReport>,
-    /// The last raw probe output, for the detail pane.
-    pub raw: Option<Arc<RawRun>>,
+    /// The last raw probe output, split into its sections once when it arrived, for the
+    /// detail pane.
+    pub raw: Option<Arc<RawSections>>,
     /// Cell texts per [`Column`], computed when the report or probe state changes (sorting and
     /// drawing read these; formatting 10,000 rows per frame would not fit a frame).
     pub cells: Vec<String>,

@@ -56,7 +56,7 @@ impl App {
                 if let Some(r) = self.row_mut(&report.name.clone()) {
                     r.probe = Probe::Done;
                     r.report = Some(*report);
-                    r.raw = raw;
+                    r.raw = raw.map(|run| Arc::new(RawSections::of(&run)));
                     r.refresh();
                 }
                 self.dirty = true;

@@ -196,6 +196,25 @@ impl Settings {
         }
     }
 
+    /// Theme `name`: `<config dir>/themes/NAME.toml` when that file exists, else a built-in
+    /// theme; `no_color` drops colours (`NO_COLOR`).
+    ///
+    /// Errors: the file cannot be read, or is not a theme (file and line), or no such theme.
+    pub fn theme(&self, name: &str, no_color: bool) -> anyhow::Result<crate::ui::Theme> {
+        let path = crate::config::config_dir()
+            .map(|d| d.join("themes").join(format!("{name}.toml")))
+            .filter(|p| p.exists());
+        let text = match &path {
+            Some(p) => Some(
+                std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
+            ),
+            None => None,
+        };
+        let origin = path.as_ref().map(|p| p.display().to_string());
+        let user = text.as_deref().zip(origin.as_deref());
+        crate::ui::Theme::resolve(name, user, no_color).map_err(anyhow::Error::msg)
+    }
+
     /// The SSH settings: the config's `[ssh]` with the flags applied.
     pub fn ssh(&self, args: &ScanArgs) -> SshSettings {
         let mut ssh = self.config.ssh_settings();

@@ -48,12 +48,7 @@ pub fn run(s: &Settings, args: &TuiArgs) -> anyhow::Result<u8> {
         .clone()
         .unwrap_or_else(|| config.tui.theme.clone());
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let theme = crate::ui::Theme::load(
-        &theme_name,
-        crate::config::config_dir().as_deref(),
-        no_color,
-    )
-    .map_err(anyhow::Error::msg)?;
+    let theme = s.theme(&theme_name, no_color)?;
     let (keymap, problems) = Keymap::new(&config.keys, read_only);
     let (target, rows, source) = match &inventory {
         None => {

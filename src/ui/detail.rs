@@ -5,9 +5,9 @@ use super::*;
 
 pub(super) fn severity_style(t: &Theme, s: Severity) -> Style {
     t.role(match s {
-        Severity::Error => "crit",
-        Severity::Warn => "warn",
-        Severity::Info => "info",
+        Severity::Error => Role::Crit,
+        Severity::Warn => Role::Warn,
+        Severity::Info => Role::Info,
     })
 }
 
@@ -27,18 +27,18 @@ pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme)
     // `value` is already safe; the evidence of `path` (a JSON path) is made safe here.
     let fact = |out: &mut Vec<Line<'a>>, name: &str, value: String, path: &str| {
         let style = if value == "?" {
-            t.role("unknown")
+            t.role(Role::Unknown)
         } else {
             Style::default()
         };
         out.push(Line::from(vec![
-            Span::styled(format!("  {name:<20}"), t.role("title")),
+            Span::styled(format!("  {name:<20}"), t.role(Role::Title)),
             Span::styled(value, style),
         ]));
         for e in r.evidence.get(path).into_iter().flatten().take(8) {
             out.push(Line::from(Span::styled(
                 format!("        {}: {}", safe(&e.source), safe(e.line.trim_end())),
-                t.role("dim"),
+                t.role(Role::Dim),
             )));
         }
     };
@@ -46,7 +46,7 @@ pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme)
         out.push(Line::default());
         out.push(Line::from(Span::styled(
             title.to_string(),
-            t.role("header"),
+            t.role(Role::Header),
         )));
     };
     if r.status == NodeStatus::Unreachable {
@@ -126,7 +126,7 @@ pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme)
         out.push(Line::from(vec![
             Span::styled(
                 format!("  {:<20}", format!("gpu {}", g.index)),
-                t.role("title"),
+                t.role(Role::Title),
             ),
             Span::raw(format!(
                 "{} · {} · cc {}",
@@ -139,7 +139,7 @@ pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme)
     for e in r.evidence.get("gpus").into_iter().flatten().take(8) {
         out.push(Line::from(Span::styled(
             format!("        {}: {}", safe(&e.source), safe(e.line.trim_end())),
-            t.role("dim"),
+            t.role(Role::Dim),
         )));
     }
     if let Some(b) = &r.boot {
@@ -174,7 +174,7 @@ pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme)
                 None => "?".into(),
             };
             out.push(Line::from(vec![
-                Span::styled(format!("    {:<18}", safe(&k.release)), t.role("dim")),
+                Span::styled(format!("    {:<18}", safe(&k.release)), t.role(Role::Dim)),
                 Span::raw(safe(&mods)),
             ]));
         }
@@ -201,9 +201,9 @@ pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme)
                     .map(|p| p.get(&c.key).map_or("not a parameter", String::as_str))
                     .unwrap_or("?");
                 out.push(Line::from(vec![
-                    Span::styled(format!("  NVreg_{:<28}", safe(&c.key)), t.role("title")),
+                    Span::styled(format!("  NVreg_{:<28}", safe(&c.key)), t.role(Role::Title)),
                     Span::raw(safe(&format!("{} → {now}", c.value))),
-                    Span::styled(format!("  ({})", safe(&c.source)), t.role("dim")),
+                    Span::styled(format!("  ({})", safe(&c.source)), t.role(Role::Dim)),
                 ]));
             }
         }
@@ -282,15 +282,15 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
     let Some(r) = &row.report else {
         out.push(Line::from(Span::styled(
             format!("{}: not scanned yet", safe(&row.name)),
-            t.role("dim"),
+            t.role(Role::Dim),
         )));
         return out;
     };
     out.push(Line::from(vec![
-        Span::styled(safe(&r.name), t.role("title")),
+        Span::styled(safe(&r.name), t.role(Role::Title)),
         Span::raw("  "),
         Span::styled(r.status.to_string(), t.status(r.status)),
-        Span::styled(format!(": {}", r.status.meaning()), t.role("dim")),
+        Span::styled(format!(": {}", r.status.meaning()), t.role(Role::Dim)),
     ]));
     out.push(Line::from(Span::styled(
         format!(
@@ -298,7 +298,7 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
             safe(&r.scanned_at),
             r.duration_ms
         ),
-        t.role("dim"),
+        t.role(Role::Dim),
     )));
     if let Some(ro) = &r.rollout {
         let mut said = Vec::new();
@@ -328,7 +328,7 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
         for line in said {
             out.push(Line::from(Span::styled(
                 safe(&format!("rollout: {line}")),
-                t.role("warn"),
+                t.role(Role::Warn),
             )));
         }
     }
@@ -340,13 +340,13 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
                 row.groups.join(", "),
                 labels.join(", ")
             )),
-            t.role("dim"),
+            t.role(Role::Dim),
         )));
     }
     out.push(Line::default());
-    out.push(Line::from(Span::styled("reasons", t.role("header"))));
+    out.push(Line::from(Span::styled("reasons", t.role(Role::Header))));
     if r.reasons.is_empty() {
-        out.push(Line::from(Span::styled("  none", t.role("dim"))));
+        out.push(Line::from(Span::styled("  none", t.role(Role::Dim))));
     }
     for x in &r.reasons {
         out.push(Line::from(vec![
@@ -363,7 +363,7 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
         for e in &x.evidence {
             out.push(Line::from(Span::styled(
                 format!("        {}: {}", safe(&e.source), safe(e.line.trim_end())),
-                t.role("dim"),
+                t.role(Role::Dim),
             )));
         }
     }
@@ -371,23 +371,26 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
     let Some(raw) = &row.raw else {
         return out;
     };
-    let parsed = sections::parse(&raw.output, &raw.boundary);
+    let parsed = &raw.output;
     out.push(Line::default());
     out.push(Line::from(Span::styled(
         format!(
             "raw probe output · {} sections · {} bytes",
             parsed.sections.len(),
-            raw.output.len()
+            raw.bytes
         ),
-        t.role("header"),
+        t.role(Role::Header),
     )));
     for s in &parsed.sections {
         out.push(Line::from(vec![
-            Span::styled(format!("▸ {:?} ", s.kind).to_lowercase(), t.role("title")),
-            Span::styled(safe(&s.name), t.role("title")),
+            Span::styled(
+                format!("▸ {:?} ", s.kind).to_lowercase(),
+                t.role(Role::Title),
+            ),
+            Span::styled(safe(&s.name), t.role(Role::Title)),
             Span::styled(
                 safe(&format!("  [{:?}]", s.status).to_lowercase()),
-                t.role("dim"),
+                t.role(Role::Dim),
             ),
         ]));
         for l in String::from_utf8_lossy(&s.body).lines().take(400) {
@@ -400,10 +403,10 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
 pub(super) fn draw_detail(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> u16 {
     let block = Block::default()
         .borders(Borders::TOP)
-        .border_style(t.role("border"))
+        .border_style(t.role(Role::Border))
         .title(Span::styled(
             " detail (j/k scroll, enter closes) ",
-            t.role("title"),
+            t.role(Role::Title),
         ));
     let lines = app
         .selected_row()

@@ -16,11 +16,11 @@ use ratatui::widgets::{
     Block, Borders, Cell, Clear, LineGauge, Paragraph, Row as TRow, Table, TableState, Wrap,
 };
 
-pub use theme::Theme;
+pub use theme::{Role, Theme};
 
 use crate::app::{App, Column, Mode, Probe, Row, cell};
 use crate::model::text::screen_safe;
-use crate::model::{NodeReport, NodeStatus, Severity, sections};
+use crate::model::{NodeReport, NodeStatus, Severity};
 
 /// Where the last frame put things, for the app.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -93,18 +93,18 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     let mut lines: Vec<Line> = vec![
         Line::from(Span::styled(
             format!(" nodes: {}", names.join(", ")),
-            t.role("title"),
+            t.role(Role::Title),
         )),
         Line::from(Span::styled(
             format!(
                 " This drains and upgrades {n} node(s). Type {n} and press enter to go on; anything else cancels."
             ),
-            t.role("warn"),
+            t.role(Role::Warn),
         )),
         Line::from(vec![
-            Span::styled(" node count: ", t.role("title")),
+            Span::styled(" node count: ", t.role(Role::Title)),
             Span::raw(c.input.clone()),
-            Span::styled("█", t.role("dim")),
+            Span::styled("█", t.role(Role::Dim)),
         ]),
         Line::default(),
     ];
@@ -119,19 +119,19 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         popup,
         lines,
         " upgrade plan ",
-        "crit",
+        Role::Crit,
         app.detail_scroll,
     );
 }
 
 fn draw_top(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     let mut spans = vec![
-        Span::styled(" gpufleet ", t.role("title")),
-        Span::styled(screen_safe(&app.source).into_owned(), t.role("dim")),
+        Span::styled(" gpufleet ", t.role(Role::Title)),
+        Span::styled(screen_safe(&app.source).into_owned(), t.role(Role::Dim)),
         Span::raw("  "),
     ];
     if app.read_only {
-        spans.push(Span::styled(" READ-ONLY ", t.role("badge")));
+        spans.push(Span::styled(" READ-ONLY ", t.role(Role::Badge)));
         spans.push(Span::raw("  "));
     }
     let counts = app.counts();
@@ -144,7 +144,10 @@ fn draw_top(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     }
     let pending = app.rows.iter().filter(|r| r.report.is_none()).count();
     if pending > 0 {
-        spans.push(Span::styled(format!("{pending} pending"), t.role("dim")));
+        spans.push(Span::styled(
+            format!("{pending} pending"),
+            t.role(Role::Dim),
+        ));
     }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
@@ -173,8 +176,8 @@ fn draw_gauge(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         " not scanned yet ".to_string()
     };
     let g = LineGauge::default()
-        .filled_style(t.role("gauge"))
-        .unfilled_style(t.role("dim"))
+        .filled_style(t.role(Role::Gauge))
+        .unfilled_style(t.role(Role::Dim))
         .label(label)
         .ratio(ratio.clamp(0.0, 1.0));
     f.render_widget(g, area);
@@ -260,7 +263,7 @@ fn group_of(app: &App, r: &Row) -> String {
 fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
     let block = Block::default()
         .borders(Borders::TOP)
-        .border_style(t.role("border"))
+        .border_style(t.role(Role::Border))
         .title(Span::styled(
             format!(
                 " nodes {}/{}{}{} ",
@@ -276,7 +279,7 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                     .map(|g| format!(" · by label {}", screen_safe(g)))
                     .unwrap_or_default()
             ),
-            t.role("title"),
+            t.role(Role::Title),
         ));
     let inner = block.inner(area);
     f.render_widget(block, area);
@@ -322,21 +325,21 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                     let c = *c;
                     let text = cell(r, c);
                     let style = match (c, r.status(), r.probe) {
-                        (Column::Status, _, Probe::Running) => t.role("probing"),
+                        (Column::Status, _, Probe::Running) => t.role(Role::Probing),
                         (Column::Status, Some(s), _) => t.status(s),
-                        (Column::Status, None, _) => t.role("dim"),
+                        (Column::Status, None, _) => t.role(Role::Dim),
                         // "no" blocks only where GPUDirect RDMA applies.
-                        (Column::DmaBuf, _, _) if text == "no" && !rdma_na(r) => t.role("crit"),
-                        (Column::NextBoot, _, _) if text == "no driver" => t.role("crit"),
+                        (Column::DmaBuf, _, _) if text == "no" && !rdma_na(r) => t.role(Role::Crit),
+                        (Column::NextBoot, _, _) if text == "no driver" => t.role(Role::Crit),
                         (Column::Peermem, _, _)
                             if text.starts_with("loaded") || text == "at boot" =>
                         {
-                            t.role("warn")
+                            t.role(Role::Warn)
                         }
-                        (Column::Flavor, _, _) if text == "proprietary" => t.role("warn"),
-                        (Column::Reasons, _, _) => t.role("dim"),
+                        (Column::Flavor, _, _) if text == "proprietary" => t.role(Role::Warn),
+                        (Column::Reasons, _, _) => t.role(Role::Dim),
                         // An unknown value (the report has `null` there).
-                        _ if text == "?" => t.role("unknown"),
+                        _ if text == "?" => t.role(Role::Unknown),
                         _ => Style::default(),
                     };
                     let text = if c == Column::Status && r.probe == Probe::Running {
@@ -373,9 +376,9 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
         .collect();
     let constraints: Vec<Constraint> = shown.iter().map(|(_, x)| Constraint::Length(*x)).collect();
     let table = Table::new(rows, constraints)
-        .header(TRow::new(header_cells).style(t.role("header")))
+        .header(TRow::new(header_cells).style(t.role(Role::Header)))
         .column_spacing(2)
-        .row_highlight_style(t.role("selected"))
+        .row_highlight_style(t.role(Role::Selected))
         .highlight_symbol("▌ ");
     let mut state = TableState::default();
     if !app.view.is_empty() {
@@ -398,7 +401,7 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
         let y = inner.y + 1;
         if y < inner.y + inner.height {
             f.render_widget(
-                Paragraph::new(Span::styled(msg, t.role("dim"))),
+                Paragraph::new(Span::styled(msg, t.role(Role::Dim))),
                 Rect {
                     y,
                     height: 1,
@@ -420,16 +423,19 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
 fn draw_bottom(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     let line = if app.mode == Mode::FilterInput {
         Line::from(vec![
-            Span::styled("/", t.role("header")),
+            Span::styled("/", t.role(Role::Header)),
             Span::raw(screen_safe(&app.input).into_owned()),
-            Span::styled("█", t.role("dim")),
+            Span::styled("█", t.role(Role::Dim)),
             Span::styled(
                 "   enter apply · esc cancel · status: flavor: label: group: reason:",
-                t.role("dim"),
+                t.role(Role::Dim),
             ),
         ])
     } else if let Some(m) = &app.message {
-        Line::from(Span::styled(screen_safe(m).into_owned(), t.role("warn")))
+        Line::from(Span::styled(
+            screen_safe(m).into_owned(),
+            t.role(Role::Warn),
+        ))
     } else {
         let k = &app.keymap;
         let mut spans = Vec::new();
@@ -443,8 +449,8 @@ fn draw_bottom(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         ] {
             let keys = k.keys_of(a);
             if let Some(first) = keys.split(", ").next().filter(|s| !s.is_empty()) {
-                spans.push(Span::styled(format!(" {first} "), t.role("header")));
-                spans.push(Span::styled(format!("{} ", a.name()), t.role("dim")));
+                spans.push(Span::styled(format!(" {first} "), t.role(Role::Header)));
+                spans.push(Span::styled(format!("{} ", a.name()), t.role(Role::Dim)));
             }
         }
         Line::from(spans)
@@ -467,7 +473,10 @@ fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         .iter()
         .map(|a| {
             Line::from(vec![
-                Span::styled(format!(" {:<20}", app.keymap.keys_of(*a)), t.role("header")),
+                Span::styled(
+                    format!(" {:<20}", app.keymap.keys_of(*a)),
+                    t.role(Role::Header),
+                ),
                 Span::raw(a.help()),
             ])
         })
@@ -475,16 +484,16 @@ fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     lines.push(Line::default());
     lines.push(Line::from(Span::styled(
         " mouse: click a row to select it, a header to sort by it; wheel scrolls",
-        t.role("dim"),
+        t.role(Role::Dim),
     )));
     lines.push(Line::from(Span::styled(
         " ◆ before a node's name: a canary (inventory `canary = true`), upgraded before the waves",
-        t.role("dim"),
+        t.role(Role::Dim),
     )));
     if app.read_only {
         lines.push(Line::from(Span::styled(
             " read-only: actions that change nodes are not available",
-            t.role("warn"),
+            t.role(Role::Warn),
         )));
     }
     lines.push(Line::default());
@@ -495,7 +504,7 @@ fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         popup,
         lines,
         " keys (from the active keymap) · ? closes ",
-        "border",
+        Role::Border,
         app.detail_scroll,
     );
 }
@@ -507,7 +516,7 @@ pub fn status_legend<'a>(t: &Theme) -> Vec<Line<'a>> {
     statuses.sort();
     let mut out = vec![Line::from(Span::styled(
         " statuses, worst first (filter: status:NAME)",
-        t.role("header"),
+        t.role(Role::Header),
     ))];
     out.extend(statuses.iter().map(|s| {
         Line::from(vec![
@@ -528,7 +537,7 @@ fn draw_popup(
     area: Rect,
     lines: Vec<Line>,
     title: &str,
-    border: &str,
+    border: Role,
     scroll: u16,
 ) {
     f.render_widget(Clear, area);
@@ -539,7 +548,7 @@ fn draw_popup(
                 Block::default()
                     .borders(Borders::ALL)
                     .border_style(t.role(border))
-                    .title(Span::styled(title.to_string(), t.role("title"))),
+                    .title(Span::styled(title.to_string(), t.role(Role::Title))),
             )
             .scroll((scroll, 0)),
         area,

@@ -10,7 +10,6 @@
 //! `unknown`: a theme file that sets `unknown` but not `no-driver` still does.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::str::FromStr;
 
 use ratatui::style::{Color, Modifier, Style};
@@ -27,6 +26,73 @@ const BUILT_IN: [(&str, &str); 3] = [
     ),
 ];
 
+/// A semantic role of the theme: what a style is for. Theme files name roles in kebab case
+/// (`status-unknown`); code names them with this enum, so a typo does not compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    Ok,
+    Warn,
+    Blocked,
+    Crit,
+    StatusUnknown,
+    NoDriver,
+    Unknown,
+    Info,
+    Dim,
+    Header,
+    Title,
+    Border,
+    Selected,
+    Badge,
+    Gauge,
+    Probing,
+}
+
+impl Role {
+    /// Every role, in the order themes list them.
+    pub const ALL: [Role; 16] = [
+        Role::Ok,
+        Role::Warn,
+        Role::Blocked,
+        Role::Crit,
+        Role::StatusUnknown,
+        Role::NoDriver,
+        Role::Unknown,
+        Role::Info,
+        Role::Dim,
+        Role::Header,
+        Role::Title,
+        Role::Border,
+        Role::Selected,
+        Role::Badge,
+        Role::Gauge,
+        Role::Probing,
+    ];
+
+    /// The role's name in theme files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Ok => "ok",
+            Role::Warn => "warn",
+            Role::Blocked => "blocked",
+            Role::Crit => "crit",
+            Role::StatusUnknown => "status-unknown",
+            Role::NoDriver => "no-driver",
+            Role::Unknown => "unknown",
+            Role::Info => "info",
+            Role::Dim => "dim",
+            Role::Header => "header",
+            Role::Title => "title",
+            Role::Border => "border",
+            Role::Selected => "selected",
+            Role::Badge => "badge",
+            Role::Gauge => "gauge",
+            Role::Probing => "probing",
+        }
+    }
+}
+
+/// The role names theme files may use.
 const ROLES: [&str; 16] = [
     "ok",
     "warn",
@@ -76,7 +142,7 @@ struct ThemeFile {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Theme {
     pub name: String,
-    roles: BTreeMap<&'static str, Style>,
+    roles: BTreeMap<Role, Style>,
 }
 
 fn style_of(spec: &RoleSpec) -> Result<Style, String> {
@@ -107,7 +173,7 @@ impl Theme {
         let file: ThemeFile =
             toml::from_str(text).map_err(|e| crate::diag::toml_error(origin, text, &e))?;
         for (role, spec) in &file.roles {
-            let Some(key) = ROLES.iter().find(|r| **r == role) else {
+            let Some(key) = Role::ALL.into_iter().find(|r| r.name() == role) else {
                 let hint = crate::diag::closest(role, ROLES)
                     .map(|s| format!("; did you mean `{s}`?"))
                     .unwrap_or_default();
@@ -122,9 +188,9 @@ impl Theme {
         // styling no-driver nodes with it.
         if file.roles.contains_key("unknown")
             && !file.roles.contains_key("no-driver")
-            && let Some(st) = self.roles.get("unknown").copied()
+            && let Some(st) = self.roles.get(&Role::Unknown).copied()
         {
-            self.roles.insert("no-driver", st);
+            self.roles.insert(Role::NoDriver, st);
         }
         Ok(self)
     }
@@ -142,16 +208,17 @@ impl Theme {
         .expect("the built-in default theme parses")
     }
 
-    /// Loads theme `name`: `<config_dir>/themes/NAME.toml` if it exists, else a built-in one.
-    /// Errors name the file and what is wrong; `no_color` drops every colour.
-    pub fn load(name: &str, config_dir: Option<&Path>, no_color: bool) -> Result<Theme, String> {
-        let user = config_dir.map(|d| d.join("themes").join(format!("{name}.toml")));
-        let mut theme = match user.filter(|p| p.exists()) {
-            Some(p) => {
-                let text =
-                    std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-                Theme::base().parse_onto(&text, &p.display().to_string())?
-            }
+    /// Theme `name` (pure: the caller reads the file). `user` is the text of the user's theme
+    /// file `<config dir>/themes/NAME.toml` and its path for messages, when that file exists;
+    /// otherwise `name` must be built in. Errors name the file and what is wrong; `no_color`
+    /// drops every colour.
+    pub fn resolve(
+        name: &str,
+        user: Option<(&str, &str)>,
+        no_color: bool,
+    ) -> Result<Theme, String> {
+        let mut theme = match user {
+            Some((text, origin)) => Theme::base().parse_onto(text, origin)?,
             None => {
                 let (_, text) = BUILT_IN.iter().find(|(n, _)| *n == name).ok_or_else(|| {
                     let names: Vec<&str> = BUILT_IN.iter().map(|(n, _)| *n).collect();
@@ -164,7 +231,7 @@ impl Theme {
         if no_color {
             for (role, st) in theme.roles.iter_mut() {
                 let mut plain = Style::default().add_modifier(st.add_modifier);
-                if *role == "selected" || *role == "badge" {
+                if *role == Role::Selected || *role == Role::Badge {
                     plain = plain.add_modifier(Modifier::REVERSED);
                 }
                 *st = plain;
@@ -173,20 +240,20 @@ impl Theme {
         Ok(theme)
     }
 
-    /// The style of `role` (one of the role names above).
-    pub fn role(&self, role: &str) -> Style {
-        self.roles.get(role).copied().unwrap_or_default()
+    /// The style of `role` (the built-in default theme defines every role; a unit test checks).
+    pub fn role(&self, role: Role) -> Style {
+        self.roles.get(&role).copied().unwrap_or_default()
     }
 
     /// The role a status is drawn with.
     pub fn status(&self, s: NodeStatus) -> Style {
         self.role(match s {
-            NodeStatus::Ready => "ok",
-            NodeStatus::Migrate => "warn",
-            NodeStatus::Blocked => "blocked",
-            NodeStatus::Attention | NodeStatus::Unreachable => "crit",
-            NodeStatus::NoDriver => "no-driver",
-            NodeStatus::Unknown => "status-unknown",
+            NodeStatus::Ready => Role::Ok,
+            NodeStatus::Migrate => Role::Warn,
+            NodeStatus::Blocked => Role::Blocked,
+            NodeStatus::Attention | NodeStatus::Unreachable => Role::Crit,
+            NodeStatus::NoDriver => Role::NoDriver,
+            NodeStatus::Unknown => Role::StatusUnknown,
         })
     }
 }
@@ -201,6 +268,18 @@ impl Default for Theme {
 mod tests {
     use super::*;
 
+    /// Reads `<dir>/themes/NAME.toml` as the settings do, then resolves it.
+    fn load(name: &str, dir: Option<&std::path::Path>, no_color: bool) -> Result<Theme, String> {
+        let path = dir.map(|d| d.join("themes").join(format!("{name}.toml")));
+        match path.filter(|p| p.exists()) {
+            Some(p) => {
+                let text = std::fs::read_to_string(&p).unwrap();
+                Theme::resolve(name, Some((&text, &p.display().to_string())), no_color)
+            }
+            None => Theme::resolve(name, None, no_color),
+        }
+    }
+
     #[test]
     fn built_in_themes_define_every_role() {
         for (name, text) in BUILT_IN {
@@ -208,7 +287,7 @@ mod tests {
             for r in ROLES {
                 assert!(file.roles.contains_key(r), "{name} lacks {r}");
             }
-            Theme::load(name, None, false).unwrap();
+            load(name, None, false).unwrap();
         }
     }
 
@@ -221,15 +300,15 @@ mod tests {
             "[roles]\nok = { fg = \"#00ff00\" }\n",
         )
         .unwrap();
-        let t = Theme::load("mine", Some(dir.path()), false).unwrap();
-        assert_eq!(t.role("ok").fg, Some(Color::Rgb(0, 255, 0)));
-        assert_eq!(t.role("crit"), Theme::default().role("crit"));
+        let t = load("mine", Some(dir.path()), false).unwrap();
+        assert_eq!(t.role(Role::Ok).fg, Some(Color::Rgb(0, 255, 0)));
+        assert_eq!(t.role(Role::Crit), Theme::default().role(Role::Crit));
         std::fs::write(
             dir.path().join("themes/bad.toml"),
             "[roles]\nwran = { fg = \"red\" }\n",
         )
         .unwrap();
-        let e = Theme::load("bad", Some(dir.path()), false).unwrap_err();
+        let e = load("bad", Some(dir.path()), false).unwrap_err();
         assert!(
             e.contains("unknown role `wran`; did you mean `warn`?"),
             "{e}"
@@ -240,12 +319,12 @@ mod tests {
         )
         .unwrap();
         assert!(
-            Theme::load("bad2", Some(dir.path()), false)
+            load("bad2", Some(dir.path()), false)
                 .unwrap_err()
                 .contains("not a colour")
         );
         assert!(
-            Theme::load("nope", None, false)
+            load("nope", None, false)
                 .unwrap_err()
                 .contains("built in: default, light, high-contrast")
         );
@@ -254,16 +333,16 @@ mod tests {
     #[test]
     fn statuses_have_their_own_roles_and_unknown_stands_apart() {
         for (name, _) in BUILT_IN {
-            let t = Theme::load(name, None, false).unwrap();
+            let t = load(name, None, false).unwrap();
             // The split kept the colours: no-driver nodes look as they did.
-            assert_eq!(t.role("no-driver"), t.role("unknown"), "{name}");
+            assert_eq!(t.role(Role::NoDriver), t.role(Role::Unknown), "{name}");
             assert_eq!(
                 t.status(NodeStatus::NoDriver),
-                t.role("no-driver"),
+                t.role(Role::NoDriver),
                 "{name}"
             );
             let unknown = t.status(NodeStatus::Unknown);
-            assert_eq!(unknown, t.role("status-unknown"), "{name}");
+            assert_eq!(unknown, t.role(Role::StatusUnknown), "{name}");
             for s in NodeStatus::ALL {
                 if s != NodeStatus::Unknown {
                     assert_ne!(unknown, t.status(s), "{name}: unknown looks like {s}");
@@ -285,44 +364,48 @@ mod tests {
             "old",
             "[roles]\nunknown = { fg = \"#123456\", italic = true }\n",
         );
-        let t = Theme::load("old", Some(dir.path()), false).unwrap();
+        let t = load("old", Some(dir.path()), false).unwrap();
         let mine = Style::default()
             .fg(Color::Rgb(0x12, 0x34, 0x56))
             .add_modifier(Modifier::ITALIC);
-        assert_eq!(t.role("unknown"), mine);
+        assert_eq!(t.role(Role::Unknown), mine);
         assert_eq!(t.status(NodeStatus::NoDriver), mine);
         // The new status keeps the default theme's style.
         assert_eq!(
             t.status(NodeStatus::Unknown),
-            Theme::default().role("status-unknown")
+            Theme::default().role(Role::StatusUnknown)
         );
         // A theme that names both keeps each.
         write(
             "new",
             "[roles]\nunknown = { fg = \"#123456\" }\nno-driver = { fg = \"blue\" }\n",
         );
-        let t = Theme::load("new", Some(dir.path()), false).unwrap();
+        let t = load("new", Some(dir.path()), false).unwrap();
         assert_eq!(t.status(NodeStatus::NoDriver).fg, Some(Color::Blue));
-        assert_eq!(t.role("unknown").fg, Some(Color::Rgb(0x12, 0x34, 0x56)));
+        assert_eq!(t.role(Role::Unknown).fg, Some(Color::Rgb(0x12, 0x34, 0x56)));
         // A theme that names neither keeps the default's.
         write("other", "[roles]\nok = { fg = \"green\" }\n");
-        let t = Theme::load("other", Some(dir.path()), false).unwrap();
+        let t = load("other", Some(dir.path()), false).unwrap();
         assert_eq!(
             t.status(NodeStatus::NoDriver),
-            Theme::default().role("no-driver")
+            Theme::default().role(Role::NoDriver)
         );
         write("typo", "[roles]\nstatus-unknwn = { fg = \"red\" }\n");
-        let e = Theme::load("typo", Some(dir.path()), false).unwrap_err();
+        let e = load("typo", Some(dir.path()), false).unwrap_err();
         assert!(e.contains("did you mean `status-unknown`?"), "{e}");
     }
 
     #[test]
     fn no_color_keeps_only_modifiers() {
-        let t = Theme::load("default", None, true).unwrap();
-        for r in ROLES {
-            assert_eq!(t.role(r).fg, None, "{r}");
-            assert_eq!(t.role(r).bg, None, "{r}");
+        let t = load("default", None, true).unwrap();
+        for r in Role::ALL {
+            assert_eq!(t.role(r).fg, None, "{r:?}");
+            assert_eq!(t.role(r).bg, None, "{r:?}");
         }
-        assert!(t.role("selected").add_modifier.contains(Modifier::REVERSED));
+        assert!(
+            t.role(Role::Selected)
+                .add_modifier
+                .contains(Modifier::REVERSED)
+        );
     }
 }
