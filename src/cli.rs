@@ -18,6 +18,8 @@ use crate::probe::ssh::{HostKeyPolicy, HostKeys};
 use crate::probe::{self, ProbeSettings};
 use crate::snapshot::{self, Format};
 
+mod policy;
+
 const ABOUT: &str = "Inspect GPU nodes for the move to NVIDIA open kernel modules + DMA-BUF";
 
 const LONG_ABOUT: &str = "\
@@ -113,6 +115,9 @@ pub enum Command {
     /// inventory for it: try gpufleet without a fleet
     #[command(after_help = crate::sim::SIM_HELP)]
     Sim(crate::sim::SimArgs),
+    /// Check (and generate) the Kubernetes side: GPU Operator ClusterPolicy / NVIDIADriver,
+    /// OpenShift MachineConfigs, module-parameter ConfigMaps; against a fleet snapshot too
+    Policy(policy::PolicyArgs),
 }
 
 const UPGRADE_HELP: &str = "\
@@ -370,6 +375,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Locks(a)) => locks_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Unlock(a)) => unlock_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Sim(a)) => crate::sim::run(&a),
+        Some(Command::Policy(a)) => policy::run(&a),
         None if interactive => tui_cmd(
             &config,
             &paths,

@@ -1,0 +1,136 @@
+//! `gpufleet policy check|generate`: arguments and output. The logic is in `crate::policy`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use crate::model::text::{json_safe, terminal_safe};
+use crate::policy::{self, Finding, Severity};
+
+const POLICY_HELP: &str = "\
+Checks GPU Operator ClusterPolicy / NVIDIADriver objects, OpenShift MachineConfigs (with their
+MachineConfigPools) and kernel-module ConfigMaps for the move to open kernel modules + DMA-BUF,
+against the CRD and Ignition 3.4.0 schemas compiled into gpufleet (schemas/README.md), and
+optionally against a fleet snapshot.
+
+Exit codes: 0 no finding is a warning or an error, 1 some finding is, 2 unreadable input
+(a file, kubectl failing, a snapshot) or usage errors.
+
+Examples:
+  gpufleet policy check clusterpolicy.yaml machineconfig.yaml
+  gpufleet policy check --kubectl                   the cluster's objects, through kubectl
+  gpufleet policy check --kubectl --kubectl-bin oc --against fleet.json
+  gpufleet policy generate --for fleet.json > patch.yaml";
+
+#[derive(Debug, Args)]
+#[command(after_help = POLICY_HELP)]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    pub command: PolicyCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Check ClusterPolicy, NVIDIADriver, MachineConfig and ConfigMap objects: file:line,
+    /// severity, code, message and source per finding
+    #[command(after_help = POLICY_HELP)]
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum PolicyFormat {
+    /// `file:line: severity[code]: message`, then the source
+    #[default]
+    Text,
+    /// One JSON document: {"findings": [...], "summary": {...}}
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// YAML or JSON files (several documents each; `List` objects are read item by item)
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+
+    /// Output format
+    #[arg(long, value_enum, default_value_t)]
+    pub format: PolicyFormat,
+}
+
+pub fn run(args: &PolicyArgs) -> anyhow::Result<u8> {
+    match &args.command {
+        PolicyCommand::Check(a) => check(a),
+    }
+}
+
+fn check(a: &CheckArgs) -> anyhow::Result<u8> {
+    let mut docs = Vec::new();
+    for f in &a.files {
+        match policy::load_file(f) {
+            Ok(d) => docs.extend(d),
+            Err(e) => {
+                eprintln!("gpufleet: {}", terminal_safe(&e.to_string()));
+                return Ok(2);
+            }
+        }
+    }
+    let findings = policy::check(&docs).map_err(anyhow::Error::msg)?;
+    print_findings(&findings, a.format)?;
+    Ok(policy::exit_code(&findings))
+}
+
+fn location(f: &Finding) -> String {
+    match (f.line, f.end_line) {
+        (Some(l), Some(e)) => format!("{}:{l}-{e}", f.file),
+        (Some(l), None) => format!("{}:{l}", f.file),
+        _ if f.path.is_empty() => format!("{}: {}", f.file, f.object),
+        _ => format!("{}: {} {}", f.file, f.object, f.path),
+    }
+}
+
+/// Prints findings as text or JSON (escaped: file contents never reach the terminal raw).
+pub fn print_findings(findings: &[Finding], format: PolicyFormat) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+    match format {
+        PolicyFormat::Json => {
+            let doc = serde_json::json!({
+                "findings": findings,
+                "summary": {
+                    "error": count(Severity::Error),
+                    "warning": count(Severity::Warning),
+                    "info": count(Severity::Info),
+                },
+            });
+            writeln!(out, "{}", json_safe(serde_json::to_string_pretty(&doc)?))?;
+        }
+        PolicyFormat::Text => {
+            for f in findings {
+                let node = f
+                    .node
+                    .as_ref()
+                    .map(|n| format!(" node {n}:"))
+                    .unwrap_or_default();
+                writeln!(
+                    out,
+                    "{}: {}[{}]:{} {}\n    source: {}",
+                    terminal_safe(&location(f)),
+                    f.severity.as_str(),
+                    f.code,
+                    terminal_safe(&node),
+                    terminal_safe(&f.message),
+                    f.source
+                )?;
+            }
+            writeln!(
+                out,
+                "{} error(s), {} warning(s), {} info",
+                count(Severity::Error),
+                count(Severity::Warning),
+                count(Severity::Info)
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,318 @@
+//! `gpufleet policy`: the guide fixtures (tests/fixtures/policy, synced from ../shared; their
+//! README lists the findings a correct check reports), real objects from the GPU Operator
+//! repository (tests/fixtures/k8s/README.md), and hostile files.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    manifest().join("tests/fixtures").join(rel)
+}
+
+fn gpufleet(args: &[&str], files: &[&Path]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(args)
+        .args(files)
+        .env_remove("GPUFLEET_CONFIG")
+        .output()
+        .expect("run gpufleet")
+}
+
+/// `policy check --format json` on files: (exit code, findings).
+fn check_json(files: &[&Path]) -> (i32, Vec<Value>) {
+    let out = gpufleet(&["policy", "check", "--format", "json"], files);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let findings = doc["findings"].as_array().expect("findings").clone();
+    (out.status.code().expect("exit code"), findings)
+}
+
+/// (file name, line, end line, severity, code) of every warning and error.
+fn serious(findings: &[Value]) -> Vec<(String, u64, Option<u64>, String, String)> {
+    findings
+        .iter()
+        .filter(|f| f["severity"] != "info")
+        .map(|f| {
+            (
+                Path::new(f["file"].as_str().expect("file"))
+                    .file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned(),
+                f["line"].as_u64().expect("line"),
+                f["end_line"].as_u64(),
+                f["severity"].as_str().expect("severity").to_string(),
+                f["code"].as_str().expect("code").to_string(),
+            )
+        })
+        .collect()
+}
+
+fn s(
+    file: &str,
+    line: u64,
+    end: Option<u64>,
+    sev: &str,
+    code: &str,
+) -> (String, u64, Option<u64>, String, String) {
+    (file.into(), line, end, sev.into(), code.into())
+}
+
+#[test]
+fn guide_clusterpolicy_gives_exactly_the_readme_findings() {
+    let (code, findings) = check_json(&[&fixture("policy/guide-clusterpolicy.yaml")]);
+    assert_eq!(code, 1, "{findings:#?}");
+    let f = "guide-clusterpolicy.yaml";
+    assert_eq!(
+        serious(&findings),
+        vec![
+            s(f, 11, None, "warning", "use-open-kernel-modules-ignored"),
+            s(
+                f,
+                12,
+                None,
+                "warning",
+                "kernel-module-type-auto-unsupported"
+            ),
+        ]
+    );
+    // Line 12 says which module type this driver gets under each setting.
+    let v = findings
+        .iter()
+        .find(|f| f["code"] == "kernel-module-type-auto-unsupported")
+        .expect("version finding");
+    let msg = v["message"].as_str().expect("message");
+    for part in [
+        "auto: the proprietary module",
+        "open: the open module",
+        "proprietary: the proprietary module",
+        "570.86.15",
+    ] {
+        assert!(msg.contains(part), "{part:?} missing in {msg}");
+    }
+    // The absent driver.rdma: an info that DMA-BUF needs neither it nor MOFED.
+    let rdma = findings
+        .iter()
+        .find(|f| f["code"] == "rdma-not-needed-for-dmabuf")
+        .expect("rdma info");
+    assert_eq!(
+        (rdma["severity"].as_str(), rdma["line"].as_u64()),
+        (Some("info"), Some(8))
+    );
+    for f in &findings {
+        assert!(
+            f["source"].as_str().is_some_and(|s| !s.is_empty()),
+            "no source: {f}"
+        );
+    }
+}
+
+#[test]
+fn guide_machineconfig_gives_exactly_the_readme_findings() {
+    let (code, findings) = check_json(&[&fixture("policy/guide-machineconfig.yaml")]);
+    assert_eq!(code, 1, "{findings:#?}");
+    let f = "guide-machineconfig.yaml";
+    assert_eq!(
+        serious(&findings),
+        vec![
+            s(f, 6, None, "warning", "machineconfig-pool-not-given"),
+            s(
+                f,
+                13,
+                Some(25),
+                "warning",
+                "machineconfig-not-for-operator-driver"
+            ),
+            s(f, 16, Some(18), "error", "butane-inline"),
+            s(
+                f,
+                18,
+                None,
+                "warning",
+                "open-rm-enable-unsupported-gpus-ignored"
+            ),
+            s(f, 19, Some(25), "warning", "modules-load-file-empty"),
+            s(f, 22, Some(25), "error", "butane-inline"),
+        ]
+    );
+}
+
+#[test]
+fn text_output_names_file_line_severity_code_and_source() {
+    let out = gpufleet(
+        &["policy", "check"],
+        &[&fixture("policy/guide-clusterpolicy.yaml")],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text.contains("guide-clusterpolicy.yaml:11: warning[use-open-kernel-modules-ignored]:"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    source: NVIDIA/gpu-operator: api/nvidia/v1/clusterpolicy_types.go"),
+        "{text}"
+    );
+    assert!(text.contains("0 error(s), 2 warning(s)"), "{text}");
+}
+
+#[test]
+fn real_gpu_operator_samples_check_clean() {
+    let (code, findings) = check_json(&[
+        &fixture("k8s/gpu-operator-sample-clusterpolicy.yaml"),
+        &fixture("k8s/gpu-operator-sample-nvidiadriver.yaml"),
+    ]);
+    assert_eq!(serious(&findings), vec![]);
+    assert_eq!(code, 0);
+}
+
+fn temp_file(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
+    let p = dir.path().join(name);
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+#[test]
+fn each_rule_fires_on_a_file_that_breaks_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cp = temp_file(
+        &dir,
+        "cp.yaml",
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: cluster-policy\nspec:\n  driver:\n    kernelModuleType: open\n    version: \"510.108.03\"\n    rdma:\n      enabled: true\n    usePrecompiled: \"yes\"\n    kernelModuleTyp: open\n",
+    );
+    let nd = temp_file(
+        &dir,
+        "nd.yaml",
+        "apiVersion: nvidia.com/v1alpha1\nkind: NVIDIADriver\nmetadata:\n  name: d\nspec:\n  driverType: gpu\n  image: driver\n  kernelModuleType: closed\n",
+    );
+    // A MachineConfig as the API returns it: contents as data URLs; a decimal mode; no role.
+    let mc = temp_file(
+        &dir,
+        "mc.yaml",
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 99-peermem\nspec:\n  config:\n    ignition:\n      version: 2.2.0\n    storage:\n      files:\n        - path: /etc/modules-load.d/peermem.conf\n          mode: 644\n          contents:\n            source: data:,nvidia-peermem%0A\n        - path: /etc/modules-load.d/dmabuf.conf\n          mode: 420\n          contents:\n            source: data:text/plain;charset=utf-8;base64,ZG1hX2J1Zgo=\n",
+    );
+    let cm = temp_file(
+        &dir,
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kernel-module-params\n  namespace: gpu-operator\ndata:\n  nvidia.conf: |\n    options nvidia NVreg_EnableGpuFirmwareLogs=2\n",
+    );
+    let (code, findings) = check_json(&[&cp, &nd, &mc, &cm]);
+    assert_eq!(code, 1);
+    let got: Vec<(String, u64, String)> = serious(&findings)
+        .into_iter()
+        .map(|(f, l, _, _, c)| (f, l, c))
+        .collect();
+    let want = [
+        ("cp.yaml", 8, "driver-branch-lacks-open"),
+        ("cp.yaml", 10, "rdma-enabled-legacy-peermem"),
+        ("cp.yaml", 11, "schema-type"),
+        ("cp.yaml", 12, "schema-unknown-field"),
+        ("nd.yaml", 8, "schema-enum"),
+        ("mc.yaml", 3, "machineconfig-role-missing"),
+        ("mc.yaml", 14, "machineconfig-loads-peermem"),
+        ("mc.yaml", 18, "dma-buf-not-a-module"),
+        ("mc.yaml", 8, "ignition-version-unsupported"),
+        ("cm.yaml", 8, "module-config-syntax"),
+    ];
+    for (f, l, c) in want {
+        assert!(
+            got.contains(&(f.to_string(), l, c.to_string())),
+            "{f}:{l} {c} missing in {got:#?}"
+        );
+    }
+    // With a 3.4.0 config, the data URLs are decoded and the mode is judged.
+    let mc34 = std::fs::read_to_string(&mc)
+        .expect("read")
+        .replace("version: 2.2.0", "version: 3.4.0")
+        .replace(
+            "  name: 99-peermem\n",
+            "  name: 99-peermem\n  labels:\n    machineconfiguration.openshift.io/role: worker\n",
+        );
+    let mc34 = temp_file(&dir, "mc34.yaml", &mc34);
+    let (_, findings) = check_json(&[&mc34]);
+    let got: Vec<(u64, String)> = serious(&findings)
+        .into_iter()
+        .map(|(_, l, _, _, c)| (l, c))
+        .collect();
+    for want in [
+        (14, "file-mode-decimal"),
+        (16, "machineconfig-loads-peermem"),
+        (20, "dma-buf-not-a-module"),
+        (13, "machineconfig-not-for-operator-driver"),
+    ] {
+        assert!(
+            got.contains(&(want.0, want.1.to_string())),
+            "{want:?} missing in {got:#?}"
+        );
+    }
+}
+
+#[test]
+fn a_pool_that_selects_the_role_silences_the_pool_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pool = temp_file(
+        &dir,
+        "mcp.yaml",
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: gpu-worker\nspec:\n  machineConfigSelector:\n    matchExpressions:\n      - key: machineconfiguration.openshift.io/role\n        operator: In\n        values: [worker, gpu-worker]\n  nodeSelector:\n    matchLabels:\n      node-role.kubernetes.io/gpu-worker: \"\"\n",
+    );
+    let (_, findings) = check_json(&[&fixture("policy/guide-machineconfig.yaml"), &pool]);
+    assert!(
+        !findings
+            .iter()
+            .any(|f| f["code"] == "machineconfig-pool-not-given"),
+        "{findings:#?}"
+    );
+}
+
+#[test]
+fn hostile_files_get_a_clear_error_and_exit_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broken = temp_file(
+        &dir,
+        "broken.yaml",
+        "kind: ClusterPolicy\nspec: [1, 2\nx: 1\n",
+    );
+    let out = gpufleet(&["policy", "check"], &[&broken]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("broken.yaml:"), "{err}");
+
+    let missing = dir.path().join("absent.yaml");
+    let out = gpufleet(&["policy", "check"], &[&missing]);
+    assert_eq!(out.status.code(), Some(2));
+
+    let binary = dir.path().join("bin.yaml");
+    std::fs::write(&binary, b"kind: \xff\xfe\n").expect("write");
+    let out = gpufleet(&["policy", "check"], &[&binary]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not UTF-8"));
+
+    // Escape sequences in values never reach the terminal raw.
+    let esc = temp_file(
+        &dir,
+        "esc.yaml",
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: x\nspec:\n  driver:\n    useOpenKernelModules: \"\\e[31mred\\u202e\"\n",
+    );
+    let out = gpufleet(&["policy", "check"], &[&esc]);
+    assert!(!out.stdout.contains(&0x1b), "raw ESC in output");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\\x1b[31mred\\u{202e}"), "{text}");
+
+    let not_object = temp_file(&dir, "list.yaml", "- a\n- b\n");
+    let (code, findings) = check_json(&[&not_object]);
+    assert_eq!(code, 1);
+    assert_eq!(findings[0]["code"], "not-a-kubernetes-object");
+}
