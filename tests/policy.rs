@@ -316,3 +316,155 @@ fn hostile_files_get_a_clear_error_and_exit_2() {
     assert_eq!(code, 1);
     assert_eq!(findings[0]["code"], "not-a-kubernetes-object");
 }
+
+/// Writes a kubectl stand-in into `dir`: a script that prints fixed JSON of real objects for
+/// each `get` (it tests gpufleet's reading of kubectl output, not kubectl), records its argv,
+/// and answers as the API server does for a resource type the cluster lacks.
+fn kubectl_stand_in(dir: &Path, fail_with: Option<&str>) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    // The GPU Operator's sample ClusterPolicy, as `kubectl get -o json` prints a list of it.
+    let cp_yaml = std::fs::read_to_string(fixture("k8s/gpu-operator-sample-clusterpolicy.yaml"))
+        .expect("sample")
+        .replace("  driver:\n", "  driver:\n    useOpenKernelModules: true\n")
+        .replacen(
+            "    # kernel module configuration for NVIDIA driver\n    kernelModuleConfig:\n      name: \"\"",
+            "    kernelModuleConfig:\n      name: kernel-module-params",
+            1,
+        );
+    let cp = gpufleet::policy::yaml::parse_stream(&cp_yaml).expect("yaml")[0].to_json();
+    let list =
+        |items: Vec<Value>| serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    std::fs::write(dir.join("cp.json"), list(vec![cp]).to_string()).expect("write");
+    let mc = |name: &str, path: &str, source: &str| {
+        serde_json::json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+            "metadata": {"name": name, "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+            "spec": {"config": {"ignition": {"version": "3.4.0"},
+                "storage": {"files": [{"path": path, "mode": 420, "overwrite": true, "contents": {"source": source}}]}}}})
+    };
+    let mcs = list(vec![
+        mc(
+            "rendered-worker-5f1c",
+            "/etc/modprobe.d/nvidia.conf",
+            "data:,options%20nvidia%20NVreg_EnableGpuFirmwareLogs%3D2%0A",
+        ),
+        mc("00-worker", "/etc/kubernetes/kubelet.conf", "data:,"),
+        mc(
+            "99-worker-nvidia",
+            "/etc/modprobe.d/nvidia.conf",
+            "data:,options%20nvidia%20NVreg_OpenRmEnableUnsupportedGpus%3D1%0Asoftdep%20nvidia%20post%3A%20nvidia-peermem%0A",
+        ),
+    ]);
+    std::fs::write(dir.join("mc.json"), mcs.to_string()).expect("write");
+    std::fs::write(dir.join("mcp.json"), list(vec![]).to_string()).expect("write");
+    let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "kernel-module-params", "namespace": "gpu-operator"},
+        "data": {"nvidia.conf": "NVreg_EnableGpuFirmwareLogs=2\n"}});
+    std::fs::write(dir.join("cm.json"), list(vec![cm]).to_string()).expect("write");
+    let fail = fail_with
+        .map(|m| format!("echo '{m}' >&2; exit 1\n"))
+        .unwrap_or_default();
+    let script = format!(
+        "#!/bin/sh\n# kubectl stand-in: fixed JSON, tests gpufleet's reading, not kubectl.\necho \"$*\" >> '{d}/calls'\n{fail}case \"$2\" in\n  clusterpolicies.nvidia.com) cat '{d}/cp.json' ;;\n  nvidiadrivers.nvidia.com) echo 'error: the server doesn'\"'\"'t have a resource type \"nvidiadrivers\"' >&2; exit 1 ;;\n  machineconfigs.*) cat '{d}/mc.json' ;;\n  machineconfigpools.*) cat '{d}/mcp.json' ;;\n  configmaps) cat '{d}/cm.json' ;;\n  *) echo \"unexpected: $*\" >&2; exit 1 ;;\nesac\n",
+        d = dir.display()
+    );
+    let bin = dir.join("kubectl");
+    std::fs::write(&bin, script).expect("write");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    bin
+}
+
+#[test]
+fn kubectl_objects_are_read_and_checked_with_a_stand_in_kubectl() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = kubectl_stand_in(dir.path(), None);
+    let out = gpufleet(
+        &[
+            "policy",
+            "check",
+            "--format",
+            "json",
+            "--kubectl",
+            "--context",
+            "prod",
+            "--kubectl-bin",
+        ],
+        &[&bin],
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let findings = doc["findings"].as_array().expect("findings");
+    assert_eq!(out.status.code(), Some(1), "{findings:#?}");
+    let has = |code: &str, object: &str| {
+        findings.iter().any(|f| {
+            f["code"] == code
+                && f["object"].as_str().unwrap_or("").starts_with(object)
+                && f["file"] == "kubectl"
+        })
+    };
+    assert!(
+        has(
+            "use-open-kernel-modules-ignored",
+            "ClusterPolicy/gpu-cluster-policy"
+        ),
+        "{findings:#?}"
+    );
+    assert!(has(
+        "open-rm-enable-unsupported-gpus-ignored",
+        "MachineConfig/99-worker-nvidia"
+    ));
+    assert!(has(
+        "machineconfig-loads-peermem",
+        "MachineConfig/99-worker-nvidia"
+    ));
+    assert!(has("kubectl-resource-absent", ""));
+    assert!(has("kubectl-machineconfigs-skipped", ""));
+    // The rendered- MachineConfig is the operator's merge: not checked twice.
+    assert!(
+        !findings
+            .iter()
+            .any(|f| f["object"] == "MachineConfig/rendered-worker-5f1c")
+    );
+    // The ConfigMap the ClusterPolicy names was read, so its parameters were looked at.
+    assert!(
+        !findings
+            .iter()
+            .any(|f| f["code"] == "module-config-not-given")
+    );
+    let calls = std::fs::read_to_string(dir.path().join("calls")).expect("calls");
+    assert!(
+        calls.contains(
+            "get clusterpolicies.nvidia.com -o json --request-timeout=30s --context=prod"
+        ),
+        "{calls}"
+    );
+    assert!(calls.contains("get configmaps --all-namespaces --field-selector=metadata.name=kernel-module-params -o json"), "{calls}");
+}
+
+#[test]
+fn a_failing_kubectl_is_an_error_never_an_empty_cluster() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = kubectl_stand_in(
+        dir.path(),
+        Some(
+            "The connection to the server 10.0.0.1:6443 was refused - did you specify the right host or port?",
+        ),
+    );
+    let out = gpufleet(&["policy", "check", "--kubectl", "--kubectl-bin"], &[&bin]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("was refused") && err.contains("clusterpolicies.nvidia.com"),
+        "{err}"
+    );
+
+    let out = gpufleet(
+        &["policy", "check", "--kubectl", "--kubectl-bin"],
+        &[&dir.path().join("no-such-kubectl")],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run"));
+}

@@ -48,10 +48,30 @@ pub enum PolicyFormat {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).multiple(true).args(["files", "kubectl"])))]
 pub struct CheckArgs {
     /// YAML or JSON files (several documents each; `List` objects are read item by item)
-    #[arg(value_name = "FILE", required = true)]
+    #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
+
+    /// Also read the cluster's ClusterPolicies, NVIDIADrivers, MachineConfigs (those writing
+    /// modprobe.d / modules-load.d files), MachineConfigPools and the module-parameter
+    /// ConfigMaps, with `kubectl get … -o json` (your kubeconfig and context)
+    #[arg(long)]
+    pub kubectl: bool,
+
+    /// The kubectl to run: `kubectl`, `oc`, or a path
+    #[arg(
+        long,
+        value_name = "BIN",
+        default_value = "kubectl",
+        requires = "kubectl"
+    )]
+    pub kubectl_bin: String,
+
+    /// kubeconfig context for --kubectl [default: the current one]
+    #[arg(long, value_name = "NAME", requires = "kubectl")]
+    pub context: Option<String>,
 
     /// Output format
     #[arg(long, value_enum, default_value_t)]
@@ -75,7 +95,25 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
             }
         }
     }
-    let findings = policy::check(&docs).map_err(anyhow::Error::msg)?;
+    let mut notes = Vec::new();
+    if a.kubectl {
+        let k = policy::kubectl::Kubectl {
+            bin: a.kubectl_bin.clone(),
+            context: a.context.clone(),
+        };
+        match policy::kubectl::read_cluster(&k) {
+            Ok((d, n)) => {
+                docs.extend(d);
+                notes = n;
+            }
+            Err(e) => {
+                eprintln!("gpufleet: {}", terminal_safe(&e.to_string()));
+                return Ok(2);
+            }
+        }
+    }
+    let mut findings = notes;
+    findings.extend(policy::check(&docs).map_err(anyhow::Error::msg)?);
     print_findings(&findings, a.format)?;
     Ok(policy::exit_code(&findings))
 }
