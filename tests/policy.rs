@@ -468,3 +468,104 @@ fn a_failing_kubectl_is_an_error_never_an_empty_cluster() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run"));
 }
+
+/// A real snapshot of a fixture node (`gpufleet snapshot --root`, as tests/fixture_nodes.rs
+/// takes them), written to `dir`.
+fn snapshot_of(dir: &Path, fixture_dir: &str) -> PathBuf {
+    let node = fixture(fixture_dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["snapshot", "--format", "json", "--root"])
+        .arg(node.join("root"))
+        .arg("--config")
+        .arg(manifest().join("config/config.example.toml"))
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", node.join("bin").display()),
+        )
+        .output()
+        .expect("snapshot");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = dir.join(format!("{}.json", fixture_dir.replace('/', "_")));
+    std::fs::write(&p, &out.stdout).expect("write");
+    p
+}
+
+#[test]
+fn against_a_snapshot_shows_where_policy_and_nodes_disagree() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = temp_file(
+        &dir,
+        "policy.yaml",
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: cluster-policy\nspec:\n  driver:\n    kernelModuleType: open\n---\napiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 99-worker-nvidia-tuning\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    storage:\n      files:\n        - path: /etc/modprobe.d/nvidia-tuning.conf\n          mode: 420\n          contents:\n            source: data:,options%20nvidia%20NVreg_EnableResizableBar%3D1\n",
+    );
+    let v100 = snapshot_of(dir.path(), "nodes/v100-proprietary-535-k5.4-peermem");
+    let a100 = snapshot_of(dir.path(), "nodes/a100-proprietary-535-k5.15-peermem");
+    let drift = snapshot_of(dir.path(), "nodes-v2/h100nvl-open-575-param-drift");
+    let out = gpufleet(
+        &["policy", "check", "--format", "json", "--against"],
+        &[
+            &v100,
+            Path::new("--against"),
+            &a100,
+            Path::new("--against"),
+            &drift,
+            &policy,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let got: Vec<(String, u64, String)> = doc["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["node"].is_string() && f["severity"] != "info")
+        .map(|f| {
+            (
+                f["node"].as_str().expect("node").to_string(),
+                f["line"].as_u64().expect("line"),
+                f["code"].as_str().expect("code").to_string(),
+            )
+        })
+        .collect();
+    let want = |n: &str, l: u64, c: &str| (n.to_string(), l, c.to_string());
+    assert_eq!(
+        got,
+        vec![
+            want(
+                "v100-proprietary-535-k5.4-peermem",
+                7,
+                "node-pre-turing-under-open"
+            ),
+            want(
+                "v100-proprietary-535-k5.4-peermem",
+                7,
+                "node-module-differs-from-policy"
+            ),
+            want(
+                "v100-proprietary-535-k5.4-peermem",
+                6,
+                "node-peermem-under-policy"
+            ),
+            want(
+                "a100-proprietary-535-k5.15-peermem",
+                7,
+                "node-module-differs-from-policy"
+            ),
+            want(
+                "a100-proprietary-535-k5.15-peermem",
+                6,
+                "node-peermem-under-policy"
+            ),
+            want("inf-h100nvl-21", 24, "module-param-not-applied"),
+        ]
+    );
+    // A snapshot that is not one: exit 2, never an empty fleet.
+    let bad = temp_file(&dir, "bad.json", "{\"nodes\": \"none\"}");
+    let out = gpufleet(&["policy", "check", "--against"], &[&bad, &policy]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.json"));
+}

@@ -73,9 +73,29 @@ pub struct CheckArgs {
     #[arg(long, value_name = "NAME", requires = "kubectl")]
     pub context: Option<String>,
 
+    /// Also compare the policy with a fleet: a `gpufleet snapshot --format json` (or jsonl)
+    /// file; repeatable (a node in several files: the newest scanned_at wins)
+    #[arg(long, value_name = "SNAPSHOT")]
+    pub against: Vec<PathBuf>,
+
     /// Output format
     #[arg(long, value_enum, default_value_t)]
     pub format: PolicyFormat,
+}
+
+/// The nodes of several snapshot files, one per name (the newest `scanned_at` wins).
+pub fn load_nodes(files: &[PathBuf]) -> Result<Vec<crate::model::NodeReport>, String> {
+    let mut nodes: Vec<crate::model::NodeReport> = Vec::new();
+    for f in files {
+        for n in policy::against::load_snapshot(f).map_err(|e| e.to_string())? {
+            match nodes.iter_mut().find(|m| m.name == n.name) {
+                Some(m) if m.scanned_at < n.scanned_at => *m = n,
+                Some(_) => {}
+                None => nodes.push(n),
+            }
+        }
+    }
+    Ok(nodes)
 }
 
 pub fn run(args: &PolicyArgs) -> anyhow::Result<u8> {
@@ -112,8 +132,16 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
             }
         }
     }
+    let nodes = match load_nodes(&a.against) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("gpufleet: {}", terminal_safe(&e));
+            return Ok(2);
+        }
+    };
     let mut findings = notes;
     findings.extend(policy::check(&docs).map_err(anyhow::Error::msg)?);
+    findings.extend(policy::against::compare(&docs, &nodes));
     print_findings(&findings, a.format)?;
     Ok(policy::exit_code(&findings))
 }

@@ -10,6 +10,7 @@
 //! Every [`Finding`] has a location (file and line, or the kubectl object), a severity, a stable
 //! code (the table in docs/domain.md), a message and the public source of the rule.
 
+pub mod against;
 pub mod kubectl;
 pub mod schema;
 pub mod schemas;
