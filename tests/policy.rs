@@ -569,3 +569,112 @@ fn against_a_snapshot_shows_where_policy_and_nodes_disagree() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad.json"));
 }
+
+/// RFC 7386 JSON merge patch, as `kubectl patch --type merge` applies it.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    match (target.as_object_mut(), patch.as_object()) {
+        (Some(t), Some(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        _ => *target = patch.clone(),
+    }
+}
+
+#[test]
+fn generate_writes_a_patch_that_checks_clean_and_validates_on_a_real_clusterpolicy() {
+    use gpufleet::policy::{schema, schemas, yaml};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a100 = snapshot_of(dir.path(), "nodes/a100-proprietary-535-k5.15-peermem");
+    let drift = snapshot_of(dir.path(), "nodes-v2/h100nvl-open-575-param-drift");
+    let out = gpufleet(
+        &["policy", "generate", "--for"],
+        &[&a100, Path::new("--for"), &drift],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let patch = temp_file(&dir, "patch.yaml", &text);
+    // policy check: no warning or error on it.
+    let (code, findings) = check_json(&[&patch]);
+    assert_eq!(serious(&findings), vec![]);
+    assert_eq!(code, 0);
+    let docs = yaml::parse_stream(&text).expect("yaml");
+    let cp = docs[0].to_json();
+    assert_eq!(cp["spec"]["driver"]["kernelModuleType"], "open");
+    assert_eq!(cp["spec"]["driver"]["rdma"]["enabled"], false);
+    assert!(cp["spec"]["driver"].get("useOpenKernelModules").is_none());
+    // The drift node's host parameters move to the ConfigMap; the ignored opt-in does not.
+    let conf = docs[1].to_json()["data"]["nvidia.conf"]
+        .as_str()
+        .expect("conf")
+        .to_string();
+    assert_eq!(
+        conf,
+        "NVreg_DynamicPowerManagement=0x02\nNVreg_EnableResizableBar=1\n"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("OpenRmEnableUnsupportedGpus=1"));
+    // Merged onto the GPU Operator's own sample, the result validates with every required field.
+    let sample = std::fs::read_to_string(fixture("k8s/gpu-operator-sample-clusterpolicy.yaml"))
+        .expect("sample");
+    let mut full = yaml::parse_stream(&sample).expect("sample yaml")[0].to_json();
+    merge_patch(&mut full, &cp);
+    let crds = schemas::crds().expect("crds");
+    let (crd, _) = crds
+        .iter()
+        .find(|(c, _)| c.kind == "ClusterPolicy")
+        .expect("crd");
+    let s = &crd.versions[0].1;
+    let issues = schema::validate(
+        s,
+        s,
+        &yaml::Node::from_json(&full),
+        schema::Dialect::Crd,
+        "",
+    );
+    assert_eq!(issues, vec![]);
+    // The same check fails on a broken patch (the validation can fail).
+    full["spec"]["driver"]["kernelModuleType"] = Value::from("closed");
+    full["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("toolkit");
+    let issues = schema::validate(
+        s,
+        s,
+        &yaml::Node::from_json(&full),
+        schema::Dialect::Crd,
+        "",
+    );
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+}
+
+#[test]
+fn generate_without_parameters_writes_no_configmap_and_names_pre_turing_nodes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a100 = snapshot_of(dir.path(), "nodes/a100-proprietary-535-k5.15-peermem");
+    let out = gpufleet(&["policy", "generate", "--for"], &[&a100]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("kind: ConfigMap"), "{text}");
+    assert!(!text.contains("kernelModuleConfig:"), "{text}");
+    assert!(text.contains("No MachineConfig is needed"), "{text}");
+
+    let v100 = snapshot_of(dir.path(), "nodes/v100-proprietary-535-k5.4-peermem");
+    let out = gpufleet(&["policy", "generate", "--for"], &[&v100]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("v100-proprietary-535-k5.4-peermem") && err.contains("pre-Turing"),
+        "{err}"
+    );
+}

@@ -36,6 +36,29 @@ pub enum PolicyCommand {
     /// severity, code, message and source per finding
     #[command(after_help = POLICY_HELP)]
     Check(CheckArgs),
+    /// Write the ClusterPolicy patch (and, only when module parameters are needed, the
+    /// kernelModuleConfig ConfigMap) that moves a snapshot's fleet to open modules + DMA-BUF.
+    /// Exit 1 when some node cannot run open modules (named on stderr)
+    Generate(GenerateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// `gpufleet snapshot --format json` (or jsonl) files of the fleet; repeatable
+    #[arg(long = "for", value_name = "SNAPSHOT", required = true)]
+    pub snapshots: Vec<PathBuf>,
+
+    /// The ClusterPolicy to patch
+    #[arg(long, value_name = "NAME", default_value = "cluster-policy")]
+    pub cluster_policy: String,
+
+    /// The ConfigMap for module parameters (when one is needed)
+    #[arg(long, value_name = "NAME", default_value = "kernel-module-params")]
+    pub config_map: String,
+
+    /// The GPU Operator's namespace (nvidia-gpu-operator on OpenShift)
+    #[arg(long, value_name = "NAMESPACE", default_value = "gpu-operator")]
+    pub namespace: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -101,7 +124,34 @@ pub fn load_nodes(files: &[PathBuf]) -> Result<Vec<crate::model::NodeReport>, St
 pub fn run(args: &PolicyArgs) -> anyhow::Result<u8> {
     match &args.command {
         PolicyCommand::Check(a) => check(a),
+        PolicyCommand::Generate(a) => generate(a),
     }
+}
+
+fn generate(a: &GenerateArgs) -> anyhow::Result<u8> {
+    let nodes = match load_nodes(&a.snapshots) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("gpufleet: {}", terminal_safe(&e));
+            return Ok(2);
+        }
+    };
+    let g = policy::generate::generate(
+        &nodes,
+        &policy::generate::Names {
+            cluster_policy: a.cluster_policy.clone(),
+            config_map: a.config_map.clone(),
+            namespace: a.namespace.clone(),
+        },
+    );
+    let mut out = std::io::stdout().lock();
+    for line in g.yaml.lines() {
+        writeln!(out, "{}", terminal_safe(line))?;
+    }
+    for n in &g.notes {
+        eprintln!("gpufleet: {}", terminal_safe(n));
+    }
+    Ok(u8::from(!g.blocked.is_empty()))
 }
 
 fn check(a: &CheckArgs) -> anyhow::Result<u8> {

@@ -11,6 +11,7 @@
 //! code (the table in docs/domain.md), a message and the public source of the rule.
 
 pub mod against;
+pub mod generate;
 pub mod kubectl;
 pub mod schema;
 pub mod schemas;
