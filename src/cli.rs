@@ -4,7 +4,8 @@
 //! - `settings`: flags + environment + config file + defaults, each value with its origin;
 //!   the read-only decision; the inventory, probe and SSH settings of a scan.
 //! - `snapshot`, `tui`, `upgrade`, `rollouts` (rollouts, journal, locks, unlock),
-//!   `config_cmd` (`config show`, `paths`): the subcommands.
+//!   `config_cmd` (`config show`, `paths`), `policy` (`policy check`, `policy generate`): the
+//!   subcommands.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod config_cmd;
+mod policy;
 mod rollouts;
 mod settings;
 mod snapshot;
@@ -122,6 +124,9 @@ pub enum Command {
     /// inventory for it: try gpufleet without a fleet
     #[command(after_help = crate::sim::SIM_HELP)]
     Sim(crate::sim::SimArgs),
+    /// Check (and generate) the Kubernetes side: GPU Operator ClusterPolicy / NVIDIADriver,
+    /// OpenShift MachineConfigs, module-parameter ConfigMaps; against a fleet snapshot too
+    Policy(policy::PolicyArgs),
 }
 
 /// Parses the process's arguments and runs them; returns the exit code.
@@ -157,6 +162,7 @@ pub fn run(cli: Cli, given: Given) -> ExitCode {
         Some(Command::Locks(a)) => rollouts::locks(s, &a),
         Some(Command::Unlock(a)) => rollouts::unlock(s, &a),
         Some(Command::Sim(a)) => crate::sim::run(&a),
+        Some(Command::Policy(a)) => policy::run(&a),
         None if interactive => tui::run(s, &TuiArgs::default()),
         None => snapshot::run(s, &SnapshotArgs::default()),
     };

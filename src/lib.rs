@@ -16,6 +16,8 @@
 //! - [`ui`]: drawing the TUI, themes.
 //! - [`runtime`]: owns the terminal, input and tasks for the TUI.
 //! - [`cli`]: arguments → settings → a subcommand → exit code.
+//! - [`policy`]: the Kubernetes side: ClusterPolicy, NVIDIADriver, MachineConfig checks against
+//!   the committed schemas (schemas/), against a snapshot, and the ClusterPolicy patch.
 //! - [`sim`]: `gpufleet sim`, a simulated fleet over SSH on this machine (no command runs).
 //! - [`rt`]: the tokio runtime of the commands, and SIGINT/SIGTERM/SIGHUP as one future.
 
@@ -27,6 +29,7 @@ pub mod config;
 pub mod diag;
 pub mod inventory;
 pub mod model;
+pub mod policy;
 pub mod probe;
 pub mod rt;
 pub mod runtime;

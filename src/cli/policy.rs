@@ -1,0 +1,252 @@
+//! `gpufleet policy check|generate`: arguments and output. The logic is in `crate::policy`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use crate::model::text::{json_safe, terminal_safe};
+use crate::policy::{self, Finding, Severity};
+
+const POLICY_HELP: &str = "\
+Checks GPU Operator ClusterPolicy / NVIDIADriver objects, OpenShift MachineConfigs (with their
+MachineConfigPools) and kernel-module ConfigMaps for the move to open kernel modules + DMA-BUF,
+against the CRD and Ignition 3.4.0 schemas compiled into gpufleet (schemas/README.md), and
+optionally against a fleet snapshot.
+
+Exit codes: 0 no finding is a warning or an error, 1 some finding is, 2 unreadable input
+(a file, kubectl failing, a snapshot) or usage errors.
+
+Examples:
+  gpufleet policy check clusterpolicy.yaml machineconfig.yaml
+  gpufleet policy check --kubectl                   the cluster's objects, through kubectl
+  gpufleet policy check --kubectl --kubectl-bin oc --against fleet.json
+  gpufleet policy generate --for fleet.json > patch.yaml";
+
+#[derive(Debug, Args)]
+#[command(after_help = POLICY_HELP)]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    pub command: PolicyCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Check ClusterPolicy, NVIDIADriver, MachineConfig and ConfigMap objects: file:line,
+    /// severity, code, message and source per finding
+    #[command(after_help = POLICY_HELP)]
+    Check(CheckArgs),
+    /// Write the ClusterPolicy patch (and, only when module parameters are needed, the
+    /// kernelModuleConfig ConfigMap) that moves a snapshot's fleet to open modules + DMA-BUF.
+    /// Exit 1 when some node cannot run open modules (named on stderr)
+    Generate(GenerateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// `gpufleet snapshot --format json` (or jsonl) files of the fleet; repeatable
+    #[arg(long = "for", value_name = "SNAPSHOT", required = true)]
+    pub snapshots: Vec<PathBuf>,
+
+    /// The ClusterPolicy to patch
+    #[arg(long, value_name = "NAME", default_value = "cluster-policy")]
+    pub cluster_policy: String,
+
+    /// The ConfigMap for module parameters (when one is needed)
+    #[arg(long, value_name = "NAME", default_value = "kernel-module-params")]
+    pub config_map: String,
+
+    /// The GPU Operator's namespace (nvidia-gpu-operator on OpenShift)
+    #[arg(long, value_name = "NAMESPACE", default_value = "gpu-operator")]
+    pub namespace: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum PolicyFormat {
+    /// `file:line: severity[code]: message`, then the source
+    #[default]
+    Text,
+    /// One JSON document: {"findings": [...], "summary": {...}}
+    Json,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).multiple(true).args(["files", "kubectl"])))]
+pub struct CheckArgs {
+    /// YAML or JSON files (several documents each; `List` objects are read item by item)
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Also read the cluster's ClusterPolicies, NVIDIADrivers, MachineConfigs (those writing
+    /// modprobe.d / modules-load.d files), MachineConfigPools and the module-parameter
+    /// ConfigMaps, with `kubectl get … -o json` (your kubeconfig and context)
+    #[arg(long)]
+    pub kubectl: bool,
+
+    /// The kubectl to run: `kubectl`, `oc`, or a path
+    #[arg(
+        long,
+        value_name = "BIN",
+        default_value = "kubectl",
+        requires = "kubectl"
+    )]
+    pub kubectl_bin: String,
+
+    /// kubeconfig context for --kubectl [default: the current one]
+    #[arg(long, value_name = "NAME", requires = "kubectl")]
+    pub context: Option<String>,
+
+    /// Also compare the policy with a fleet: a `gpufleet snapshot --format json` (or jsonl)
+    /// file; repeatable (a node in several files: the newest scanned_at wins)
+    #[arg(long, value_name = "SNAPSHOT")]
+    pub against: Vec<PathBuf>,
+
+    /// Output format
+    #[arg(long, value_enum, default_value_t)]
+    pub format: PolicyFormat,
+}
+
+/// The nodes of several snapshot files, one per name (the newest `scanned_at` wins).
+pub fn load_nodes(files: &[PathBuf]) -> Result<Vec<crate::model::NodeReport>, String> {
+    let mut nodes: Vec<crate::model::NodeReport> = Vec::new();
+    for f in files {
+        for n in policy::against::load_snapshot(f).map_err(|e| e.to_string())? {
+            match nodes.iter_mut().find(|m| m.name == n.name) {
+                Some(m) if m.scanned_at < n.scanned_at => *m = n,
+                Some(_) => {}
+                None => nodes.push(n),
+            }
+        }
+    }
+    Ok(nodes)
+}
+
+pub fn run(args: &PolicyArgs) -> anyhow::Result<u8> {
+    match &args.command {
+        PolicyCommand::Check(a) => check(a),
+        PolicyCommand::Generate(a) => generate(a),
+    }
+}
+
+fn generate(a: &GenerateArgs) -> anyhow::Result<u8> {
+    let nodes = match load_nodes(&a.snapshots) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("gpufleet: {}", terminal_safe(&e));
+            return Ok(2);
+        }
+    };
+    let g = policy::generate::generate(
+        &nodes,
+        &policy::generate::Names {
+            cluster_policy: a.cluster_policy.clone(),
+            config_map: a.config_map.clone(),
+            namespace: a.namespace.clone(),
+        },
+    );
+    let mut out = std::io::stdout().lock();
+    for line in g.yaml.lines() {
+        writeln!(out, "{}", terminal_safe(line))?;
+    }
+    for n in &g.notes {
+        eprintln!("gpufleet: {}", terminal_safe(n));
+    }
+    Ok(u8::from(!g.blocked.is_empty()))
+}
+
+fn check(a: &CheckArgs) -> anyhow::Result<u8> {
+    let mut docs = Vec::new();
+    for f in &a.files {
+        match policy::load_file(f) {
+            Ok(d) => docs.extend(d),
+            Err(e) => {
+                eprintln!("gpufleet: {}", terminal_safe(&e.to_string()));
+                return Ok(2);
+            }
+        }
+    }
+    let mut notes = Vec::new();
+    if a.kubectl {
+        let k = policy::kubectl::Kubectl {
+            bin: a.kubectl_bin.clone(),
+            context: a.context.clone(),
+        };
+        match policy::kubectl::read_cluster(&k) {
+            Ok((d, n)) => {
+                docs.extend(d);
+                notes = n;
+            }
+            Err(e) => {
+                eprintln!("gpufleet: {}", terminal_safe(&e.to_string()));
+                return Ok(2);
+            }
+        }
+    }
+    let nodes = match load_nodes(&a.against) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("gpufleet: {}", terminal_safe(&e));
+            return Ok(2);
+        }
+    };
+    let mut findings = notes;
+    findings.extend(policy::check(&docs).map_err(anyhow::Error::msg)?);
+    findings.extend(policy::against::compare(&docs, &nodes));
+    print_findings(&findings, a.format)?;
+    Ok(policy::exit_code(&findings))
+}
+
+fn location(f: &Finding) -> String {
+    match (f.line, f.end_line) {
+        (Some(l), Some(e)) => format!("{}:{l}-{e}", f.file),
+        (Some(l), None) => format!("{}:{l}", f.file),
+        _ if f.path.is_empty() => format!("{}: {}", f.file, f.object),
+        _ => format!("{}: {} {}", f.file, f.object, f.path),
+    }
+}
+
+/// Prints findings as text or JSON (escaped: file contents never reach the terminal raw).
+pub fn print_findings(findings: &[Finding], format: PolicyFormat) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+    match format {
+        PolicyFormat::Json => {
+            let doc = serde_json::json!({
+                "findings": findings,
+                "summary": {
+                    "error": count(Severity::Error),
+                    "warning": count(Severity::Warning),
+                    "info": count(Severity::Info),
+                },
+            });
+            writeln!(out, "{}", json_safe(serde_json::to_string_pretty(&doc)?))?;
+        }
+        PolicyFormat::Text => {
+            for f in findings {
+                let node = f
+                    .node
+                    .as_ref()
+                    .map(|n| format!(" node {n}:"))
+                    .unwrap_or_default();
+                writeln!(
+                    out,
+                    "{}: {}[{}]:{} {}\n    source: {}",
+                    terminal_safe(&location(f)),
+                    f.severity.as_str(),
+                    f.code,
+                    terminal_safe(&node),
+                    terminal_safe(&f.message),
+                    f.source
+                )?;
+            }
+            writeln!(
+                out,
+                "{} error(s), {} warning(s), {} info",
+                count(Severity::Error),
+                count(Severity::Warning),
+                count(Severity::Info)
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,271 @@
+//! Policy against the fleet (`policy check --against SNAPSHOT.json`): where the ClusterPolicy,
+//! NVIDIADriver, MachineConfig and module-parameter ConfigMap disagree with what the nodes run
+//! (docs/domain.md, "Policy check", "Against a snapshot"). Only facts the snapshot has are
+//! compared: a node whose driver or parameters are unknown (`null`) gets an info saying so, never
+//! a conclusion.
+
+use std::path::Path;
+
+use crate::model::driver::Flavor;
+use crate::model::report::NodeReport;
+
+use super::{Doc, DriverPolicy, Finding, ModuleType, Severity, src};
+
+/// A snapshot file that could not be read (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}: {1}")]
+pub struct SnapshotError(pub String, pub String);
+
+/// The nodes of a `gpufleet snapshot` document: JSON (schema 1 or 2, `{"nodes": [...]}`) or
+/// JSON Lines (`{"type": "node", "data": {...}}` lines).
+pub fn load_snapshot(path: &Path) -> Result<Vec<NodeReport>, SnapshotError> {
+    let shown = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| SnapshotError(shown.clone(), e.to_string()))?;
+    parse_snapshot(&text).map_err(|e| SnapshotError(shown, e))
+}
+
+/// See [`load_snapshot`].
+pub fn parse_snapshot(text: &str) -> Result<Vec<NodeReport>, String> {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        schema_version: u32,
+        nodes: Vec<NodeReport>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Line {
+        r#type: String,
+        data: serde_json::Value,
+    }
+    if let Ok(d) = serde_json::from_str::<Doc>(text) {
+        if !(1..=crate::model::report::SCHEMA_VERSION).contains(&d.schema_version) {
+            return Err(format!(
+                "snapshot schema_version {} is not 1 or 2",
+                d.schema_version
+            ));
+        }
+        return Ok(d.nodes);
+    }
+    let mut nodes = Vec::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let l: Line = serde_json::from_str(line)
+            .map_err(|e| format!("line {}: not a snapshot (JSON or JSON Lines): {e}", i + 1))?;
+        if l.r#type == "node" {
+            nodes.push(
+                serde_json::from_value(l.data).map_err(|e| format!("line {}: node: {e}", i + 1))?,
+            );
+        }
+    }
+    if nodes.is_empty() {
+        return Err("no nodes: not a gpufleet snapshot".into());
+    }
+    Ok(nodes)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finding(
+    doc: &Doc,
+    line: usize,
+    path: &str,
+    node: &str,
+    severity: Severity,
+    code: &'static str,
+    message: String,
+    source: &'static str,
+) -> Finding {
+    let mut f = doc.at_lines(line, line, path, severity, code, message, source);
+    f.node = Some(node.to_string());
+    f
+}
+
+/// The GPU with the lowest compute capability: (name, "major.minor", value).
+fn min_cc(n: &NodeReport) -> Option<(String, String, f64)> {
+    n.gpus
+        .as_ref()?
+        .iter()
+        .filter_map(|g| {
+            let text = g.compute_capability.clone()?;
+            let cc: f64 = text.parse().ok()?;
+            Some((g.name.clone().unwrap_or_else(|| "GPU".into()), text, cc))
+        })
+        .min_by(|a, b| a.2.total_cmp(&b.2))
+}
+
+/// Integers compare as numbers (decimal or 0x hex); anything else as text without quotes.
+fn same_value(a: &str, b: &str) -> bool {
+    let num = |s: &str| {
+        let s = s.trim().trim_matches('"');
+        match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+            Some(h) => i64::from_str_radix(h, 16).ok(),
+            None => s.parse::<i64>().ok(),
+        }
+    };
+    match (num(a), num(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a.trim().trim_matches('"') == b.trim().trim_matches('"'),
+    }
+}
+
+fn ignored_key(key: &str, n: &NodeReport) -> bool {
+    let v = n
+        .driver
+        .as_ref()
+        .and_then(|d| d.version.as_deref())
+        .and_then(super::version_parts);
+    key == "OpenRmEnableUnsupportedGpus" && v.is_some_and(|v| v >= vec![545, 23, 6])
+}
+
+fn driver_rules(doc: &Doc, p: &DriverPolicy, n: &NodeReport, out: &mut Vec<Finding>) {
+    let name = &n.name;
+    let (mt_line, mt_path) = match &p.module_type_node {
+        Some(m) => (m.line, format!("{}.kernelModuleType", p.section_path)),
+        None => (p.section_line, p.section_path.to_string()),
+    };
+    let flavor = n.driver.as_ref().map(|d| d.flavor);
+    if p.module_type == ModuleType::Open
+        && let Some((gpu, text, cc)) = min_cc(n)
+        && cc < 7.5
+    {
+        out.push(finding(doc, mt_line, &mt_path, name, Severity::Error, "node-pre-turing-under-open",
+            format!("policy asks for open kernel modules, but {gpu} has compute capability {text}: open modules need Turing (7.5) or later"),
+            src::OPEN_FIRST));
+    }
+    let expected = match p.module_type {
+        ModuleType::Open => Some(Flavor::Open),
+        ModuleType::Proprietary => Some(Flavor::Proprietary),
+        ModuleType::Auto => None,
+    };
+    if let (Some(want), Some(have)) = (expected, flavor)
+        && matches!(have, Flavor::Open | Flavor::Proprietary)
+        && want != have
+    {
+        out.push(finding(
+            doc,
+            mt_line,
+            &mt_path,
+            name,
+            Severity::Warning,
+            "node-module-differs-from-policy",
+            format!(
+                "policy says kernelModuleType {}, the node runs the {} module{}",
+                p.module_type.as_str(),
+                have.as_str(),
+                n.driver
+                    .as_ref()
+                    .and_then(|d| d.version.as_ref())
+                    .map(|v| format!(" {v}"))
+                    .unwrap_or_default()
+            ),
+            src::CP_TYPES,
+        ));
+    }
+    let peermem = n.peermem.as_ref();
+    if !p.rdma_enabled {
+        if peermem.and_then(|p| p.loaded) == Some(true) {
+            out.push(finding(doc, p.section_line, p.section_path, name, Severity::Warning, "node-peermem-under-policy",
+                "nvidia_peermem is loaded on the node while the policy leaves driver.rdma.enabled off (DMA-BUF needs no nvidia-peermem)".into(),
+                src::RDMA));
+        } else if peermem.and_then(|p| p.configured) == Some(true) {
+            out.push(finding(doc, p.section_line, p.section_path, name, Severity::Warning, "node-peermem-under-policy",
+                "nvidia-peermem is configured to load at boot on the node while the policy leaves driver.rdma.enabled off".into(),
+                src::RDMA));
+        }
+    }
+}
+
+/// Compares every driver policy and module option of `docs` with every node of `nodes`.
+pub fn compare(docs: &[Doc], nodes: &[NodeReport]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let policies: Vec<DriverPolicy> = docs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| super::driver_policy(d, i))
+        .collect();
+    let options = super::module_options(docs);
+    for n in nodes {
+        let flavor = n.driver.as_ref().map(|d| d.flavor);
+        if matches!(flavor, None | Some(Flavor::Unknown)) {
+            if let Some(d) = docs.first() {
+                let mut f = finding(
+                    d,
+                    0,
+                    "",
+                    &n.name,
+                    Severity::Info,
+                    "node-facts-unknown",
+                    format!(
+                        "node {}: its module flavour is unknown in the snapshot (status {}): not compared",
+                        n.name,
+                        n.status.as_str()
+                    ),
+                    src::KUBE,
+                );
+                f.file = "snapshot".into();
+                f.object = String::new();
+                out.push(f);
+            }
+            continue;
+        }
+        if flavor == Some(Flavor::None) {
+            continue; // no NVIDIA module loaded: nothing runs that a policy configures
+        }
+        for p in &policies {
+            driver_rules(&docs[p.doc], p, n, &mut out);
+        }
+        let in_effect = n.module_params.as_ref().and_then(|m| m.in_effect.as_ref());
+        for o in &options {
+            let doc = &docs[o.doc];
+            if ignored_key(&o.key, n) {
+                continue;
+            }
+            let Some(map) = in_effect else {
+                out.push(finding(doc, o.line, "", &n.name, Severity::Info, "module-param-unknown",
+                    format!("NVreg_{} ({}): the node's parameters in effect (/proc/driver/nvidia/params) are unknown: not compared", o.key, o.place),
+                    src::PARAMS));
+                continue;
+            };
+            let operator =
+                n.driver.as_ref().and_then(|d| d.managed_by.as_deref()) == Some("gpu-operator");
+            let why = if operator && !o.place.starts_with("ConfigMap/") {
+                " — the node's driver is the GPU Operator's, whose container does not read host modprobe.d files"
+            } else if o.place.starts_with("ConfigMap/") {
+                " — the driver pod reads the ConfigMap when it starts: restart it, or check that the ClusterPolicy names this ConfigMap"
+            } else {
+                " — reload the module or reboot; the MachineConfig rollout may not have finished (`oc get mcp`)"
+            };
+            match map.get(&o.key) {
+                Some(v) if !same_value(v, &o.value) => out.push(finding(doc, o.line, "", &n.name, Severity::Warning, "module-param-not-applied",
+                    format!("NVreg_{}={} ({}) is not in effect: /proc/driver/nvidia/params has {}: {v}{why}", o.key, o.value, o.place, o.key),
+                    src::PARAMS)),
+                Some(_) => {}
+                None => out.push(finding(doc, o.line, "", &n.name, Severity::Info, "module-param-unknown-to-driver",
+                    format!("NVreg_{} ({}): the loaded module does not list this key in /proc/driver/nvidia/params", o.key, o.place),
+                    src::PARAMS)),
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_compare_as_numbers_or_text() {
+        assert!(same_value("0x10", "16"));
+        assert!(same_value("\"/var/tmp\"", "/var/tmp"));
+        assert!(!same_value("1", "0"));
+    }
+
+    #[test]
+    fn garbage_is_not_a_snapshot() {
+        assert!(parse_snapshot("{\"nodes\": 3}").is_err());
+        assert!(parse_snapshot("hello\n").is_err());
+        assert!(parse_snapshot("{\"schema_version\": 9, \"nodes\": []}").is_err());
+    }
+}

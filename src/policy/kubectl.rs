@@ -1,0 +1,165 @@
+//! Reading the cluster's objects through the user's `kubectl` (or `oc`): `get … -o json`, with
+//! the user's kubeconfig and context. A failed call is an error (exit 2), never an empty
+//! cluster; the one answer taken as absence is the API server's own "the server doesn't have a
+//! resource type" (the CRD is not installed: a cluster without the GPU Operator, or not
+//! OpenShift), which is said as an info finding.
+
+use std::process::{Command, Stdio};
+
+use super::{Doc, Finding, Origin, Severity};
+
+/// The kubectl to run.
+#[derive(Debug, Clone)]
+pub struct Kubectl {
+    /// `kubectl` or `oc`, or a path.
+    pub bin: String,
+    /// `--context`, when given.
+    pub context: Option<String>,
+}
+
+/// kubectl could not be run, failed, or printed something that is not the objects.
+#[derive(Debug, thiserror::Error)]
+pub enum KubectlError {
+    #[error("cannot run {0}: {1}")]
+    Spawn(String, std::io::Error),
+    #[error("`{argv}` failed ({status}): {stderr}")]
+    Failed {
+        argv: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("`{0}` printed no JSON objects: {1}")]
+    Parse(String, String),
+}
+
+/// The resources read, in order.
+pub const RESOURCES: [&str; 4] = [
+    "clusterpolicies.nvidia.com",
+    "nvidiadrivers.nvidia.com",
+    "machineconfigs.machineconfiguration.openshift.io",
+    "machineconfigpools.machineconfiguration.openshift.io",
+];
+
+impl Kubectl {
+    fn argv(&self, args: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = vec!["get".into()];
+        v.extend(args.iter().map(|s| s.to_string()));
+        v.extend(["-o".into(), "json".into(), "--request-timeout=30s".into()]);
+        if let Some(c) = &self.context {
+            v.push(format!("--context={c}"));
+        }
+        v
+    }
+
+    /// `kubectl get ARGS -o json`: the objects, or `None` when the server has no such resource
+    /// type.
+    pub fn get(&self, args: &[&str]) -> Result<Option<Vec<Doc>>, KubectlError> {
+        let argv = self.argv(args);
+        let shown = format!("{} {}", self.bin, argv.join(" "));
+        let out = Command::new(&self.bin)
+            .args(&argv)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| KubectlError::Spawn(self.bin.clone(), e))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            if stderr.contains("the server doesn't have a resource type") {
+                return Ok(None);
+            }
+            return Err(KubectlError::Failed {
+                argv: shown,
+                status: out.status.to_string(),
+                stderr,
+            });
+        }
+        let text = String::from_utf8(out.stdout)
+            .map_err(|_| KubectlError::Parse(shown.clone(), "not UTF-8".into()))?;
+        let docs = super::docs_from_text(&text, Origin::Kubectl)
+            .map_err(|e| KubectlError::Parse(shown.clone(), e.to_string()))?;
+        Ok(Some(docs))
+    }
+}
+
+/// Whether a MachineConfig from the cluster is one to check: not a `rendered-` one (the
+/// operator's merge of a pool's configs) and one that writes a modprobe.d or modules-load.d file.
+fn worth_checking(doc: &Doc) -> bool {
+    if doc.name().starts_with("rendered-") {
+        return false;
+    }
+    doc.node.at("spec.config.storage.files").is_some_and(|f| {
+        f.as_seq().iter().any(|e| {
+            e.get("path")
+                .and_then(super::yaml::Node::as_str)
+                .is_some_and(|p| p.contains("/modprobe.d/") || p.contains("/modules-load.d/"))
+        })
+    })
+}
+
+fn note(code: &'static str, message: String) -> Finding {
+    Finding {
+        file: "kubectl".into(),
+        line: None,
+        end_line: None,
+        object: String::new(),
+        path: String::new(),
+        severity: Severity::Info,
+        code,
+        message,
+        source: super::src::KUBE,
+        node: None,
+    }
+}
+
+/// The cluster's ClusterPolicies, NVIDIADrivers, MachineConfigs that write module files, the
+/// MachineConfigPools, and the ConfigMaps the driver policies name in `kernelModuleConfig`;
+/// with info findings for what the cluster does not have.
+pub fn read_cluster(k: &Kubectl) -> Result<(Vec<Doc>, Vec<Finding>), KubectlError> {
+    let mut docs = Vec::new();
+    let mut notes = Vec::new();
+    for r in RESOURCES {
+        match k.get(&[r])? {
+            None => notes.push(note(
+                "kubectl-resource-absent",
+                format!("the cluster has no {r} resource type (its CRD is not installed)"),
+            )),
+            Some(found) if r.starts_with("machineconfigs.") => {
+                let total = found.len();
+                let kept: Vec<Doc> = found.into_iter().filter(worth_checking).collect();
+                if total > kept.len() {
+                    notes.push(note(
+                        "kubectl-machineconfigs-skipped",
+                        format!(
+                            "{} of {total} MachineConfigs write no modprobe.d or modules-load.d file (or are rendered-): not checked",
+                            total - kept.len()
+                        ),
+                    ));
+                }
+                docs.extend(kept);
+            }
+            Some(found) => docs.extend(found),
+        }
+    }
+    let names: Vec<String> = docs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| super::driver_policy(d, i)?.module_config)
+        .collect();
+    for name in names {
+        let selector = format!("--field-selector=metadata.name={name}");
+        if let Some(found) = k.get(&["configmaps", "--all-namespaces", &selector])? {
+            if found.is_empty() {
+                let mut f = note(
+                    "module-config-absent",
+                    format!(
+                        "no ConfigMap named `{name}` in any namespace, though a driver policy names it in driver.kernelModuleConfig: the driver pods cannot mount it"
+                    ),
+                );
+                f.severity = Severity::Warning;
+                f.source = super::src::PARAMS;
+                notes.push(f);
+            }
+            docs.extend(found);
+        }
+    }
+    Ok((docs, notes))
+}
