@@ -18,6 +18,8 @@ use crate::probe::ssh::{HostKeyPolicy, HostKeys};
 use crate::probe::{self, ProbeSettings};
 use crate::snapshot::{self, Format};
 
+mod sim;
+
 const ABOUT: &str = "Inspect GPU nodes for the move to NVIDIA open kernel modules + DMA-BUF";
 
 const LONG_ABOUT: &str = "\
@@ -111,8 +113,8 @@ pub enum Command {
     Paths,
     /// Serve a simulated fleet over SSH on 127.0.0.1 (fixture nodes; read-only) and write an
     /// inventory for it: try gpufleet without a fleet
-    #[command(after_help = crate::sim::SIM_HELP)]
-    Sim(crate::sim::SimArgs),
+    #[command(after_help = sim::SIM_HELP)]
+    Sim(sim::SimArgs),
 }
 
 const UPGRADE_HELP: &str = "\
@@ -369,7 +371,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Rollouts(a)) => rollouts_cmd(&paths, &a),
         Some(Command::Locks(a)) => locks_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Unlock(a)) => unlock_cmd(&config, &paths, explicit_inventory, &a),
-        Some(Command::Sim(a)) => crate::sim::run(&a),
+        Some(Command::Sim(a)) => sim::sim_cmd(&a),
         None if interactive => tui_cmd(
             &config,
             &paths,
