@@ -115,6 +115,10 @@ pub enum Command {
     /// inventory for it: try gpufleet without a fleet
     #[command(after_help = sim::SIM_HELP)]
     Sim(sim::SimArgs),
+    /// Try gpufleet without a fleet: a simulated fleet of 200 nodes over SSH on 127.0.0.1, in
+    /// the TUI (a table when stdout is not a terminal); read-only
+    #[command(after_help = sim::DEMO_HELP)]
+    Demo(sim::DemoArgs),
 }
 
 const UPGRADE_HELP: &str = "\
@@ -372,6 +376,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Locks(a)) => locks_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Unlock(a)) => unlock_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Sim(a)) => sim::sim_cmd(&a),
+        Some(Command::Demo(a)) => sim::demo_cmd(&config, &a),
         None if interactive => tui_cmd(
             &config,
             &paths,

@@ -576,3 +576,39 @@ fn hung_dropping_and_refusing_sim_nodes_are_reported_as_such() {
         "{said}"
     );
 }
+
+#[test]
+fn demo_prints_the_simulated_fleet_as_a_table_when_not_on_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    // stdout is a pipe here: the table, then exit 0 (the sim's files are gone afterwards).
+    let out = gpufleet(
+        dir,
+        &[
+            "demo",
+            "--nodes",
+            "12",
+            "--deadline",
+            "3",
+            "--latency",
+            "5ms±2ms",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
+    assert!(text.starts_with("NODE "), "{text}");
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("sim-")).collect();
+    assert_eq!(rows.len(), 12, "{text}");
+    // 12 nodes with 1 % faults: none; every status of the mix shows.
+    for status in ["ready", "migrate", "blocked", "attention", "no-driver"] {
+        assert!(
+            rows.iter()
+                .any(|r| r.split_whitespace().nth(1) == Some(status)),
+            "{status}: {text}"
+        );
+    }
+    assert!(text.contains("12 nodes: "), "{text}");
+    assert!(err.contains("gpufleet sim: 12 nodes on 127.0.0.1"), "{err}");
+}

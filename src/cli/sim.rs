@@ -98,3 +98,115 @@ impl SimArgs {
 pub fn sim_cmd(args: &SimArgs) -> anyhow::Result<u8> {
     sim::run(&args.options())
 }
+
+/// `gpufleet demo --help`'s closing text.
+pub const DEMO_HELP: &str = "\
+Starts `gpufleet sim` inside this process (its files in a temporary folder, removed at exit) and
+opens the fleet matrix on it: fixture nodes of every status over real SSH on 127.0.0.1, with a
+round-trip latency and a few nodes that hang, drop the connection or refuse it. When stdout is
+not a terminal it prints the simulated fleet's snapshot table instead and exits 0.
+
+Read-only: the simulator answers the probe and runs nothing else.
+
+Examples:
+  gpufleet demo                          200 nodes in the TUI (q quits)
+  gpufleet demo | less                   the same fleet as a table
+  gpufleet demo --nodes 2000 --latency 50ms±20ms --hang 2%";
+
+/// `gpufleet demo` options.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Number of simulated nodes
+    #[arg(long, value_name = "N", default_value_t = 200,
+          value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    pub nodes: u32,
+
+    /// Round-trip latency of every exchange, drawn per connection
+    #[arg(long, value_name = "MS[±MS]", value_parser = sim::parse_latency, default_value = "20ms±10ms")]
+    pub latency: Latency,
+
+    /// Share of nodes that accept the probe and never answer it
+    #[arg(long, value_name = "P%", value_parser = sim::parse_share, default_value = "1%")]
+    pub hang: f64,
+
+    /// Share of nodes that send half of the probe's answer, then close the connection
+    #[arg(long, value_name = "P%", value_parser = sim::parse_share, default_value = "1%")]
+    pub drop: f64,
+
+    /// Share of nodes whose TCP connection is refused
+    #[arg(long, value_name = "P%", value_parser = sim::parse_share, default_value = "1%")]
+    pub refuse: f64,
+
+    /// Deadline of each node's probe, in seconds (a hanging node shows after it)
+    #[arg(long, value_name = "SECS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub deadline: u64,
+}
+
+/// `gpufleet demo`: the simulator on its own runtime, then the TUI (or, when stdout is not a
+/// terminal, a snapshot table) on its inventory. Exit code 0 unless something could not start.
+pub fn demo_cmd(config: &crate::config::Config, args: &DemoArgs) -> anyhow::Result<u8> {
+    let temp = sim::private_temp_dir("demo")?;
+    let result = demo_in(config, args, &temp);
+    let _ = std::fs::remove_dir_all(&temp);
+    result
+}
+
+fn demo_in(
+    config: &crate::config::Config,
+    args: &DemoArgs,
+    temp: &std::path::Path,
+) -> anyhow::Result<u8> {
+    use std::io::IsTerminal;
+    let opts = SimOptions {
+        nodes: args.nodes,
+        latency: args.latency,
+        hang: args.hang,
+        drop: args.drop,
+        refuse: args.refuse,
+        ..SimOptions::default()
+    };
+    // The simulator's nodes are tasks of this runtime's worker threads; they serve while the
+    // TUI or the scan runs on its own, and stop when it is dropped.
+    let rt = crate::rt::build()?;
+    let running = rt.block_on(sim::start(&opts, Some(temp), &mut std::io::stderr()))?;
+    eprintln!("{}", running.summary);
+    // Only the simulator's files: the user's known_hosts, ssh_config and journal stay untouched.
+    let paths = crate::config::Paths {
+        config: None,
+        inventory: Some(running.inventory.clone()),
+        known_hosts: Some(temp.join("gpufleet_known_hosts")),
+        state_dir: Some(temp.join("state")),
+        ssh_config: Some(PathBuf::from("none")),
+    };
+    let scan = super::ScanArgs {
+        deadline: Some(args.deadline),
+        ..super::ScanArgs::default()
+    };
+    let code = if std::io::stdout().is_terminal() {
+        super::tui_cmd(
+            config,
+            &paths,
+            true,
+            &super::TuiArgs {
+                scan,
+                read_only: true,
+                ..super::TuiArgs::default()
+            },
+        )?
+    } else {
+        super::snapshot_cmd(
+            config,
+            &paths,
+            true,
+            &super::SnapshotArgs {
+                scan,
+                format: Some(crate::snapshot::Format::Table),
+                ..super::SnapshotArgs::default()
+            },
+        )?;
+        0
+    };
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    Ok(code)
+}
