@@ -482,6 +482,8 @@ pub async fn start(
     progress: &mut dyn std::io::Write,
 ) -> anyhow::Result<Running> {
     let n = opts.nodes.max(1) as usize;
+    // One listener per node, one socket per connection: as many files as this user may open.
+    crate::rt::raise_open_files();
     let faults = faults(n, opts.hang, opts.drop, opts.refuse).map_err(anyhow::Error::msg)?;
     let fixtures = if opts.fixtures.is_empty() {
         corpus::mix(corpus::discover(&default_fixtures())?)
