@@ -190,7 +190,7 @@ measure() { # TOOL N REP -> appends a line to results.tsv
   d=$out/runs/$kind-$n/$tool-$rep
   rm -rf "$d"; mkdir -p "$d"
   s0=$(server_cpu)
-  /usr/bin/time -f '%e %U %S %M' -o "$d/time" bash -c "$(declare -f run_tool probe_command); fleet=$fleet venv=$venv here=$here gpufleet=$gpufleet conc=$conc; run_tool $tool $n $d" 2> "$d/stderr"
+  /usr/bin/time -f '%e %U %S %M' -o "$d/time" bash -c "$(declare -f run_tool probe_command); fleet=$fleet venv=$venv here=$here repo=$repo gpufleet=$gpufleet conc=$conc; run_tool $tool $n $d" 2> "$d/stderr"
   s1=$(server_cpu)
   read -r wall user sys rss < "$d/time"
   line=$(printf '%s\t%s\t%s\t%s\t%.2f\t%s\t%.2f\t%s' "$kind" "$n" "$tool" "$rep" "$wall" "$(echo "$user $sys" | awk '{printf "%.2f", $1+$2}')" "$rss" "$(echo "$s1 $s0" | awk '{printf "%.2f", $1-$2}')")

@@ -11,10 +11,10 @@ key = [l.split()[1] for l in open(f"{fleet}/ssh_config") if l.strip().startswith
 configs = [HostConfig(port=int(h.rsplit(":", 1)[1]), user="root", private_key=key) for h in hosts]
 client = ParallelSSHClient([h.rsplit(":", 1)[0] for h in hosts], host_config=configs,
                            pool_size=conc, timeout=60, num_retries=1)
-results = client.run_command(cmd, stop_on_errors=False)
+results = client.run_command(cmd, stop_on_errors=False, encoding="latin-1")
 client.join(results)
 for i, r in enumerate(results):
-    with open(f"{out}/{i}.out", "w") as f:
+    with open(f"{out}/{i}.out", "w", encoding="latin-1") as f:
         if r.exception is not None:
             f.write(f"error: {r.exception!r}\n")
             continue
