@@ -4,7 +4,7 @@
 //! - `settings`: flags + environment + config file + defaults, each value with its origin;
 //!   the read-only decision; the inventory, probe and SSH settings of a scan.
 //! - `snapshot`, `tui`, `upgrade`, `rollouts` (rollouts, journal, locks, unlock),
-//!   `config_cmd` (`config show`, `paths`), `policy` (`policy check`, `policy generate`): the
+//!   `config_cmd` (`config show`, `paths`), `sim` (`sim`, `demo`), `policy` (`policy check`, `policy generate`): the
 //!   subcommands.
 
 use std::io::IsTerminal;
@@ -17,6 +17,7 @@ mod config_cmd;
 mod policy;
 mod rollouts;
 mod settings;
+mod sim;
 mod snapshot;
 mod tui;
 mod upgrade;
@@ -122,8 +123,12 @@ pub enum Command {
     Config(config_cmd::ConfigCommand),
     /// Serve a simulated fleet over SSH on 127.0.0.1 (fixture nodes; read-only) and write an
     /// inventory for it: try gpufleet without a fleet
-    #[command(after_help = crate::sim::SIM_HELP)]
-    Sim(crate::sim::SimArgs),
+    #[command(after_help = sim::SIM_HELP)]
+    Sim(sim::SimArgs),
+    /// Try gpufleet without a fleet: a simulated fleet of 200 nodes over SSH on 127.0.0.1, in
+    /// the TUI (a table when stdout is not a terminal); read-only
+    #[command(after_help = sim::DEMO_HELP)]
+    Demo(sim::DemoArgs),
     /// Check (and generate) the Kubernetes side: GPU Operator ClusterPolicy / NVIDIADriver,
     /// OpenShift MachineConfigs, module-parameter ConfigMaps; against a fleet snapshot too
     Policy(policy::PolicyArgs),
@@ -161,7 +166,8 @@ pub fn run(cli: Cli, given: Given) -> ExitCode {
         Some(Command::Rollouts(a)) => rollouts::rollouts(s, &a),
         Some(Command::Locks(a)) => rollouts::locks(s, &a),
         Some(Command::Unlock(a)) => rollouts::unlock(s, &a),
-        Some(Command::Sim(a)) => crate::sim::run(&a),
+        Some(Command::Sim(a)) => sim::sim_cmd(&a),
+        Some(Command::Demo(a)) => sim::demo_cmd(s, &a),
         Some(Command::Policy(a)) => policy::run(&a),
         None if interactive => tui::run(s, &TuiArgs::default()),
         None => snapshot::run(s, &SnapshotArgs::default()),

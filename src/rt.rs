@@ -30,3 +30,74 @@ pub async fn stop_requested() {
         _ = hup.recv() => {}
     }
 }
+
+/// File descriptors kept for everything but node connections (the terminal, files, the
+/// runtime's own, the journal).
+const FD_RESERVE: u64 = 64;
+
+/// Raises this process's soft limit of open files (RLIMIT_NOFILE) to its hard limit, so a scan
+/// can hold one connection per node of a large concurrency. Returns the soft limit now in force
+/// (`None` when it cannot be read). Called by [`build`]'s users at start; harmless to repeat.
+pub fn raise_open_files() -> Option<u64> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return Some(hard);
+    }
+    Some(soft)
+}
+
+/// The concurrency a scan can hold open at once within `open_files` (the soft limit): `asked`,
+/// or lower with a message saying why (one connection per node in flight, [`FD_RESERVE`] kept).
+pub fn fit_concurrency(asked: usize, open_files: Option<u64>) -> (usize, Option<String>) {
+    let Some(limit) = open_files else {
+        return (asked, None);
+    };
+    let room = usize::try_from(limit.saturating_sub(FD_RESERVE))
+        .unwrap_or(usize::MAX)
+        .max(1);
+    if asked <= room {
+        return (asked, None);
+    }
+    (
+        room,
+        Some(format!(
+            "gpufleet: concurrency lowered from {asked} to {room}: this process may open {limit} files \
+             (RLIMIT_NOFILE, hard limit; raise it with `ulimit -Hn` as root), {FD_RESERVE} kept for \
+             other uses, one per node being probed"
+        )),
+    )
+}
+
+/// [`raise_open_files`], then [`fit_concurrency`] for `asked`; the message, if any, goes to
+/// stderr. Returns the concurrency to use.
+pub fn concurrency_for(asked: usize) -> usize {
+    let (c, msg) = fit_concurrency(asked.max(1), raise_open_files());
+    if let Some(m) = msg {
+        eprintln!("{m}");
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrency_fits_the_open_files_limit() {
+        assert_eq!(fit_concurrency(64, None), (64, None));
+        assert_eq!(fit_concurrency(64, Some(20_000)), (64, None));
+        let (c, msg) = fit_concurrency(1000, Some(1024));
+        assert_eq!(c, 960);
+        assert!(msg.unwrap().contains("lowered from 1000 to 960"));
+        assert_eq!(fit_concurrency(10, Some(10)).0, 1);
+    }
+
+    #[test]
+    fn the_soft_limit_is_raised_to_the_hard_one() {
+        use nix::sys::resource::{Resource, getrlimit};
+        let now = raise_open_files().unwrap();
+        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+        assert_eq!((now, soft), (hard, hard));
+    }
+}

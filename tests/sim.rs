@@ -1,7 +1,8 @@
 //! `gpufleet sim` as a child process, scanned by gpufleet and by OpenSSH's `ssh`: every node
-//! answers as its fixture's `[expected]` table says, the probe works with another client, any
-//! other command is refused with 127 and runs nothing, only the written user key is accepted,
-//! and `--hang` nodes are seen as hung.
+//! answers as its fixture's `[expected]` table says, OpenSSH gets the same reports as gpufleet
+//! (the probe on stdin, and as a `sh -c` command through the written ssh_config), any other
+//! command is refused with 127 and runs nothing, only the written user key is accepted, the
+//! lock marker reads free, and `--hang`, `--drop`, `--refuse` nodes are seen as such.
 
 // A test or bench: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -75,10 +76,22 @@ impl Sim {
     fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
+
+    /// Stops it (SIGTERM) and returns its stderr, with its report at exit.
+    fn stop(mut self) -> String {
+        // SAFETY: kill(2) on our own child's pid, which it keeps until we wait for it.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+        self.stderr()
+    }
 }
 
 impl Drop for Sim {
     fn drop(&mut self) {
+        // Already reaped (stopped): its pid may be someone else's now.
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         // SAFETY: kill(2) on our own child's pid, which it keeps until we wait for it.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         for _ in 0..50 {
@@ -214,12 +227,64 @@ fn ssh(key: &Path, known_hosts: &Path, port: u16, command: &str, stdin: &[u8]) -
     }
 }
 
+/// A report as JSON without what differs from run to run (when, how long).
+fn comparable(mut v: Value) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        o.remove("scanned_at");
+        o.remove("duration_ms");
+    }
+    v
+}
+
+/// The probe as one exec command, the form for tools that cannot feed stdin, written here as a
+/// shell writes `B=… R='' T=2 D=20 L=200 sh -c "$(cat probe.sh)"` into a single-quoted word:
+/// the script without its trailing newline, every `'` as `'\''`.
+fn probe_as_command(boundary: &str) -> String {
+    let script = std::fs::read_to_string(manifest().join("src/probe/probe.sh")).unwrap();
+    let script = script.trim_end_matches('\n').replace('\'', r"'\''");
+    format!("B='{boundary}' R='' T=2 D=20 L=200 sh -c '{script}'")
+}
+
+/// OpenSSH's client through the simulator's ssh_config, by node name.
+fn ssh_by_name(config: &Path, name: &str, command: &str) -> Output {
+    Command::new("ssh")
+        .arg("-F")
+        .arg(config)
+        .arg(name)
+        .arg(command)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .stdin(Stdio::null())
+        .output()
+        .expect("ssh (openssh-client) is installed")
+}
+
+/// gpufleet's report of one probe output read by another client.
+fn report_of(name: &str, boundary: &str, out: &Output) -> Value {
+    let run = RawRun {
+        boundary: boundary.to_string(),
+        output: out.stdout.clone(),
+        end: RunEnd::Completed,
+        duration: Duration::from_millis(1),
+        exit: None,
+    };
+    let report = gpufleet::probe::report(
+        Some(name.to_string()),
+        &run,
+        &Thresholds::default(),
+        "2026-01-01T00:00:00Z".into(),
+    );
+    serde_json::to_value(&report).unwrap()
+}
+
 #[test]
-fn sim_is_scanned_by_gpufleet_and_openssh() {
+fn sim_is_scanned_by_gpufleet_and_openssh_alike() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::create_dir_all(dir.join("home")).unwrap();
     let inventory = dir.join("fleet.toml");
+    let hosts = dir.join("hosts");
     let sim = Sim::start(
         dir,
         &[
@@ -227,6 +292,8 @@ fn sim_is_scanned_by_gpufleet_and_openssh() {
             "6",
             "--write-inventory",
             inventory.to_str().unwrap(),
+            "--write-hosts",
+            hosts.to_str().unwrap(),
         ],
     );
     assert!(
@@ -237,9 +304,33 @@ fn sim_is_scanned_by_gpufleet_and_openssh() {
     );
     let key = dir.join("fleet.toml.id_ed25519");
     let known_hosts = dir.join("fleet.toml.known_hosts");
-    assert!(key.is_file() && known_hosts.is_file());
+    let ssh_config = dir.join("hosts.ssh_config");
+    assert!(key.is_file() && known_hosts.is_file() && ssh_config.is_file());
     let nodes = inventory_nodes(&inventory);
     assert_eq!(nodes.len(), 6);
+    // The host list is the inventory's nodes, in order.
+    let listed: Vec<String> = std::fs::read_to_string(&hosts)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let want: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.1)).collect();
+    assert_eq!(listed, want);
+    // The default mix: 6 nodes show every status.
+    let statuses: std::collections::BTreeSet<String> = nodes
+        .iter()
+        .map(|n| {
+            let t: toml::Table = std::fs::read_to_string(any_fixture(&n.2).join("node.toml"))
+                .unwrap()
+                .parse()
+                .unwrap();
+            t["expected"]["status"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(
+        statuses.into_iter().collect::<Vec<_>>(),
+        ["attention", "blocked", "migrate", "no-driver", "ready"]
+    );
 
     // (a) gpufleet scans it; every node says what its fixture expects.
     let doc = snapshot(dir, &inventory, &[]);
@@ -248,11 +339,6 @@ fn sim_is_scanned_by_gpufleet_and_openssh() {
     let mut failures = Vec::new();
     for node in reported {
         let fixture = fixture_of(&nodes, node);
-        let want: toml::Table = std::fs::read_to_string(fixture.join("node.toml"))
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert!(want["expected"].get("status").is_some());
         failures.extend(check_expected(&fixture, node));
     }
     assert!(
@@ -262,52 +348,63 @@ fn sim_is_scanned_by_gpufleet_and_openssh() {
         sim.stderr()
     );
 
-    // (b) OpenSSH's ssh runs the probe (header + script on stdin of `sh -s`) on one node: a
-    // complete probe framed by the boundary it sent, that reads as that fixture expects.
-    let (name, port, fixture) = nodes
-        .iter()
-        .find(|n| n.2 == "h200-open-580-k6.18-real")
-        .cloned()
-        .unwrap_or_else(|| nodes[0].clone());
+    // (b) OpenSSH's ssh runs the probe on every node — the even ones with the header and
+    // script on stdin of `sh -s`, the odd ones as one `sh -c` command through the written
+    // ssh_config — and gpufleet reads that output as the same report it made itself.
     let boundary = "gpufleet-0123456789abcdef0123456789abcdef";
     let mut stdin = format!("B='{boundary}' R='/' T=2 D=20 L=200\n").into_bytes();
     stdin.extend(std::fs::read(manifest().join("src/probe/probe.sh")).unwrap());
-    let out = ssh(&key, &known_hosts, port, "sh -s", &stdin);
+    for (i, (name, port, _)) in nodes.iter().enumerate() {
+        let out = if i % 2 == 0 {
+            ssh(&key, &known_hosts, *port, "sh -s", &stdin)
+        } else {
+            ssh_by_name(&ssh_config, name, &probe_as_command(boundary))
+        };
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.starts_with(&format!("{boundary} meta probe\nprotocol 2\n")),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(&format!("{boundary} meta complete\n\n{boundary} end ok\n")),
+            "no `meta complete` trailer with our boundary:\n{text}"
+        );
+        // Every section line carries our boundary: the recording's was replaced everywhere.
+        for line in text.lines().filter(|l| l.starts_with("gpufleet-")) {
+            assert!(line.starts_with(boundary), "{line}");
+        }
+        let theirs = comparable(report_of(name, boundary, &out));
+        let ours = reported
+            .iter()
+            .find(|n| n["name"] == name.as_str())
+            .unwrap();
+        assert_eq!(
+            theirs,
+            comparable(ours.clone()),
+            "{name}: OpenSSH's output reads differently from gpufleet's scan"
+        );
+    }
+    let (_, port, _) = nodes[0].clone();
+
+    // `gpufleet locks` reads every node's lock marker: free.
+    let inv = inventory.display().to_string();
+    let out = gpufleet(dir, &["locks", "-i", &inv]);
+    let said = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
         Some(0),
-        "ssh sh -s: {}",
+        "{said}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.starts_with(&format!("{boundary} meta probe\nprotocol 2\n")),
-        "{text}"
-    );
-    assert!(
-        text.ends_with(&format!("{boundary} meta complete\n\n{boundary} end ok\n")),
-        "no `meta complete` trailer with our boundary:\n{text}"
-    );
-    // Every section line carries our boundary: the recording's was replaced everywhere.
-    for line in text.lines().filter(|l| l.starts_with("gpufleet-")) {
-        assert!(line.starts_with(boundary), "{line}");
+    for (name, _, _) in &nodes {
+        assert!(said.contains(&format!("{name}  free")), "{said}");
     }
-    let run = RawRun {
-        boundary: boundary.to_string(),
-        output: out.stdout.clone(),
-        end: RunEnd::Completed,
-        duration: Duration::from_millis(1),
-        exit: None,
-    };
-    let report = gpufleet::probe::report(
-        Some(name.clone()),
-        &run,
-        &Thresholds::default(),
-        "2026-01-01T00:00:00Z".into(),
-    );
-    let node = serde_json::to_value(&report).unwrap();
-    let failures = check_expected(&any_fixture(&fixture), &node);
-    assert!(failures.is_empty(), "{name} over OpenSSH: {failures:?}");
 
     // (c) Any other command is refused with 127 and runs nothing.
     let victim = dir.join("victim");
@@ -345,43 +442,173 @@ fn sim_is_scanned_by_gpufleet_and_openssh() {
         "{out:?}"
     );
     assert!(sim.stderr().contains("refused"), "{}", sim.stderr());
+    // At exit it reports its own CPU per connection.
+    let said = sim.stop();
+    assert!(said.contains("ms per connection"), "{said}");
+    assert!(
+        said.contains(
+            ": 12 probes answered, 0 hung, 0 dropped, 3 commands refused, 6 other commands"
+        ),
+        "{said}"
+    );
+}
+
+/// The inventory's `sim` label of each node (`hang`, `drop`, `refuse` or none).
+fn fault_labels(inventory: &Path) -> Vec<(String, Option<String>)> {
+    let doc: toml::Table = std::fs::read_to_string(inventory).unwrap().parse().unwrap();
+    doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap().to_string(),
+                n["labels"]
+                    .get("sim")
+                    .map(|v| v.as_str().unwrap().to_string()),
+            )
+        })
+        .collect()
 }
 
 #[test]
-fn hung_sim_nodes_are_reported_hung() {
+fn hung_dropping_and_refusing_sim_nodes_are_reported_as_such() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::create_dir_all(dir.join("home")).unwrap();
     let inventory = dir.join("fleet.toml");
     let fixture = any_fixture("h200-open-580-k6.18-real");
-    let _sim = Sim::start(
+    let sim = Sim::start(
         dir,
         &[
             "--nodes",
-            "2",
+            "4",
             "--hang",
-            "50%",
+            "25%",
+            "--drop",
+            "25%",
+            "--refuse",
+            "25%",
             "--latency",
-            "20ms",
+            "20ms±5ms",
             "--fixtures",
             fixture.to_str().unwrap(),
             "--write-inventory",
             inventory.to_str().unwrap(),
         ],
     );
+    assert!(
+        sim.banner
+            .contains("1 hanging, 1 dropping, 1 refusing, 20 ms ± 5 ms round trip"),
+        "{}",
+        sim.banner
+    );
+    let labels = fault_labels(&inventory);
+    let mut seen: Vec<Option<String>> = labels.iter().map(|l| l.1.clone()).collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            None,
+            Some("drop".into()),
+            Some("hang".into()),
+            Some("refuse".into())
+        ]
+    );
     let doc = snapshot(dir, &inventory, &["--deadline", "4"]);
     let nodes = doc["nodes"].as_array().unwrap();
-    assert_eq!(nodes.len(), 2);
-    // Node 1 of 2 hangs at 50 % (labelled so in the inventory); node 0 answers (after 20 ms)
-    // as its fixture.
-    let text = std::fs::read_to_string(&inventory).unwrap();
-    assert_eq!(text.matches("sim = \"hang\"").count(), 1, "{text}");
+    assert_eq!(nodes.len(), 4);
     let listed = inventory_nodes(&inventory);
-    assert_eq!(
-        check_expected(&fixture_of(&listed, &nodes[0]), &nodes[0]),
-        Vec::<String>::new()
+    let codes = |n: &Value| -> Vec<String> {
+        n["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r["code"].as_str().unwrap(),
+                    r["message"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    for (name, label) in &labels {
+        let node = nodes.iter().find(|n| n["name"] == name.as_str()).unwrap();
+        let said = codes(node);
+        match label.as_deref() {
+            None => {
+                assert_eq!(
+                    check_expected(&fixture_of(&listed, node), node),
+                    Vec::<String>::new()
+                );
+                // Every exchange waits one round trip (≥ 15 ms): the probe's took at least one.
+                assert!(node["duration_ms"].as_u64().unwrap() >= 15, "{node:#}");
+            }
+            Some("hang") => {
+                assert_eq!(node["status"], "unreachable", "{node:#}");
+                assert!(said[0].contains("deadline passed"), "{said:?}");
+            }
+            Some("drop") => {
+                // Half the answer, then the connection closed: cut short, never a verdict.
+                assert_ne!(node["status"], "ready", "{node:#}");
+                assert!(
+                    said.iter()
+                        .any(|r| r.starts_with("probe-incomplete")
+                            && r.contains("connection closed")),
+                    "{said:?}"
+                );
+            }
+            Some("refuse") => {
+                assert_eq!(node["status"], "unreachable", "{node:#}");
+                assert!(
+                    said[0].starts_with("ssh-refused") && said[0].contains("Connection refused"),
+                    "{said:?}"
+                );
+            }
+            Some(other) => panic!("label {other}"),
+        }
+    }
+    let said = sim.stop();
+    // The refused node never reached the server: 3 connections.
+    assert!(
+        said.contains("gpufleet sim: 3 connections: 1 probes answered, 1 hung, 1 dropped"),
+        "{said}"
     );
-    assert_eq!(nodes[1]["status"], "unreachable", "{:#}", nodes[1]);
-    let msg = nodes[1]["reasons"][0]["message"].as_str().unwrap();
-    assert!(msg.contains("deadline passed"), "{msg}");
+}
+
+#[test]
+fn demo_prints_the_simulated_fleet_as_a_table_when_not_on_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    // stdout is a pipe here: the table, then exit 0 (the sim's files are gone afterwards).
+    let out = gpufleet(
+        dir,
+        &[
+            "demo",
+            "--nodes",
+            "12",
+            "--deadline",
+            "3",
+            "--latency",
+            "5ms±2ms",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
+    assert!(text.starts_with("NODE "), "{text}");
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("sim-")).collect();
+    assert_eq!(rows.len(), 12, "{text}");
+    // 12 nodes with 1 % faults: none; every status of the mix shows.
+    for status in ["ready", "migrate", "blocked", "attention", "no-driver"] {
+        assert!(
+            rows.iter()
+                .any(|r| r.split_whitespace().nth(1) == Some(status)),
+            "{status}: {text}"
+        );
+    }
+    assert!(text.contains("12 nodes: "), "{text}");
+    assert!(err.contains("gpufleet sim: 12 nodes on 127.0.0.1"), "{err}");
 }

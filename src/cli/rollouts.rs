@@ -116,7 +116,9 @@ pub fn locks(s: &Settings, args: &LocksArgs) -> anyhow::Result<u8> {
     let rt = crate::rt::build()?;
     // Read-only: each node's marker, at most `concurrency` nodes at once.
     let found = rt.block_on(async {
-        let permits = Arc::new(tokio::sync::Semaphore::new(scan.ssh.concurrency.max(1)));
+        let permits = Arc::new(tokio::sync::Semaphore::new(crate::rt::concurrency_for(
+            scan.ssh.concurrency,
+        )));
         let mut set = tokio::task::JoinSet::new();
         for (i, n) in selected.iter().cloned().enumerate() {
             let (scan, permits) = (scan.clone(), permits.clone());

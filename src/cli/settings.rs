@@ -96,6 +96,25 @@ impl Given {
     }
 }
 
+/// `--host-key-policy`'s values (clap's side of [`HostKeyPolicy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HostKeyPolicyArg {
+    /// Refuse unknown host keys (OpenSSH `StrictHostKeyChecking yes`). The default.
+    Strict,
+    /// Learn unknown host keys into known_hosts (OpenSSH `accept-new`); changed keys are
+    /// still refused.
+    AcceptNew,
+}
+
+impl From<HostKeyPolicyArg> for HostKeyPolicy {
+    fn from(p: HostKeyPolicyArg) -> HostKeyPolicy {
+        match p {
+            HostKeyPolicyArg::Strict => HostKeyPolicy::Strict,
+            HostKeyPolicyArg::AcceptNew => HostKeyPolicy::AcceptNew,
+        }
+    }
+}
+
 /// What every subcommand starts from: the paths, the config file and where each came from.
 #[derive(Debug)]
 pub struct Settings {
@@ -129,6 +148,20 @@ impl Settings {
             config,
             given,
         })
+    }
+
+    /// These settings with other paths, the inventory taken as named explicitly (the demo's
+    /// private files).
+    pub fn with_paths(&self, paths: Paths) -> Settings {
+        let mut given = self.given.clone();
+        given
+            .0
+            .insert("inventory".into(), Origin::Flag("--inventory".into()));
+        Settings {
+            paths,
+            config: self.config.clone(),
+            given,
+        }
     }
 
     /// The inventory was named by `-i` or `$GPUFLEET_INVENTORY` (then it must exist).
@@ -225,7 +258,7 @@ impl Settings {
             ssh.connect_timeout = Duration::from_secs(c);
         }
         if let Some(p) = args.host_key_policy {
-            ssh.host_key_policy = p;
+            ssh.host_key_policy = p.into();
         }
         ssh
     }
@@ -422,5 +455,5 @@ pub struct ScanArgs {
 
     /// Unknown host keys: refuse (strict) or learn (accept-new); changed keys are always refused
     #[arg(long, value_enum, value_name = "POLICY")]
-    pub host_key_policy: Option<HostKeyPolicy>,
+    pub host_key_policy: Option<HostKeyPolicyArg>,
 }

@@ -39,7 +39,7 @@ pub struct SnapshotArgs {
 
     /// Output format [default: table on a terminal, json otherwise]
     #[arg(long, short = 'f', value_enum)]
-    pub format: Option<Format>,
+    pub format: Option<FormatArg>,
 
     /// Exit 0 only when every node is ready, 1 when any is not, 2 when any is unreachable or
     /// unknown
@@ -51,16 +51,43 @@ pub struct SnapshotArgs {
     pub allow_no_driver: bool,
 }
 
+/// `--format`'s values (clap's side of [`Format`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Aligned columns for people, with what each status means and its reasons.
+    Table,
+    /// One JSON document (schema_version 2).
+    Json,
+    /// JSON Lines: one {"type":"node"} object per node as it finishes, then {"type":"summary"}.
+    Jsonl,
+    /// One row per node (name, status, kernel, flavor, driver, gpus, ...).
+    Csv,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Format {
+        match f {
+            FormatArg::Table => Format::Table,
+            FormatArg::Json => Format::Json,
+            FormatArg::Jsonl => Format::Jsonl,
+            FormatArg::Csv => Format::Csv,
+        }
+    }
+}
+
 /// Runs `gpufleet snapshot`; returns the exit code (see [`SNAPSHOT_HELP`]).
 pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
     let mut settings = s.probe(&args.scan)?;
     let thresholds = s.config.thresholds();
     let stdout = std::io::stdout();
-    let format = args.format.unwrap_or(if stdout.is_terminal() {
-        Format::Table
-    } else {
-        Format::Json
-    });
+    let format = args
+        .format
+        .map(Format::from)
+        .unwrap_or(if stdout.is_terminal() {
+            Format::Table
+        } else {
+            Format::Json
+        });
     let inventory = s.inventory(&args.scan)?;
     let out: Box<dyn Write> = if format == Format::Table {
         Box::new(anstream::stdout())

@@ -83,7 +83,9 @@ impl Scan {
     /// Scans `nodes`, at most `ssh.concurrency` at a time, sending each report on `tx` as it
     /// finishes (in completion order). Returns when every node is done or `tx` is closed.
     pub async fn run(self: Arc<Self>, nodes: Vec<Node>, tx: mpsc::Sender<NodeReport>) {
-        let permits = Arc::new(Semaphore::new(self.ssh.concurrency.max(1)));
+        let permits = Arc::new(Semaphore::new(crate::rt::concurrency_for(
+            self.ssh.concurrency,
+        )));
         let mut tasks = JoinSet::new();
         for node in nodes {
             // Taking the permit before spawning starts nodes in inventory order.

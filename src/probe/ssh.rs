@@ -32,7 +32,7 @@ use crate::inventory::Node;
 use crate::model::Code;
 
 /// What to do with a host key that no known_hosts line names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HostKeyPolicy {
     /// Refuse it (OpenSSH `StrictHostKeyChecking yes`). The default.

@@ -221,7 +221,9 @@ fn spawn_scan(
                         .map(|(entries, _)| crate::actions::rollout::drained_by(&entries))
                         .unwrap_or_default(),
                 );
-                let permits = Arc::new(Semaphore::new(scan.ssh.concurrency.max(1)));
+                let permits = Arc::new(Semaphore::new(crate::rt::concurrency_for(
+                    scan.ssh.concurrency,
+                )));
                 let wanted: std::collections::HashSet<&String> = names.iter().collect();
                 for node in nodes.iter().filter(|n| wanted.contains(&n.name)).cloned() {
                     // Taking the permit before spawning starts nodes in inventory order.

@@ -33,6 +33,8 @@ pub struct Fixture {
     pub name: String,
     /// The folder.
     pub dir: PathBuf,
+    /// Which of the folders given to [`discover`] it came from (its index).
+    pub source: usize,
 }
 
 /// The fixture nodes of `dirs`, in order: a folder that is a fixture node itself (holds a
@@ -43,7 +45,7 @@ pub struct Fixture {
 /// all.
 pub fn discover(dirs: &[PathBuf]) -> anyhow::Result<Vec<Fixture>> {
     let mut all = Vec::new();
-    for dir in dirs {
+    for (source, dir) in dirs.iter().enumerate() {
         if is_fixture(dir) {
             let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
                 bail!("fixture {}: the folder name is not UTF-8", dir.display());
@@ -51,6 +53,7 @@ pub fn discover(dirs: &[PathBuf]) -> anyhow::Result<Vec<Fixture>> {
             all.push(Fixture {
                 name: name.to_string(),
                 dir: dir.clone(),
+                source,
             });
             continue;
         }
@@ -70,6 +73,7 @@ pub fn discover(dirs: &[PathBuf]) -> anyhow::Result<Vec<Fixture>> {
             found.push(Fixture {
                 name: name.to_string(),
                 dir: path.clone(),
+                source,
             });
         }
         found.sort_by(|a, b| a.name.cmp(&b.name));
@@ -83,6 +87,61 @@ pub fn discover(dirs: &[PathBuf]) -> anyhow::Result<Vec<Fixture>> {
         );
     }
     Ok(all)
+}
+
+/// The statuses of a realistic mix, in the order [`mix`] deals them.
+const MIX_ORDER: [&str; 5] = ["ready", "migrate", "blocked", "attention", "no-driver"];
+
+/// The `[expected] status` of a fixture's node.toml (`None` when it has none or cannot be read).
+pub fn expected_status(f: &Fixture) -> Option<String> {
+    let text = std::fs::read_to_string(f.dir.join("node.toml")).ok()?;
+    let doc: toml::Table = text.parse().ok()?;
+    Some(doc.get("expected")?.get("status")?.as_str()?.to_string())
+}
+
+/// `fixtures` reordered so that every status shows early and keeps showing: dealt round-robin
+/// over the statuses (ready, migrate, blocked, attention, no-driver, then any other), each
+/// status's fixtures alternating between the folders they came from. The first five nodes of the
+/// default corpus then show every status, and the first eight both folders.
+pub fn mix(fixtures: Vec<Fixture>) -> Vec<Fixture> {
+    let mut groups: Vec<(String, Vec<Fixture>)> = MIX_ORDER
+        .iter()
+        .map(|s| (s.to_string(), Vec::new()))
+        .collect();
+    for f in fixtures {
+        let status = expected_status(&f).unwrap_or_default();
+        match groups.iter_mut().find(|g| g.0 == status) {
+            Some(g) => g.1.push(f),
+            None => groups.push((status, vec![f])),
+        }
+    }
+    // Within a status: the first of each folder, then the second of each, …
+    let queues: Vec<std::collections::VecDeque<Fixture>> = groups
+        .into_iter()
+        .map(|(_, fs)| {
+            let mut rank = std::collections::HashMap::new();
+            let mut keyed: Vec<(usize, usize, Fixture)> = fs
+                .into_iter()
+                .map(|f| {
+                    let r = rank.entry(f.source).or_insert(0usize);
+                    *r += 1;
+                    (*r, f.source, f)
+                })
+                .collect();
+            keyed.sort_by_key(|k| (k.0, k.1));
+            keyed.into_iter().map(|k| k.2).collect()
+        })
+        .collect();
+    let mut queues = queues;
+    let mut out = Vec::new();
+    while queues.iter().any(|q| !q.is_empty()) {
+        for q in &mut queues {
+            if let Some(f) = q.pop_front() {
+                out.push(f);
+            }
+        }
+    }
+    out
 }
 
 /// A probe answer recorded under a placeholder boundary, replayed with another.
@@ -260,5 +319,27 @@ mod tests {
         // A placeholder at both ends.
         let c = Answer::new(b"gpufleet-0000xgpufleet-0000", ph, 0);
         assert_eq!(c.render("B"), b"BxB");
+    }
+
+    #[test]
+    fn the_default_mix_shows_every_status_in_any_five_and_both_folders_in_eight() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let all = discover(&[root.join("nodes"), root.join("nodes-v2")]).unwrap();
+        let n = all.len();
+        let mixed = mix(all);
+        assert_eq!(mixed.len(), n, "nothing lost or repeated");
+        let statuses: Vec<String> = mixed.iter().map(|f| expected_status(f).unwrap()).collect();
+        for (s, want) in statuses.iter().zip(MIX_ORDER) {
+            assert_eq!(s, want);
+        }
+        let first8: std::collections::HashSet<usize> =
+            mixed.iter().take(8).map(|f| f.source).collect();
+        assert_eq!(
+            first8.len(),
+            2,
+            "{:?}",
+            mixed.iter().take(8).map(|f| &f.name).collect::<Vec<_>>()
+        );
+        assert_eq!(mixed[0].name, "h200-open-580-k6.18-real");
     }
 }

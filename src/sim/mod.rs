@@ -1,92 +1,98 @@
 //! `gpufleet sim`: a simulated fleet over real SSH on this machine, to try gpufleet without a
-//! fleet and to measure the client at scale (issue 12, first slice).
+//! fleet and to measure the client at scale (issue 12).
 //!
 //! N nodes on 127.0.0.1, one TCP listener per node (nodes are keyed by port: one file
 //! descriptor per node plus one per open connection), each with its own ed25519 host key, each
 //! serving one fixture node of the corpus, cycling through it (node `i` serves fixture
-//! `i mod len`). At startup the probe runs once per fixture used, locally, in that fixture's
-//! environment ([`corpus::record`]); sessions replay that output with their own boundary
-//! ([`server`]). **Nothing else is ever executed**: other commands get exit status 127 and a
-//! message on stderr.
+//! `i mod len`; the default corpus is ordered so that any 5 consecutive nodes show every status).
+//! At startup the probe runs once per fixture used, locally, in that fixture's environment
+//! ([`corpus::record`]); sessions replay that output with their own boundary ([`server`]).
+//! **Nothing else is ever executed**: other commands get exit status 127 and a message on
+//! stderr.
+//!
+//! Faults (shares of the nodes, spread evenly, each node at most one): `hang` (accepts the probe,
+//! never answers), `drop` (sends half the answer, then closes the TCP connection), `refuse` (the
+//! TCP connection is refused: the port is bound, not listening). Latency: a round trip of
+//! `latency ± spread` per connection, added to every exchange of the session ([`stream`]).
 //!
 //! It writes an inventory for gpufleet (and, beside it, the one user key it accepts and a
-//! known_hosts file with every node's host key), prints where it listens, and runs until
-//! SIGINT, SIGTERM or SIGHUP.
+//! known_hosts file with every node's host key), optionally a host list and an OpenSSH client
+//! config for other tools, prints where it listens, and runs until SIGINT, SIGTERM or SIGHUP;
+//! then it reports its own CPU time per session.
 //!
-//! Not in this slice (issue 12): simulated upgrade steps and reboots, the `sh -c "$(cat
-//! probe.sh)"` form, `--drop` / `--refuse`, a latency spread, `--write-hosts`, per-session CPU
-//! reports, `gpufleet demo`, and a corpus shipped inside the binary (the default corpus is
-//! found through the source tree this binary was built from, `CARGO_MANIFEST_DIR`).
+//! Not here yet (issue 12): simulated upgrade steps and reboots, and a corpus shipped inside the
+//! binary (the default corpus is found through the source tree this binary was built from,
+//! `CARGO_MANIFEST_DIR`).
 
 pub mod corpus;
 pub mod server;
+pub mod stream;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::Args;
 use russh::keys::ssh_key::LineEnding;
 use russh::keys::ssh_key::private::Ed25519Keypair;
 use russh::keys::{PrivateKey, PublicKey};
-use russh::server::Server as _;
 
 use self::corpus::Fixture;
-use self::server::{NodeServer, Shared, SimNode};
+use self::server::{Fault, NodeServer, Shared, SimNode};
 
-/// `gpufleet sim --help`'s closing text.
-pub const SIM_HELP: &str = "\
-Each node serves one fixture node (cycling through the corpus) and is named after it
-(sim-000-h200-open-580-k6.18-real). It answers gpufleet's probe from that fixture (recorded once
-at startup, replayed per session) and runs nothing else: any other command gets exit status 127.
-Only the user key written beside the inventory is accepted. Runs until Ctrl-C or SIGTERM.
-
-Examples:
-  gpufleet sim --write-inventory /tmp/sim/fleet.toml          then, in another terminal:
-  gpufleet snapshot -i /tmp/sim/fleet.toml
-  gpufleet tui -i /tmp/sim/fleet.toml
-  gpufleet sim --nodes 200 --hang 5% --latency 40ms --write-inventory /tmp/sim/fleet.toml";
-
-/// `gpufleet sim` options.
-#[derive(Debug, Args)]
-pub struct SimArgs {
-    /// Number of simulated nodes
-    #[arg(long, value_name = "N", default_value_t = 8,
-          value_parser = clap::value_parser!(u32).range(1..=60_000))]
+/// What `gpufleet sim` (and `gpufleet demo`) serve.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    /// Number of simulated nodes (at least 1).
     pub nodes: u32,
-
-    /// Folder of fixture nodes (sub-folders with node.toml, root/, bin/, commands/), or one
-    /// fixture node; repeatable. Nodes cycle through them in order. Their bin/ stand-ins run
-    /// here at startup: use only fixtures you trust [default: this source tree's
-    /// tests/fixtures/nodes and tests/fixtures/nodes-v2]
-    #[arg(long, value_name = "DIR")]
+    /// Fixture folders; empty: the default corpus.
     pub fixtures: Vec<PathBuf>,
-
-    /// First port: nodes listen on P, P+1, … [default: any free ports]
-    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
+    /// First port (nodes on P, P+1, …); `None`: any free ports.
     pub base_port: Option<u16>,
-
-    /// Write the inventory here, with the user key (FILE's name + .id_ed25519) and known_hosts
-    /// (+ .known_hosts) beside it [default: inventory.toml in a new temporary folder, removed
-    /// at exit]
-    #[arg(long, value_name = "FILE")]
+    /// Where to write the inventory; `None`: a new temporary folder, removed at exit.
     pub write_inventory: Option<PathBuf>,
-
-    /// Share of nodes that accept the probe and never answer it (`10%` or `10`), spread evenly
-    #[arg(long, value_name = "P%", value_parser = parse_share, default_value = "0")]
+    /// Where to write a host list (`127.0.0.1:PORT` lines) and, beside it, an OpenSSH client
+    /// config (FILE.ssh_config).
+    pub write_hosts: Option<PathBuf>,
+    /// Shares of nodes that hang, drop, refuse, in % (their sum at most 100).
     pub hang: f64,
+    /// See `hang`.
+    pub drop: f64,
+    /// See `hang`.
+    pub refuse: f64,
+    /// Round-trip latency of every exchange.
+    pub latency: Latency,
+}
 
-    /// Sleep before each probe answer, in milliseconds (`40` or `40ms`)
-    #[arg(long, value_name = "MS", value_parser = parse_millis, default_value = "0")]
-    pub latency: u64,
+impl Default for SimOptions {
+    fn default() -> SimOptions {
+        SimOptions {
+            nodes: 8,
+            fixtures: Vec::new(),
+            base_port: None,
+            write_inventory: None,
+            write_hosts: None,
+            hang: 0.0,
+            drop: 0.0,
+            refuse: 0.0,
+            latency: Latency::default(),
+        }
+    }
+}
+
+/// A round-trip latency: `base` ± `spread` (uniform), drawn once per connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    pub base: Duration,
+    pub spread: Duration,
 }
 
 /// `10%`, `10` or `2.5%` → 10.0, 10.0, 2.5; errors outside 0 to 100.
-fn parse_share(s: &str) -> Result<f64, String> {
+pub fn parse_share(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .trim()
         .trim_end_matches('%')
@@ -98,19 +104,72 @@ fn parse_share(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// `40` or `40ms` → 40 (milliseconds); errors for anything else.
-fn parse_millis(s: &str) -> Result<u64, String> {
-    s.trim()
-        .trim_end_matches("ms")
-        .parse()
-        .map_err(|_| format!("{s:?} is not a whole number of milliseconds (like 40ms)"))
+/// `40` or `40ms` → 40 ms; `40ms±10ms`, `40±10` or `40ms+-10ms` → 40 ms ± 10 ms (the spread at
+/// most the base). Errors for anything else.
+pub fn parse_latency(s: &str) -> Result<Latency, String> {
+    let ms = |t: &str| -> Result<Duration, String> {
+        t.trim()
+            .trim_end_matches("ms")
+            .trim()
+            .parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|_| {
+                format!("{s:?} is not a latency in whole milliseconds (like 40ms or 40ms±10ms)")
+            })
+    };
+    let (base, spread) = match s.split_once('±').or_else(|| s.split_once("+-")) {
+        Some((b, sp)) => (ms(b)?, ms(sp)?),
+        None => (ms(s)?, Duration::ZERO),
+    };
+    if spread > base {
+        return Err(format!("{s:?}: the spread is larger than the latency"));
+    }
+    Ok(Latency { base, spread })
 }
 
-/// Whether node `i` of `n` hangs with a share of `pct` %: the nodes at which the running count
-/// ⌊(i+1)·pct/100⌋ goes up, so ⌊n·pct/100⌋ of them, spread evenly.
-fn hangs(i: usize, pct: f64) -> bool {
-    let count = |k: usize| (k as f64 * pct / 100.0 + 1e-9).floor() as u64;
-    count(i + 1) > count(i)
+/// `40` or `40ms` → 40 (milliseconds); errors for anything else.
+#[cfg(test)]
+fn parse_millis(s: &str) -> Result<u64, String> {
+    parse_latency(s).and_then(|l| {
+        if l.spread.is_zero() {
+            u64::try_from(l.base.as_millis()).map_err(|e| e.to_string())
+        } else {
+            Err(format!("{s:?} has a spread"))
+        }
+    })
+}
+
+/// The faults of `n` nodes with shares `hang`, `drop`, `refuse` (in %): each node's place in a
+/// golden-ratio sequence (`frac((i+1)·φ)`, evenly spread over 0..1 for any prefix) ranks the
+/// nodes; the first ⌊n·hang/100⌋ hang, the next ⌊n·drop/100⌋ drop, the next ⌊n·refuse/100⌋
+/// refuse.
+///
+/// Errors: shares that add up to more than 100 %.
+pub fn faults(n: usize, hang: f64, drop: f64, refuse: f64) -> Result<Vec<Fault>, String> {
+    if hang + drop + refuse > 100.0 + 1e-9 {
+        return Err(format!(
+            "--hang {hang}% + --drop {drop}% + --refuse {refuse}% is more than 100%"
+        ));
+    }
+    let count = |p: f64| (n as f64 * p / 100.0 + 1e-9).floor() as usize;
+    let phi = (5f64.sqrt() - 1.0) / 2.0;
+    let mut order: Vec<usize> = (0..n).collect();
+    let place = |i: usize| ((i + 1) as f64 * phi).fract();
+    order.sort_by(|&a, &b| place(a).total_cmp(&place(b)));
+    let mut out = vec![Fault::None; n];
+    let (h, d, r) = (count(hang), count(drop), count(refuse));
+    for (rank, &i) in order.iter().enumerate() {
+        out[i] = if rank < h {
+            Fault::Hang
+        } else if rank < h + d {
+            Fault::Drop
+        } else if rank < h + d + r {
+            Fault::Refuse
+        } else {
+            Fault::None
+        };
+    }
+    Ok(out)
 }
 
 /// The default corpus: this source tree's fixtures (`CARGO_MANIFEST_DIR` at build time).
@@ -155,13 +214,20 @@ fn toml_str(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
 
+/// A node's socket: a listener, or (a `refuse` node) a socket bound to its port and not
+/// listening, so that connections to it are refused by the kernel.
+enum Socket {
+    Listen(tokio::net::TcpListener),
+    Refuse(tokio::net::TcpSocket),
+}
+
 /// One node as bound: its name, port and what it serves.
 struct Bound {
     node: Arc<SimNode>,
     fixture: String,
     port: u16,
     host_key: PrivateKey,
-    listener: tokio::net::TcpListener,
+    socket: Socket,
 }
 
 /// Files written beside the inventory.
@@ -183,10 +249,13 @@ fn inventory_text(nodes: &[Bound], key_name: &str, kh_name: &str) -> String {
         toml_str(key_name),
     );
     for b in nodes {
-        let hang = if b.node.hang { ", sim = \"hang\"" } else { "" };
+        let fault = match b.node.fault {
+            Fault::None => String::new(),
+            f => format!(", sim = {}", toml_str(f.word())),
+        };
         let _ = write!(
             s,
-            "\n[[nodes]]\nname = {}\nhost = \"127.0.0.1\"\nport = {}\nlabels = {{ fixture = {}{hang} }}\n",
+            "\n[[nodes]]\nname = {}\nhost = \"127.0.0.1\"\nport = {}\nlabels = {{ fixture = {}{fault} }}\n",
             toml_str(&b.node.name),
             b.port,
             toml_str(&b.fixture),
@@ -195,19 +264,22 @@ fn inventory_text(nodes: &[Bound], key_name: &str, kh_name: &str) -> String {
     s
 }
 
-/// Writes the inventory, the user key pair and known_hosts; returns their paths.
-fn write_inventory(path: &Path, nodes: &[Bound], user_key: &PrivateKey) -> anyhow::Result<Written> {
+/// The folder of `path` (`.` when it has none) and its file name.
+fn split_path<'a>(path: &'a Path, flag: &str) -> anyhow::Result<(&'a Path, &'a str)> {
     let Some(file) = path.file_name().and_then(|n| n.to_str()) else {
-        bail!(
-            "--write-inventory {}: not a UTF-8 file name",
-            path.display()
-        );
+        bail!("{flag} {}: not a UTF-8 file name", path.display());
     };
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok((dir, file))
+}
+
+/// Writes the inventory, the user key pair and known_hosts; returns their paths.
+fn write_inventory(path: &Path, nodes: &[Bound], user_key: &PrivateKey) -> anyhow::Result<Written> {
+    let (dir, file) = split_path(path, "--write-inventory")?;
     let key_name = format!("{file}.id_ed25519");
     let kh_name = format!("{file}.known_hosts");
     let key = dir.join(&key_name);
@@ -244,81 +316,188 @@ fn write_inventory(path: &Path, nodes: &[Bound], user_key: &PrivateKey) -> anyho
     })
 }
 
-/// Binds one listener per node on 127.0.0.1: ports `base`, `base`+1, … or free ones.
-async fn bind(n: usize, base: Option<u16>) -> anyhow::Result<Vec<(u16, tokio::net::TcpListener)>> {
+/// An OpenSSH client config line's value, quoted when it holds a space or a quote.
+fn ssh_config_value(s: &str) -> String {
+    if s.contains([' ', '"', '\t']) {
+        format!("\"{}\"", s.replace('"', ""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Writes the host list (`127.0.0.1:PORT`, one node a line, in node order) to `path` and an
+/// OpenSSH client config to `path`.ssh_config: a `Host` block per node name (its port), then
+/// `Host *` with the user, the user key and the known_hosts (absolute paths), strict host key
+/// checking and batch mode. Returns the config's path.
+fn write_hosts(path: &Path, nodes: &[Bound], w: &Written) -> anyhow::Result<PathBuf> {
+    let (dir, file) = split_path(path, "--write-hosts")?;
+    let mut list = String::new();
+    for b in nodes {
+        let _ = writeln!(list, "127.0.0.1:{}", b.port);
+    }
+    write_file(path, list.as_bytes(), 0o644)?;
+    let abs = |p: &Path| -> anyhow::Result<String> {
+        let p = std::path::absolute(p)
+            .with_context(|| format!("cannot make {} absolute", p.display()))?;
+        p.to_str()
+            .map(ssh_config_value)
+            .with_context(|| format!("{}: not UTF-8", p.display()))
+    };
+    let mut cfg = format!(
+        "# Written by `gpufleet sim` (pid {}): its {} nodes for OpenSSH (`ssh -F THIS NAME`, or\n\
+         # `ssh -F THIS -p PORT 127.0.0.1` for a line of the host list). Valid while it runs.\n",
+        std::process::id(),
+        nodes.len()
+    );
+    for b in nodes {
+        let _ = write!(
+            cfg,
+            "Host {}\n  HostName 127.0.0.1\n  Port {}\n",
+            b.node.name, b.port
+        );
+    }
+    let _ = write!(
+        cfg,
+        "Host *\n  User root\n  IdentityFile {}\n  IdentitiesOnly yes\n  UserKnownHostsFile {}\n  \
+         GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n  BatchMode yes\n",
+        abs(&w.key)?,
+        abs(&w.known_hosts)?
+    );
+    let cfg_path = dir.join(format!("{file}.ssh_config"));
+    write_file(&cfg_path, cfg.as_bytes(), 0o644)?;
+    Ok(cfg_path)
+}
+
+/// Binds one socket per node on 127.0.0.1: ports `base`, `base`+1, … or free ones; a listener,
+/// or for a `refuse` node a socket that does not listen.
+async fn bind(faults: &[Fault], base: Option<u16>) -> anyhow::Result<Vec<(u16, Socket)>> {
+    let n = faults.len();
     let mut out = Vec::with_capacity(n);
-    for i in 0..n {
+    for (i, fault) in faults.iter().enumerate() {
         let port = match base {
             Some(b) => u16::try_from(usize::from(b) + i)
                 .ok()
                 .with_context(|| format!("--base-port {b} + {n} nodes passes port 65535"))?,
             None => 0,
         };
-        let l = tokio::net::TcpListener::bind(("127.0.0.1", port))
-            .await
-            .with_context(|| {
-                format!(
-                    "cannot listen on 127.0.0.1:{port} (node {i}; open files: raise `ulimit -n` for many nodes)"
-                )
-            })?;
-        let port = l.local_addr()?.port();
-        out.push((port, l));
+        let what = || {
+            format!(
+                "cannot bind 127.0.0.1:{port} (node {i}; open files: raise `ulimit -n` for many nodes)"
+            )
+        };
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let socket = if *fault == Fault::Refuse {
+            let s = tokio::net::TcpSocket::new_v4().with_context(what)?;
+            s.bind(addr).with_context(what)?;
+            Socket::Refuse(s)
+        } else {
+            Socket::Listen(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(what)?,
+            )
+        };
+        let port = match &socket {
+            Socket::Listen(l) => l.local_addr()?.port(),
+            Socket::Refuse(s) => s.local_addr()?.port(),
+        };
+        out.push((port, socket));
     }
     Ok(out)
 }
 
-/// Runs `gpufleet sim` until a stop signal; returns the exit code (0).
-///
-/// Errors: no fixtures, a probe recording that cannot start `sh`, a port that cannot be bound,
-/// files that cannot be written.
-pub fn run(args: &SimArgs) -> anyhow::Result<u8> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let temp = match &args.write_inventory {
-        Some(_) => None,
-        None => {
-            // A fresh folder only this user can read (it holds the private key): a name no
-            // one else can have created first.
-            let mut salt = [0u8; 8];
-            getrandom::fill(&mut salt)
-                .map_err(|e| anyhow::anyhow!("the OS random number generator: {e}"))?;
-            let salt: String = salt.iter().map(|b| format!("{b:02x}")).collect();
-            let dir =
-                std::env::temp_dir().join(format!("gpufleet-sim-{}-{salt}", std::process::id()));
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-            Some(dir)
-        }
+/// This process's CPU time so far (user, system); zero when it cannot be read.
+pub fn cpu_now() -> (Duration, Duration) {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let Ok(u) = getrusage(UsageWho::RUSAGE_SELF) else {
+        return (Duration::ZERO, Duration::ZERO);
     };
-    let result = rt.block_on(serve(args, temp.as_deref()));
-    rt.shutdown_timeout(Duration::from_secs(1));
-    if let Some(dir) = temp {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-    result
+    let tv = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(u64::try_from(t.tv_sec()).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec()).unwrap_or(0))
+    };
+    (tv(u.user_time()), tv(u.system_time()))
 }
 
-async fn serve(args: &SimArgs, temp: Option<&Path>) -> anyhow::Result<u8> {
-    let dirs = if args.fixtures.is_empty() {
-        default_fixtures()
+/// A started simulator: its files, and what it needs for the report at exit. Its nodes are
+/// tasks of the tokio runtime it was started on; they stop with it.
+pub struct Running {
+    /// The inventory written for gpufleet.
+    pub inventory: PathBuf,
+    /// The user key it accepts.
+    pub key: PathBuf,
+    /// Every node's host key.
+    pub known_hosts: PathBuf,
+    /// The host list and the OpenSSH client config, when asked for.
+    pub hosts: Option<(PathBuf, PathBuf)>,
+    /// One line per node: `127.0.0.1:PORT  NAME  (fault)`.
+    pub listing: Vec<String>,
+    /// One line: how many nodes, ports, fixtures, faults, latency.
+    pub summary: String,
+    shared: Arc<Shared>,
+    _refusing: Vec<tokio::net::TcpSocket>,
+    cpu_at_ready: (Duration, Duration),
+}
+
+impl Running {
+    /// What the simulator did since it was ready, and its own CPU time per connection.
+    pub fn report(&self) -> String {
+        let st = &self.shared.stats;
+        let (u0, s0) = self.cpu_at_ready;
+        let (u1, s1) = cpu_now();
+        let (u, s) = (u1.saturating_sub(u0), s1.saturating_sub(s0));
+        let conns = st.connections.load(Ordering::Relaxed);
+        let per = if conns > 0 {
+            format!(
+                " = {:.3} ms per connection",
+                (u + s).as_secs_f64() * 1e3 / conns as f64
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "gpufleet sim: {conns} connections: {} probes answered, {} hung, {} dropped, {} \
+             commands refused, {} other commands; its own CPU since ready {:.3} s user + {:.3} s \
+             system{per}",
+            st.probes.load(Ordering::Relaxed),
+            st.hung.load(Ordering::Relaxed),
+            st.dropped.load(Ordering::Relaxed),
+            st.refused.load(Ordering::Relaxed),
+            st.other.load(Ordering::Relaxed),
+            u.as_secs_f64(),
+            s.as_secs_f64(),
+        )
+    }
+}
+
+/// Records the fixtures' answers, binds every node, writes the files and starts serving on the
+/// current tokio runtime. Progress goes to `progress`. `temp`: the folder for the files when
+/// `opts.write_inventory` is `None`.
+///
+/// Errors: no fixtures, fault shares over 100 %, a probe recording that cannot start `sh`, a
+/// port that cannot be bound, files that cannot be written.
+pub async fn start(
+    opts: &SimOptions,
+    temp: Option<&Path>,
+    progress: &mut dyn std::io::Write,
+) -> anyhow::Result<Running> {
+    let n = opts.nodes.max(1) as usize;
+    // One listener per node, one socket per connection: as many files as this user may open.
+    crate::rt::raise_open_files();
+    let faults = faults(n, opts.hang, opts.drop, opts.refuse).map_err(anyhow::Error::msg)?;
+    let fixtures = if opts.fixtures.is_empty() {
+        corpus::mix(corpus::discover(&default_fixtures())?)
     } else {
-        args.fixtures.clone()
+        corpus::discover(&opts.fixtures)?
     };
-    let fixtures = corpus::discover(&dirs)?;
-    let n = args.nodes as usize;
     let used: Vec<Fixture> = fixtures.iter().take(n).cloned().collect();
-    let out = anstream::stdout();
-    let mut out = out.lock();
     writeln!(
-        out,
+        progress,
         "gpufleet sim: recording the probe answers of {} fixture node{}…",
         used.len(),
         if used.len() == 1 { "" } else { "s" }
     )?;
-    out.flush()?;
+    progress.flush()?;
     let placeholder = crate::probe::new_boundary();
     let answers = corpus::record_all(&used, &placeholder).await?;
     for (f, a) in used.iter().zip(&answers) {
@@ -330,37 +509,58 @@ async fn serve(args: &SimArgs, temp: Option<&Path>) -> anyhow::Result<u8> {
         }
     }
     let width = (n.saturating_sub(1)).to_string().len().max(3);
-    let listeners = bind(n, args.base_port).await?;
+    let sockets = bind(&faults, opts.base_port).await?;
     let mut bound = Vec::with_capacity(n);
-    for (i, (port, listener)) in listeners.into_iter().enumerate() {
+    for (i, (port, socket)) in sockets.into_iter().enumerate() {
         let f = &used[i % used.len()];
         let name = format!("sim-{i:0width$}-{}", f.name);
         bound.push(Bound {
             node: Arc::new(SimNode {
                 name: name.clone(),
                 answer: answers[i % used.len()].clone(),
-                hang: hangs(i, args.hang),
+                fault: faults[i],
             }),
             fixture: f.name.clone(),
             port,
             host_key: new_key(&name)?,
-            listener,
+            socket,
         });
     }
     let user_key = new_key("gpufleet-sim")?;
-    let inv_path = match (&args.write_inventory, temp) {
+    let inv_path = match (&opts.write_inventory, temp) {
         (Some(p), _) => p.clone(),
         (None, Some(t)) => t.join("inventory.toml"),
         (None, None) => bail!("no folder for the inventory"),
     };
     let written = write_inventory(&inv_path, &bound, &user_key)?;
+    let hosts = match &opts.write_hosts {
+        Some(p) => Some((p.clone(), write_hosts(p, &bound, &written)?)),
+        None => None,
+    };
     let shared = Arc::new(Shared {
         user_key: user_key.public_key().clone(),
-        latency: Duration::from_millis(args.latency),
+        latency: opts.latency.base,
+        spread: opts.latency.spread,
+        stats: Default::default(),
     });
-    let mut summary = Vec::new();
+    let mut listing = Vec::with_capacity(n);
+    let mut refusing = Vec::new();
+    let (mut lo, mut hi) = (u16::MAX, 0);
     for b in bound {
-        summary.push((b.node.name.clone(), b.port, b.node.hang));
+        lo = lo.min(b.port);
+        hi = hi.max(b.port);
+        let fault = match b.node.fault {
+            Fault::None => String::new(),
+            f => format!("  ({})", f.word()),
+        };
+        listing.push(format!("127.0.0.1:{}  {}{fault}", b.port, b.node.name));
+        let listener = match b.socket {
+            Socket::Listen(l) => l,
+            Socket::Refuse(s) => {
+                refusing.push(s);
+                continue;
+            }
+        };
         let config = Arc::new(russh::server::Config {
             keys: vec![b.host_key],
             methods: russh::MethodSet::from(&[russh::MethodKind::PublicKey][..]),
@@ -371,54 +571,104 @@ async fn serve(args: &SimArgs, temp: Option<&Path>) -> anyhow::Result<u8> {
             nodelay: true,
             ..Default::default()
         });
-        let mut srv = NodeServer {
+        let srv = NodeServer {
             node: b.node,
             shared: shared.clone(),
         };
-        let listener = b.listener;
-        tokio::spawn(async move {
-            if let Err(e) = srv.run_on_socket(config, &listener).await {
-                eprintln!("gpufleet sim: {}: the listener failed: {e}", srv.node.name);
-            }
-        });
+        tokio::spawn(server::serve_node(listener, config, srv));
     }
-    let hung = summary.iter().filter(|s| s.2).count();
-    let (lo, hi) = summary
-        .iter()
-        .fold((u16::MAX, 0), |(lo, hi), s| (lo.min(s.1), hi.max(s.1)));
-    writeln!(
-        out,
-        "gpufleet sim: {n} node{} on 127.0.0.1, ports {lo}–{hi}, {} fixture{}{}{}",
+    let count = |f: Fault| faults.iter().filter(|&&x| x == f).count();
+    let mut extras = String::new();
+    for (f, what) in [
+        (Fault::Hang, "hanging"),
+        (Fault::Drop, "dropping"),
+        (Fault::Refuse, "refusing"),
+    ] {
+        if count(f) > 0 {
+            let _ = write!(extras, ", {} {what}", count(f));
+        }
+    }
+    let l = opts.latency;
+    if !l.base.is_zero() {
+        let _ = write!(extras, ", {} ms", l.base.as_millis());
+        if !l.spread.is_zero() {
+            let _ = write!(extras, " ± {} ms", l.spread.as_millis());
+        }
+        extras.push_str(" round trip");
+    }
+    let summary = format!(
+        "gpufleet sim: {n} node{} on 127.0.0.1, ports {lo}–{hi}, {} fixture{}{extras}",
         if n == 1 { "" } else { "s" },
         used.len(),
         if used.len() == 1 { "" } else { "s" },
-        if hung > 0 {
-            format!(", {hung} hanging")
-        } else {
-            String::new()
-        },
-        if args.latency > 0 {
-            format!(", {} ms latency", args.latency)
-        } else {
-            String::new()
-        },
-    )?;
-    if n <= 32 {
-        for (name, port, hang) in &summary {
-            writeln!(
-                out,
-                "  127.0.0.1:{port}  {name}{}",
-                if *hang { "  (hangs)" } else { "" }
-            )?;
+    );
+    Ok(Running {
+        inventory: written.inventory,
+        key: written.key,
+        known_hosts: written.known_hosts,
+        hosts,
+        listing,
+        summary,
+        shared,
+        _refusing: refusing,
+        cpu_at_ready: cpu_now(),
+    })
+}
+
+/// A fresh folder only this user can read (it holds the private key), with a name no one else
+/// can have made first: `<tmp>/gpufleet-<what>-<pid>-<random>`.
+pub fn private_temp_dir(what: &str) -> anyhow::Result<PathBuf> {
+    let mut salt = [0u8; 8];
+    getrandom::fill(&mut salt)
+        .map_err(|e| anyhow::anyhow!("the OS random number generator: {e}"))?;
+    let salt: String = salt.iter().map(|b| format!("{b:02x}")).collect();
+    let dir = std::env::temp_dir().join(format!("gpufleet-{what}-{}-{salt}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Runs `gpufleet sim` until a stop signal; returns the exit code (0). At the stop it prints
+/// [`Running::report`] on stderr.
+///
+/// Errors: as [`start`].
+pub fn run(opts: &SimOptions) -> anyhow::Result<u8> {
+    let rt = crate::rt::build()?;
+    let temp = match &opts.write_inventory {
+        Some(_) => None,
+        None => Some(private_temp_dir("sim")?),
+    };
+    let result = rt.block_on(serve(opts, temp.as_deref()));
+    rt.shutdown_timeout(Duration::from_secs(1));
+    if let Some(dir) = temp {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    result
+}
+
+async fn serve(opts: &SimOptions, temp: Option<&Path>) -> anyhow::Result<u8> {
+    let stdout = anstream::stdout();
+    let mut out = stdout.lock();
+    let sim = start(opts, temp, &mut out).await?;
+    writeln!(out, "{}", sim.summary)?;
+    if sim.listing.len() <= 32 {
+        for line in &sim.listing {
+            writeln!(out, "  {line}")?;
         }
     }
-    writeln!(out, "inventory: {}", written.inventory.display())?;
-    writeln!(out, "user key: {}", written.key.display())?;
-    writeln!(out, "known_hosts: {}", written.known_hosts.display())?;
+    writeln!(out, "inventory: {}", sim.inventory.display())?;
+    writeln!(out, "user key: {}", sim.key.display())?;
+    writeln!(out, "known_hosts: {}", sim.known_hosts.display())?;
+    if let Some((list, cfg)) = &sim.hosts {
+        writeln!(out, "hosts: {}", list.display())?;
+        writeln!(out, "ssh_config: {}", cfg.display())?;
+    }
     writeln!(
         out,
         "try: gpufleet snapshot -i {}    (or: gpufleet tui -i …)",
-        written.inventory.display()
+        sim.inventory.display()
     )?;
     if temp.is_some() {
         writeln!(out, "(these files are removed when the simulator stops)")?;
@@ -427,6 +677,7 @@ async fn serve(args: &SimArgs, temp: Option<&Path>) -> anyhow::Result<u8> {
     out.flush()?;
     drop(out);
     crate::rt::stop_requested().await;
+    eprintln!("{}", sim.report());
     eprintln!("gpufleet sim: stopped");
     Ok(0)
 }
@@ -436,7 +687,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shares_and_millis_parse() {
+    fn shares_and_latencies_parse() {
         assert_eq!(parse_share("10%"), Ok(10.0));
         assert_eq!(parse_share("2.5"), Ok(2.5));
         assert!(parse_share("101%").is_err());
@@ -445,41 +696,102 @@ mod tests {
         assert_eq!(parse_millis("40ms"), Ok(40));
         assert_eq!(parse_millis("40"), Ok(40));
         assert!(parse_millis("4s").is_err());
+        let ms = Duration::from_millis;
+        for s in ["40ms±10ms", "40±10", "40ms+-10ms", " 40 ms ± 10 ms "] {
+            assert_eq!(
+                parse_latency(s),
+                Ok(Latency {
+                    base: ms(40),
+                    spread: ms(10)
+                }),
+                "{s}"
+            );
+        }
+        assert!(parse_latency("10ms±20ms").is_err(), "negative latencies");
+        assert!(parse_latency("40ms±").is_err());
+        assert!(parse_latency("±10").is_err());
     }
 
     #[test]
-    fn hanging_nodes_are_the_share_asked_spread_evenly() {
-        let which = |n: usize, p: f64| (0..n).filter(|&i| hangs(i, p)).collect::<Vec<_>>();
-        assert_eq!(which(10, 0.0), Vec::<usize>::new());
-        assert_eq!(which(4, 100.0), vec![0, 1, 2, 3]);
-        assert_eq!(which(10, 20.0), vec![4, 9]);
-        assert_eq!(which(2, 50.0), vec![1]);
-        assert_eq!(which(1000, 10.0).len(), 100);
+    fn faults_are_the_shares_asked_spread_evenly_one_per_node() {
+        let which = |v: &[Fault], f: Fault| {
+            v.iter()
+                .enumerate()
+                .filter(|(_, x)| **x == f)
+                .map(|(i, _)| i)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(faults(10, 0.0, 0.0, 0.0).unwrap(), vec![Fault::None; 10]);
+        assert_eq!(faults(4, 100.0, 0.0, 0.0).unwrap(), vec![Fault::Hang; 4]);
+        let v = faults(1000, 10.0, 5.0, 2.5).unwrap();
+        assert_eq!(which(&v, Fault::Hang).len(), 100);
+        assert_eq!(which(&v, Fault::Drop).len(), 50);
+        assert_eq!(which(&v, Fault::Refuse).len(), 25);
+        // Spread: every tenth of the fleet holds about a tenth of the hanging nodes.
+        for k in 0..10 {
+            let here = which(&v, Fault::Hang)
+                .iter()
+                .filter(|&&i| i / 100 == k)
+                .count();
+            assert!((5..=15).contains(&here), "tenth {k}: {here}");
+        }
+        // Two nodes, half hang: one of them.
+        assert_eq!(
+            which(&faults(2, 50.0, 0.0, 0.0).unwrap(), Fault::Hang).len(),
+            1
+        );
+        assert!(faults(10, 60.0, 30.0, 20.0).is_err());
     }
 
     #[test]
-    fn the_inventory_names_every_node_and_its_fixture() {
+    fn latency_spread_stays_in_its_bounds_and_covers_them() {
+        let shared = Shared {
+            user_key: new_key("k").unwrap().public_key().clone(),
+            latency: Duration::from_millis(40),
+            spread: Duration::from_millis(10),
+            stats: Default::default(),
+        };
+        let draws: Vec<Duration> = (0..1000).map(|k| shared.latency_of(k)).collect();
+        let lo = draws.iter().min().unwrap();
+        let hi = draws.iter().max().unwrap();
+        assert!(
+            *lo >= Duration::from_millis(30) && *lo < Duration::from_millis(32),
+            "{lo:?}"
+        );
+        assert!(
+            *hi <= Duration::from_millis(50) && *hi > Duration::from_millis(48),
+            "{hi:?}"
+        );
+    }
+
+    fn bound_pair() -> Vec<Bound> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
-        let ls = rt.block_on(bind(2, None)).expect("bind");
+        let ls = rt
+            .block_on(bind(&[Fault::None, Fault::Hang], None))
+            .expect("bind");
         let answer = Arc::new(corpus::Answer::new(b"", "gpufleet-x", 0));
-        let bound: Vec<Bound> = ls
-            .into_iter()
+        ls.into_iter()
             .enumerate()
-            .map(|(i, (port, listener))| Bound {
+            .map(|(i, (port, socket))| Bound {
                 node: Arc::new(SimNode {
                     name: format!("sim-00{i}-f\"x"),
                     answer: answer.clone(),
-                    hang: i == 1,
+                    fault: if i == 1 { Fault::Hang } else { Fault::None },
                 }),
                 fixture: "f\"x".into(),
                 port,
                 host_key: new_key("k").expect("key"),
-                listener,
+                socket,
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn the_inventory_names_every_node_and_its_fixture() {
+        let bound = bound_pair();
         let text = inventory_text(&bound, "inv.toml.id_ed25519", "inv.toml.known_hosts");
         let doc: toml::Table = text.parse().expect("TOML");
         let nodes = doc["nodes"].as_array().expect("nodes");
@@ -503,5 +815,45 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         let parsed = crate::inventory::Inventory::load(&w.inventory);
         assert!(parsed.is_ok(), "{:?}", parsed.err());
+
+        // The host list and the OpenSSH config name the same ports and the same files.
+        let cfg = write_hosts(&dir.path().join("hosts"), &bound, &w).expect("hosts");
+        let list = std::fs::read_to_string(dir.path().join("hosts")).expect("hosts");
+        let want: Vec<String> = bound
+            .iter()
+            .map(|b| format!("127.0.0.1:{}", b.port))
+            .collect();
+        assert_eq!(list.lines().collect::<Vec<_>>(), want);
+        let cfg = std::fs::read_to_string(cfg).expect("ssh_config");
+        assert!(
+            cfg.contains(&format!(
+                "Host sim-001-f\"x\n  HostName 127.0.0.1\n  Port {}\n",
+                bound[1].port
+            )),
+            "{cfg}"
+        );
+        assert!(
+            cfg.contains(&format!("IdentityFile {}\n", w.key.display())),
+            "{cfg}"
+        );
+        assert!(cfg.contains("StrictHostKeyChecking yes\n"), "{cfg}");
+    }
+
+    #[test]
+    fn a_refusing_node_refuses_the_tcp_connection() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let socks = bind(&[Fault::Refuse], None).await.expect("bind");
+            let port = socks[0].0;
+            let e = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect_err("refused");
+            assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
+            // The port stays taken while the node exists.
+            assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_err());
+        });
     }
 }

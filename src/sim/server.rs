@@ -2,15 +2,23 @@
 //! key. It accepts one user key, answers gpufleet's probe from the node's recorded answer, and
 //! runs nothing: every other request is refused.
 //!
-//! A probe request is the exec command `sh -s` ([`crate::probe::COMMAND`]) whose stdin is the
-//! header `B='gpufleet-…' R='…' T=… D=… L=…` and then exactly the probe script
-//! ([`crate::probe::probe_stdin`]). The answer is the fixture's recorded output with the
-//! client's boundary `B` in place of the recording's, then its exit status, EOF and close. The
-//! header's `R`, `T`, `D` and `L` are read but not used: the recording was made with the
-//! fixture's own root and [`super::corpus`]'s limits.
+//! A probe request is either
+//! - the exec command `sh -s` ([`crate::probe::COMMAND`]) whose stdin is the header
+//!   `B='gpufleet-…' R='…' T=… D=… L=…` and then exactly the probe script
+//!   ([`crate::probe::probe_stdin`]): gpufleet's own form; or
+//! - the exec command `B='gpufleet-…' R='…' T=… D=… L=… sh -c '<the probe script>'`: the form
+//!   for tools that cannot feed stdin to every node (pdsh, clush, Ansible's raw module), written
+//!   by a shell as `sh -c "$(cat probe.sh)"` after the five assignments ([`probe_command`]).
+//!
+//! The answer is the fixture's recorded output with the client's boundary `B` in place of the
+//! recording's, then its exit status, EOF and close. The header's `R`, `T`, `D` and `L` are read
+//! but not used: the recording was made with the fixture's own root and [`super::corpus`]'s
+//! limits. The node lock's read-only marker command ([`node_side::read_lock_command`] for the
+//! root `/`, what `gpufleet locks` sends) is answered `gpufleet-lock free`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use russh::keys::PublicKey;
@@ -20,12 +28,41 @@ use russh::server::{
 use russh::{Channel, ChannelId, Pty};
 
 use super::corpus::Answer;
+use super::stream::{Cut, SimStream};
+use crate::actions::node_side;
 
 /// Exit status of every refused command, as a shell's "command not found".
 pub const REFUSED_STATUS: u32 = 127;
 
 /// Longest probe header accepted, in bytes (the boundary, root prefix and three numbers).
 const MAX_HEADER: usize = 4096;
+
+/// How a simulated node misbehaves (the fault shares of `gpufleet sim`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Answers as its fixture.
+    None,
+    /// Accepts the probe and never answers it.
+    Hang,
+    /// Accepts the probe, sends the first half of its answer, then closes the TCP connection
+    /// without an SSH goodbye (no exit status, no channel close).
+    Drop,
+    /// Refuses the TCP connection: the port is bound but not listening, so the kernel answers
+    /// a connection attempt with a reset (`Connection refused`). Never reaches this server.
+    Refuse,
+}
+
+impl Fault {
+    /// The word used in the inventory's `sim` label and in messages.
+    pub fn word(self) -> &'static str {
+        match self {
+            Fault::None => "",
+            Fault::Hang => "hang",
+            Fault::Drop => "drop",
+            Fault::Refuse => "refuse",
+        }
+    }
+}
 
 /// One simulated node as the server sees it.
 #[derive(Debug)]
@@ -34,8 +71,25 @@ pub struct SimNode {
     pub name: String,
     /// The recorded probe answer of its fixture.
     pub answer: Arc<Answer>,
-    /// Never answers the probe (the exec is accepted, then nothing comes).
-    pub hang: bool,
+    /// How it misbehaves.
+    pub fault: Fault,
+}
+
+/// Counters of one simulator run, for the report at exit.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// TCP connections accepted.
+    pub connections: AtomicU64,
+    /// Probes answered in full.
+    pub probes: AtomicU64,
+    /// Probes accepted and never answered (`hang` nodes).
+    pub hung: AtomicU64,
+    /// Probes cut halfway (`drop` nodes).
+    pub dropped: AtomicU64,
+    /// Commands refused (exit status 127).
+    pub refused: AtomicU64,
+    /// Other commands answered (the lock marker).
+    pub other: AtomicU64,
 }
 
 /// What every node of one simulator shares.
@@ -43,8 +97,32 @@ pub struct SimNode {
 pub struct Shared {
     /// The only user key accepted (any user name).
     pub user_key: PublicKey,
-    /// Sleep before each probe answer.
+    /// The round-trip latency added to every exchange of a session: `latency` ± `spread`,
+    /// drawn once per connection, uniformly.
     pub latency: Duration,
+    /// See `latency`.
+    pub spread: Duration,
+    /// Counters.
+    pub stats: Stats,
+}
+
+impl Shared {
+    /// The latency of the `k`-th connection: `latency` ± `spread`, spread evenly by a hash of
+    /// `k` (a deterministic draw: a rerun sees the same sequence).
+    pub fn latency_of(&self, k: u64) -> Duration {
+        if self.spread.is_zero() {
+            return self.latency;
+        }
+        // splitmix64
+        let mut z = k.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let unit = (z >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
+        let lo = self.latency.saturating_sub(self.spread).as_secs_f64();
+        let hi = (self.latency + self.spread).as_secs_f64();
+        Duration::from_secs_f64(lo + (hi - lo) * unit)
+    }
 }
 
 /// The russh server of one node: makes one [`Conn`] per connection.
@@ -54,15 +132,51 @@ pub struct NodeServer {
     pub shared: Arc<Shared>,
 }
 
-impl server::Server for NodeServer {
-    type Handler = Conn;
-
-    fn new_client(&mut self, _peer: Option<std::net::SocketAddr>) -> Conn {
-        Conn {
-            node: self.node.clone(),
-            shared: self.shared.clone(),
+/// Serves one node on `listener` until the runtime stops: every accepted connection gets its
+/// latency and, on a `drop` node, a [`Cut`]; a failed accept (out of file descriptors) is said
+/// once and retried after 100 ms.
+pub async fn serve_node(
+    listener: tokio::net::TcpListener,
+    config: Arc<server::Config>,
+    node: NodeServer,
+) {
+    let mut said = false;
+    loop {
+        let sock = match listener.accept().await {
+            Ok((sock, _)) => sock,
+            Err(e) => {
+                if !said {
+                    eprintln!(
+                        "gpufleet sim: {}: cannot accept a connection: {e} (retrying)",
+                        node.node.name
+                    );
+                    said = true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = sock.set_nodelay(true);
+        let k = node
+            .shared
+            .stats
+            .connections
+            .fetch_add(1, Ordering::Relaxed);
+        let cut = (node.node.fault == Fault::Drop).then(|| Arc::new(Cut::default()));
+        let stream = SimStream::new(sock, node.shared.latency_of(k), cut.clone());
+        let handler = Conn {
+            node: node.node.clone(),
+            shared: node.shared.clone(),
             channels: HashMap::new(),
-        }
+            cut,
+        };
+        let config = config.clone();
+        tokio::spawn(async move {
+            // A client that goes away is no error of the simulator's.
+            if let Ok(session) = server::run_stream(config, stream, handler).await {
+                let _ = session.await;
+            }
+        });
     }
 }
 
@@ -81,6 +195,7 @@ pub struct Conn {
     node: Arc<SimNode>,
     shared: Arc<Shared>,
     channels: HashMap<ChannelId, ChanState>,
+    cut: Option<Arc<Cut>>,
 }
 
 /// Why a probe's stdin is not gpufleet's probe, in words.
@@ -106,6 +221,50 @@ pub fn parse_probe(stdin: &[u8]) -> Result<String, NotProbe> {
     }
     let words = shlex::split(header)
         .ok_or_else(|| NotProbe("the header line is not shell words".into()))?;
+    header_boundary(&words)
+}
+
+/// The exec command of the probe for tools that cannot feed stdin: the five header assignments,
+/// then `sh -c` and the probe script as one shell-quoted word. A shell writes it as
+/// `B='gpufleet-…' R='' T=10 D=60 L=200 sh -c "$(cat probe.sh)"` (the script then sees the five
+/// as its environment; unlike [`crate::probe::COMMAND`] the boundary is in the node's
+/// process list: for benchmarks and peers, not for gpufleet itself).
+pub fn probe_command(boundary: &str, root: &str, settings: &crate::probe::ProbeSettings) -> String {
+    let stdin = crate::probe::probe_stdin(boundary, root, settings);
+    let text = String::from_utf8_lossy(&stdin);
+    let (header, _) = text.split_once('\n').unwrap_or((&text, ""));
+    format!(
+        "{header} sh -c '{}'",
+        crate::probe::SCRIPT.replace('\'', r"'\''")
+    )
+}
+
+/// Checks that `command` is [`probe_command`]'s form and returns its boundary.
+///
+/// Errors: as [`parse_probe`] for the assignments; anything but `sh -c <this gpufleet's probe
+/// script>` after them.
+pub fn parse_probe_command(command: &[u8]) -> Result<String, NotProbe> {
+    let text =
+        std::str::from_utf8(command).map_err(|_| NotProbe("the command is not UTF-8".into()))?;
+    let words =
+        shlex::split(text).ok_or_else(|| NotProbe("the command is not shell words".into()))?;
+    if words.len() != 8 || words[5] != "sh" || words[6] != "-c" {
+        return Err(NotProbe(
+            "the command is not B=… R=… T=… D=… L=… sh -c <probe script>".into(),
+        ));
+    }
+    // `"$(cat probe.sh)"` drops the script's trailing newlines: the same script.
+    let script = crate::probe::SCRIPT;
+    if words[7] != script && words[7] != script.trim_end_matches('\n') {
+        return Err(NotProbe(
+            "the script after sh -c is not this gpufleet's probe script".into(),
+        ));
+    }
+    header_boundary(&words[..5])
+}
+
+/// The boundary of the five header words `B R T D L` (in that order; `T D L` whole numbers).
+fn header_boundary(words: &[String]) -> Result<String, NotProbe> {
     let keys: Vec<&str> = words
         .iter()
         .map(|w| w.split_once('=').map_or("", |(k, _)| k))
@@ -117,7 +276,7 @@ pub fn parse_probe(stdin: &[u8]) -> Result<String, NotProbe> {
         )));
     }
     let value = |w: &str| w.split_once('=').map_or("", |(_, v)| v).to_string();
-    for (key, word) in keys.iter().zip(&words).skip(2) {
+    for (key, word) in keys.iter().zip(words).skip(2) {
         if value(word).parse::<u64>().is_err() {
             return Err(NotProbe(format!("{key} is not a whole number")));
         }
@@ -160,11 +319,12 @@ impl Conn {
         session: &mut Session,
     ) -> Result<(), russh::Error> {
         self.channels.insert(channel, ChanState::Done);
+        self.shared.stats.refused.fetch_add(1, Ordering::Relaxed);
         eprintln!("gpufleet sim: {}: refused: {why}", self.node.name);
         let msg = format!(
             "gpufleet sim: {}: {why}. This simulated node runs nothing: it answers gpufleet's \
-             probe (`sh -s` with the probe on stdin) and refuses every other command \
-             (simulated upgrade steps are not there yet).\n",
+             probe (`sh -s` with the probe on stdin, or `B=… R=… T=… D=… L=… sh -c <probe>`) and \
+             the node lock's marker, and refuses every other command.\n",
             self.node.name
         );
         session.extended_data(channel, 1, msg.into_bytes())?;
@@ -196,34 +356,64 @@ impl Conn {
         }
         match parse_probe(buf) {
             Err(NotProbe(why)) => self.refuse(channel, &format!("sh -s: {why}"), session),
-            Ok(boundary) => {
-                self.channels.insert(channel, ChanState::Done);
-                if self.node.hang {
-                    // Accepted and never answered: the client's deadline ends it.
-                    return Ok(());
-                }
-                let answer = self.node.answer.clone();
-                let latency = self.shared.latency;
-                if latency.is_zero() {
-                    session.data(channel, answer.render(&boundary))?;
-                    session.exit_status_request(channel, answer.exit_status)?;
-                    session.eof(channel)?;
-                    return session.close(channel);
-                }
-                let handle = session.handle();
-                tokio::spawn(async move {
-                    tokio::time::sleep(latency).await;
-                    // A client gone meanwhile is no error of the simulator's.
-                    let _ = handle.data(channel, answer.render(&boundary)).await;
-                    let _ = handle
-                        .exit_status_request(channel, answer.exit_status)
-                        .await;
-                    let _ = handle.eof(channel).await;
-                    let _ = handle.close(channel).await;
-                });
+            Ok(boundary) => self.answer(channel, &boundary, session),
+        }
+    }
+
+    /// Answers the probe on `channel` with `boundary`, as the node's fault says.
+    fn answer(
+        &mut self,
+        channel: ChannelId,
+        boundary: &str,
+        session: &mut Session,
+    ) -> Result<(), russh::Error> {
+        self.channels.insert(channel, ChanState::Done);
+        let stats = &self.shared.stats;
+        match self.node.fault {
+            Fault::Hang => {
+                // Accepted and never answered: the client's deadline ends it.
+                stats.hung.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
+            Fault::Drop => {
+                stats.dropped.fetch_add(1, Ordering::Relaxed);
+                let mut out = self.node.answer.render(boundary);
+                out.truncate(out.len() / 2);
+                session.data(channel, out)?;
+                if let Some(cut) = self.cut.clone() {
+                    // After the half has gone out: the session loop writes it once this
+                    // handler returns.
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        cut.cut();
+                    });
+                }
+                Ok(())
+            }
+            Fault::None | Fault::Refuse => {
+                stats.probes.fetch_add(1, Ordering::Relaxed);
+                let answer = &self.node.answer;
+                session.data(channel, answer.render(boundary))?;
+                session.exit_status_request(channel, answer.exit_status)?;
+                session.eof(channel)?;
+                session.close(channel)
+            }
         }
+    }
+
+    /// Answers a read-only command with `output` and exit status 0.
+    fn reply(
+        &mut self,
+        channel: ChannelId,
+        output: &str,
+        session: &mut Session,
+    ) -> Result<(), russh::Error> {
+        self.channels.insert(channel, ChanState::Done);
+        self.shared.stats.other.fetch_add(1, Ordering::Relaxed);
+        session.data(channel, output.as_bytes().to_vec())?;
+        session.exit_status_request(channel, 0)?;
+        session.eof(channel)?;
+        session.close(channel)
     }
 
     fn accepts(&self, key: &PublicKey) -> Auth {
@@ -278,6 +468,15 @@ impl server::Handler for Conn {
         if data == crate::probe::COMMAND.as_bytes() {
             self.channels.insert(channel, ChanState::Probe(Vec::new()));
             return Ok(());
+        }
+        if data.starts_with(b"B=") {
+            return match parse_probe_command(data) {
+                Ok(boundary) => self.answer(channel, &boundary, session),
+                Err(NotProbe(why)) => self.refuse(channel, &why, session),
+            };
+        }
+        if data == node_side::read_lock_command("/").as_bytes() {
+            return self.reply(channel, "gpufleet-lock free\n", session);
         }
         self.refuse(channel, &format!("command `{}`", shown(data)), session)
     }
@@ -384,6 +583,36 @@ mod tests {
         ] {
             let stdin = format!("{header}\n{script}");
             assert!(parse_probe(stdin.as_bytes()).is_err(), "{header}");
+        }
+    }
+
+    #[test]
+    fn the_command_form_is_recognised_and_nothing_else() {
+        let b = "gpufleet-0123456789abcdef";
+        let cmd = probe_command(b, "/ho'st", &ProbeSettings::default());
+        assert!(
+            cmd.starts_with("B='gpufleet-0123456789abcdef' R='/ho'\\''st' T="),
+            "{cmd}"
+        );
+        assert_eq!(parse_probe_command(cmd.as_bytes()), Ok(b.to_string()));
+        // What a shell runs is the script with the five as its environment: the same words.
+        let words = shlex::split(&cmd).unwrap();
+        assert_eq!(words[7], crate::probe::SCRIPT);
+        // As a shell's "$(cat probe.sh)" writes it: without the trailing newline.
+        let cut = format!("{}'", cmd.strip_suffix("\n'").unwrap());
+        assert_eq!(parse_probe_command(cut.as_bytes()), Ok(b.to_string()));
+        for bad in [
+            format!("{cmd}; rm -rf /"),
+            cmd.replace("sh -c", "bash -c"),
+            cmd.replacen("B='gpufleet-", "B='other-", 1),
+            format!("{} sh -c 'rm -rf /'", cmd.split(" sh -c ").next().unwrap()),
+            format!("{cmd} extra"),
+        ] {
+            assert!(
+                parse_probe_command(bad.as_bytes()).is_err(),
+                "{}",
+                &bad[..80.min(bad.len())]
+            );
         }
     }
 

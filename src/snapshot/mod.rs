@@ -5,7 +5,6 @@ use std::borrow::Cow;
 use std::io::{self, Write};
 
 use anstyle::{Ansi256Color, AnsiColor, Color, Style};
-use clap::ValueEnum;
 
 use crate::columns::Column;
 use crate::model::report::{NodeReport, Snapshot, summary};
@@ -13,7 +12,7 @@ use crate::model::text::{json_safe, terminal_safe};
 use crate::model::{NodeStatus, Severity};
 
 /// Output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// Aligned columns for people, with what each status means and its reasons.
     Table,

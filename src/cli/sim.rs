@@ -1,0 +1,205 @@
+//! `gpufleet sim` and `gpufleet demo`: their options and glue (the simulator is
+//! [`crate::sim`]).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::sim::{self, Latency, SimOptions};
+
+/// `gpufleet sim --help`'s closing text.
+pub const SIM_HELP: &str = "\
+Each node serves one fixture node (cycling through the corpus) and is named after it
+(sim-000-h200-open-580-k6.18-real). It answers gpufleet's probe from that fixture (recorded once
+at startup, replayed per session) — `sh -s` with the probe on stdin, or
+`B=… R=… T=… D=… L=… sh -c \"$(cat probe.sh)\"` for tools that cannot feed stdin — and runs
+nothing else: any other command gets exit status 127. Only the user key written beside the
+inventory is accepted. Runs until Ctrl-C or SIGTERM, then reports its own CPU per connection.
+
+Faults: --hang nodes accept the probe and never answer; --drop nodes send half the answer and
+close the TCP connection; --refuse nodes refuse the TCP connection (port bound, not listening).
+
+Examples:
+  gpufleet sim --write-inventory /tmp/sim/fleet.toml          then, in another terminal:
+  gpufleet snapshot -i /tmp/sim/fleet.toml
+  gpufleet tui -i /tmp/sim/fleet.toml
+  gpufleet sim --nodes 200 --hang 5% --drop 1% --latency 40ms±10ms --write-inventory /tmp/sim/fleet.toml
+  gpufleet sim --nodes 1000 --write-hosts /tmp/sim/hosts      pdsh/clush/pssh: host:port lines
+                                                             and /tmp/sim/hosts.ssh_config";
+
+/// `gpufleet sim` options.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Number of simulated nodes
+    #[arg(long, value_name = "N", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    pub nodes: u32,
+
+    /// Folder of fixture nodes (sub-folders with node.toml, root/, bin/, commands/), or one
+    /// fixture node; repeatable. Nodes cycle through them in order. Their bin/ stand-ins run
+    /// here at startup: use only fixtures you trust [default: this source tree's
+    /// tests/fixtures/nodes and tests/fixtures/nodes-v2, mixed so that the first 5 nodes show
+    /// every status]
+    #[arg(long, value_name = "DIR")]
+    pub fixtures: Vec<PathBuf>,
+
+    /// First port: nodes listen on P, P+1, … [default: any free ports]
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
+    pub base_port: Option<u16>,
+
+    /// Write the inventory here, with the user key (FILE's name + .id_ed25519) and known_hosts
+    /// (+ .known_hosts) beside it [default: inventory.toml in a new temporary folder, removed
+    /// at exit]
+    #[arg(long, value_name = "FILE")]
+    pub write_inventory: Option<PathBuf>,
+
+    /// Write a host list for other tools here (`127.0.0.1:PORT`, one node a line) and an
+    /// OpenSSH client config beside it (FILE.ssh_config: every node by name, the user key and
+    /// known_hosts)
+    #[arg(long, value_name = "FILE")]
+    pub write_hosts: Option<PathBuf>,
+
+    /// Share of nodes that accept the probe and never answer it (`10%` or `10`), spread evenly
+    #[arg(long, value_name = "P%", value_parser = sim::parse_share, default_value = "0")]
+    pub hang: f64,
+
+    /// Share of nodes that send half of the probe's answer, then close the TCP connection
+    #[arg(long, value_name = "P%", value_parser = sim::parse_share, default_value = "0")]
+    pub drop: f64,
+
+    /// Share of nodes whose TCP connection is refused (the SSH server is never reached)
+    #[arg(long, value_name = "P%", value_parser = sim::parse_share, default_value = "0")]
+    pub refuse: f64,
+
+    /// Round-trip latency added to every exchange of a session, drawn per connection
+    /// (`40ms`, or `40ms±10ms` for 30 to 50 ms)
+    #[arg(long, value_name = "MS[±MS]", value_parser = sim::parse_latency, default_value = "0")]
+    pub latency: Latency,
+}
+
+impl SimArgs {
+    /// The simulator's options.
+    pub fn options(&self) -> SimOptions {
+        SimOptions {
+            nodes: self.nodes,
+            fixtures: self.fixtures.clone(),
+            base_port: self.base_port,
+            write_inventory: self.write_inventory.clone(),
+            write_hosts: self.write_hosts.clone(),
+            hang: self.hang,
+            drop: self.drop,
+            refuse: self.refuse,
+            latency: self.latency,
+        }
+    }
+}
+
+/// `gpufleet sim`.
+pub fn sim_cmd(args: &SimArgs) -> anyhow::Result<u8> {
+    sim::run(&args.options())
+}
+
+/// `gpufleet demo --help`'s closing text.
+pub const DEMO_HELP: &str = "\
+Starts `gpufleet sim` inside this process (its files in a temporary folder, removed at exit) and
+opens the fleet matrix on it: fixture nodes of every status over real SSH on 127.0.0.1, with a
+round-trip latency and a few nodes that hang, drop the connection or refuse it. When stdout is
+not a terminal it prints the simulated fleet's snapshot table instead and exits 0.
+
+Read-only: the simulator answers the probe and runs nothing else.
+
+Examples:
+  gpufleet demo                          200 nodes in the TUI (q quits)
+  gpufleet demo | less                   the same fleet as a table
+  gpufleet demo --nodes 2000 --latency 50ms±20ms --hang 2%";
+
+/// `gpufleet demo` options.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Number of simulated nodes
+    #[arg(long, value_name = "N", default_value_t = 200,
+          value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    pub nodes: u32,
+
+    /// Round-trip latency of every exchange, drawn per connection
+    #[arg(long, value_name = "MS[±MS]", value_parser = sim::parse_latency, default_value = "20ms±10ms")]
+    pub latency: Latency,
+
+    /// Share of nodes that accept the probe and never answer it
+    #[arg(long, value_name = "P%", value_parser = sim::parse_share, default_value = "1%")]
+    pub hang: f64,
+
+    /// Share of nodes that send half of the probe's answer, then close the connection
+    #[arg(long, value_name = "P%", value_parser = sim::parse_share, default_value = "1%")]
+    pub drop: f64,
+
+    /// Share of nodes whose TCP connection is refused
+    #[arg(long, value_name = "P%", value_parser = sim::parse_share, default_value = "1%")]
+    pub refuse: f64,
+
+    /// Deadline of each node's probe, in seconds (a hanging node shows after it)
+    #[arg(long, value_name = "SECS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub deadline: u64,
+}
+
+/// `gpufleet demo`: the simulator on its own runtime, then the TUI (or, when stdout is not a
+/// terminal, a snapshot table) on its inventory. Exit code 0 unless something could not start.
+pub fn demo_cmd(s: &super::Settings, args: &DemoArgs) -> anyhow::Result<u8> {
+    let temp = sim::private_temp_dir("demo")?;
+    let result = demo_in(s, args, &temp);
+    let _ = std::fs::remove_dir_all(&temp);
+    result
+}
+
+fn demo_in(s: &super::Settings, args: &DemoArgs, temp: &std::path::Path) -> anyhow::Result<u8> {
+    use std::io::IsTerminal;
+    let opts = SimOptions {
+        nodes: args.nodes,
+        latency: args.latency,
+        hang: args.hang,
+        drop: args.drop,
+        refuse: args.refuse,
+        ..SimOptions::default()
+    };
+    // The simulator's nodes are tasks of this runtime's worker threads; they serve while the
+    // TUI or the scan runs on its own, and stop when it is dropped.
+    let rt = crate::rt::build()?;
+    let running = rt.block_on(sim::start(&opts, Some(temp), &mut std::io::stderr()))?;
+    eprintln!("{}", running.summary);
+    // Only the simulator's files: the user's known_hosts, ssh_config and journal stay untouched.
+    let paths = crate::config::Paths {
+        config: None,
+        inventory: Some(running.inventory.clone()),
+        known_hosts: Some(temp.join("gpufleet_known_hosts")),
+        state_dir: Some(temp.join("state")),
+        ssh_config: Some(PathBuf::from("none")),
+    };
+    let scan = super::ScanArgs {
+        deadline: Some(args.deadline),
+        ..super::ScanArgs::default()
+    };
+    let s = s.with_paths(paths);
+    let code = if std::io::stdout().is_terminal() {
+        super::tui::run(
+            &s,
+            &super::TuiArgs {
+                scan,
+                read_only: true,
+                ..super::TuiArgs::default()
+            },
+        )?
+    } else {
+        super::snapshot::run(
+            &s,
+            &super::SnapshotArgs {
+                scan,
+                format: Some(super::snapshot::FormatArg::Table),
+                ..super::SnapshotArgs::default()
+            },
+        )?;
+        0
+    };
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    Ok(code)
+}
