@@ -18,6 +18,8 @@ use crate::probe::ssh::{HostKeyPolicy, HostKeys};
 use crate::probe::{self, ProbeSettings};
 use crate::snapshot::{self, Format};
 
+mod inventory_list;
+
 const ABOUT: &str = "Inspect GPU nodes for the move to NVIDIA open kernel modules + DMA-BUF";
 
 const LONG_ABOUT: &str = "\
@@ -55,7 +57,9 @@ pub struct Cli {
     #[arg(long, global = true, env = "GPUFLEET_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Inventory of nodes [default: ~/.config/gpufleet/inventory.toml if it exists]
+    /// Inventory: FILE (gpufleet TOML, Ansible INI/YAML, host list), - (hosts on stdin),
+    /// slurm:[PARTITION|NODES], k8s:[SELECTOR] [default: ~/.config/gpufleet/inventory.toml if it
+    /// exists]
     #[arg(
         short,
         long,
@@ -64,6 +68,10 @@ pub struct Cli {
         value_name = "FILE"
     )]
     pub inventory: Option<PathBuf>,
+
+    /// The kind of the -i file (detected when not given)
+    #[arg(long, global = true, value_name = "KIND", value_parser = inventory_list::format_parser())]
+    pub inventory_format: Option<crate::inventory::source::InventoryFormat>,
 
     /// gpufleet's known_hosts, read with ~/.ssh/known_hosts [default: ~/.local/share/gpufleet/known_hosts]
     #[arg(long, global = true, env = "GPUFLEET_KNOWN_HOSTS", value_name = "FILE")]
@@ -113,6 +121,9 @@ pub enum Command {
     /// inventory for it: try gpufleet without a fleet
     #[command(after_help = crate::sim::SIM_HELP)]
     Sim(crate::sim::SimArgs),
+    /// The inventory's nodes as gpufleet resolves them (TOML, Ansible, Slurm, Kubernetes, host list)
+    #[command(subcommand, after_help = inventory_list::INVENTORY_HELP)]
+    Inventory(inventory_list::InventoryCommand),
 }
 
 const UPGRADE_HELP: &str = "\
@@ -350,6 +361,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let paths = Paths::resolve(cli.config, cli.inventory, cli.known_hosts, cli.state_dir);
     let paths = Paths {
         ssh_config,
+        inventory_format: cli.inventory_format,
         ..paths
     };
     let config = match Config::load(paths.config.as_deref().filter(|_| explicit_config)) {
@@ -370,6 +382,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Locks(a)) => locks_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Unlock(a)) => unlock_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Sim(a)) => crate::sim::run(&a),
+        Some(Command::Inventory(c)) => inventory_list::run(&paths, explicit_inventory, &c),
         None if interactive => tui_cmd(
             &config,
             &paths,
@@ -475,7 +488,8 @@ fn inventory_for(
         }
         return Ok(None);
     }
-    Ok(Some(Inventory::load_with_ssh_config(
+    Ok(Some(inventory_list::load(
+        paths,
         path,
         ssh_config(paths)?.as_ref(),
     )?))
