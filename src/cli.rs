@@ -332,6 +332,11 @@ pub struct SnapshotArgs {
     /// With --check: count no-driver nodes as passing (a fleet with CPU nodes)
     #[arg(long, requires = "check")]
     pub allow_no_driver: bool,
+
+    /// Write to FILE instead of stdout, atomically (temp file in the same folder, fsync,
+    /// rename): for node_exporter's textfile collector or cron [default format: json]
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Default)]
@@ -565,16 +570,23 @@ fn snapshot_cmd(
     let mut settings = probe_settings(config, &args.scan)?;
     let thresholds = config.thresholds();
     let stdout = std::io::stdout();
-    let format = args.format.unwrap_or(if stdout.is_terminal() {
-        Format::Table
-    } else {
-        Format::Json
-    });
+    let format = args
+        .format
+        .unwrap_or(if stdout.is_terminal() && args.output.is_none() {
+            Format::Table
+        } else {
+            Format::Json
+        });
     let inventory = inventory_for(paths, explicit_inventory, &args.scan)?;
-    let out: Box<dyn Write> = if format == Format::Table {
-        Box::new(anstream::stdout())
-    } else {
-        Box::new(stdout.lock())
+    let mut file = args
+        .output
+        .as_deref()
+        .map(snapshot::AtomicFile::create)
+        .transpose()?;
+    let out: Box<dyn Write + '_> = match file.as_mut() {
+        Some(f) => Box::new(snapshot::StripAnsi::new(f)),
+        None if format == Format::Table => Box::new(anstream::stdout()),
+        None => Box::new(stdout.lock()),
     };
     let mut sink = snapshot::sink(format, out);
     let nodes = match inventory {
@@ -603,6 +615,10 @@ fn snapshot_cmd(
     };
     let doc = Snapshot::new(now_rfc3339(), nodes);
     sink.finish(&doc)?;
+    drop(sink);
+    if let Some(f) = file {
+        f.commit()?;
+    }
     let check = args.check.then_some(snapshot::Check {
         allow_no_driver: args.allow_no_driver,
     });
