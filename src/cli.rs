@@ -18,6 +18,8 @@ use crate::probe::ssh::{HostKeyPolicy, HostKeys};
 use crate::probe::{self, ProbeSettings};
 use crate::snapshot::{self, Format};
 
+mod completions;
+mod diff;
 mod inventory_list;
 
 const ABOUT: &str = "Inspect GPU nodes for the move to NVIDIA open kernel modules + DMA-BUF";
@@ -51,7 +53,7 @@ Examples:
   gpufleet paths                             where gpufleet reads and writes its files";
 
 #[derive(Debug, Parser)]
-#[command(name = "gpufleet", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+#[command(name = "gpufleet", version = crate::VERSION, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
 pub struct Cli {
     /// Config file [default: ~/.config/gpufleet/config.toml]
     #[arg(long, global = true, env = "GPUFLEET_CONFIG", value_name = "FILE")]
@@ -124,6 +126,15 @@ pub enum Command {
     /// The inventory's nodes as gpufleet resolves them (TOML, Ansible, Slurm, Kubernetes, host list)
     #[command(subcommand, after_help = inventory_list::INVENTORY_HELP)]
     Inventory(inventory_list::InventoryCommand),
+    /// What changed between two snapshots, per node; exit 1 when anything did
+    #[command(after_help = diff::DIFF_HELP)]
+    Diff(diff::DiffArgs),
+    /// Print shell completions (bash, zsh, fish)
+    #[command(after_help = completions::COMPLETIONS_HELP)]
+    Completions(completions::CompletionsArgs),
+    /// Print the man page (roff)
+    #[command(after_help = completions::MAN_HELP)]
+    Man(completions::ManArgs),
 }
 
 const UPGRADE_HELP: &str = "\
@@ -388,6 +399,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Unlock(a)) => unlock_cmd(&config, &paths, explicit_inventory, &a),
         Some(Command::Sim(a)) => crate::sim::run(&a),
         Some(Command::Inventory(c)) => inventory_list::run(&paths, explicit_inventory, &c),
+        Some(Command::Diff(a)) => diff::run(&a),
+        Some(Command::Completions(a)) => completions::completions(&a),
+        Some(Command::Man(a)) => completions::man(&a),
         None if interactive => tui_cmd(
             &config,
             &paths,
