@@ -195,9 +195,10 @@ pub fn resolve(
 
 /// Tells the kind of an inventory file from its name and text: `.toml` is gpufleet's TOML,
 /// `.yml`/`.yaml` Ansible YAML, `.ini`/`.cfg` Ansible INI; otherwise the text decides (a
-/// `---` or `NAME:` first line: YAML; a `[[nodes]]` table or a `key = "…"` line that parses
-/// as TOML: TOML; a `[group]` header: Ansible INI; bare `[user@]host[:port]` lines: a host
-/// list). `None`: it cannot tell (the caller asks for `--inventory-format`).
+/// `---` or `NAME:` first line: YAML; text that parses as TOML: TOML; a `[group]` header or a
+/// `k=v`: Ansible INI; bare `[user@]host[:port]` lines: a host list). `None`: it cannot tell
+/// (the caller asks for `--inventory-format`); a file with nothing but comments is TOML (an
+/// empty gpufleet inventory).
 pub fn detect(path: &Path, text: &str) -> Option<InventoryFormat> {
     match path
         .extension()
@@ -215,16 +216,14 @@ pub fn detect(path: &Path, text: &str) -> Option<InventoryFormat> {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))
         .collect();
-    let first = lines.first()?;
+    let Some(first) = lines.first() else {
+        return Some(InventoryFormat::Toml);
+    };
     if *first == "---" || (first.ends_with(':') && !first.starts_with('[')) {
         return Some(InventoryFormat::AnsibleYaml);
     }
-    let tomlish = lines.iter().any(|l| {
-        l.starts_with("[[")
-            || l.split_once('=')
-                .is_some_and(|(_, v)| v.trim_start().starts_with(['"', '\'', '[', '{']))
-    });
-    if tomlish && toml::from_str::<toml::Table>(text).is_ok() {
+    // An Ansible INI file never parses as TOML (`[g:vars]`, `host k=v` lines are not TOML).
+    if toml::from_str::<toml::Table>(text).is_ok() {
         return Some(InventoryFormat::Toml);
     }
     if lines.iter().any(|l| l.starts_with('[') && l.ends_with(']'))
@@ -465,8 +464,16 @@ mod tests {
             d("hosts", "gpu01\nops@gpu02:2222 # rack 2\n[::1]:22\n"),
             Some(InventoryFormat::Hosts)
         );
+        assert_eq!(
+            d("inv", "[defaults]\nport = 22\n"),
+            Some(InventoryFormat::Toml)
+        );
+        assert_eq!(
+            d("hosts", "[gpu]\ngpu01\n"),
+            Some(InventoryFormat::AnsibleIni)
+        );
         assert_eq!(d("hosts", "gpu01 gpu02 gpu03\n"), None);
-        assert_eq!(d("empty", "# nothing\n"), None);
+        assert_eq!(d("empty", "# nothing\n"), Some(InventoryFormat::Toml));
     }
 
     #[test]
