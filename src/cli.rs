@@ -4,7 +4,8 @@
 //! - `settings`: flags + environment + config file + defaults, each value with its origin;
 //!   the read-only decision; the inventory, probe and SSH settings of a scan.
 //! - `snapshot`, `tui`, `upgrade`, `rollouts` (rollouts, journal, locks, unlock),
-//!   `config_cmd` (`config show`, `paths`), `sim` (`sim`, `demo`), `policy` (`policy check`, `policy generate`): the
+//!   `config_cmd` (`config show`, `paths`), `sim` (`sim`, `demo`), `inventory_list`
+//!   (`inventory list`), `diff`, `completions` (`completions`, `man`), `policy` (`policy check`, `policy generate`): the
 //!   subcommands.
 
 use std::io::IsTerminal;
@@ -13,7 +14,10 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+mod completions;
 mod config_cmd;
+mod diff;
+mod inventory_list;
 mod policy;
 mod rollouts;
 mod settings;
@@ -57,13 +61,15 @@ Examples:
   gpufleet paths                             where gpufleet reads and writes its files";
 
 #[derive(Debug, Parser)]
-#[command(name = "gpufleet", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+#[command(name = "gpufleet", version = crate::VERSION, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
 pub struct Cli {
     /// Config file [default: ~/.config/gpufleet/config.toml]
     #[arg(long, global = true, env = "GPUFLEET_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Inventory of nodes [default: ~/.config/gpufleet/inventory.toml if it exists]
+    /// Inventory: FILE (gpufleet TOML, Ansible INI/YAML, host list), - (hosts on stdin),
+    /// slurm:[PARTITION|NODES], k8s:[SELECTOR] [default: ~/.config/gpufleet/inventory.toml if it
+    /// exists]
     #[arg(
         short,
         long,
@@ -72,6 +78,10 @@ pub struct Cli {
         value_name = "FILE"
     )]
     pub inventory: Option<PathBuf>,
+
+    /// The kind of the -i file (detected when not given)
+    #[arg(long, global = true, value_name = "KIND", value_parser = inventory_list::format_parser())]
+    pub inventory_format: Option<crate::inventory::source::InventoryFormat>,
 
     /// gpufleet's known_hosts, read with ~/.ssh/known_hosts [default: ~/.local/share/gpufleet/known_hosts]
     #[arg(long, global = true, env = "GPUFLEET_KNOWN_HOSTS", value_name = "FILE")]
@@ -132,6 +142,18 @@ pub enum Command {
     /// Check (and generate) the Kubernetes side: GPU Operator ClusterPolicy / NVIDIADriver,
     /// OpenShift MachineConfigs, module-parameter ConfigMaps; against a fleet snapshot too
     Policy(policy::PolicyArgs),
+    /// The inventory's nodes as gpufleet resolves them (TOML, Ansible, Slurm, Kubernetes, host list)
+    #[command(subcommand, after_help = inventory_list::INVENTORY_HELP)]
+    Inventory(inventory_list::InventoryCommand),
+    /// What changed between two snapshots, per node; exit 1 when anything did
+    #[command(after_help = diff::DIFF_HELP)]
+    Diff(diff::DiffArgs),
+    /// Print shell completions (bash, zsh, fish)
+    #[command(after_help = completions::COMPLETIONS_HELP)]
+    Completions(completions::CompletionsArgs),
+    /// Print the man page (roff)
+    #[command(after_help = completions::MAN_HELP)]
+    Man(completions::ManArgs),
 }
 
 /// Parses the process's arguments and runs them; returns the exit code.
@@ -169,6 +191,10 @@ pub fn run(cli: Cli, given: Given) -> ExitCode {
         Some(Command::Sim(a)) => sim::sim_cmd(&a),
         Some(Command::Demo(a)) => sim::demo_cmd(s, &a),
         Some(Command::Policy(a)) => policy::run(&a),
+        Some(Command::Inventory(c)) => inventory_list::run(s, &c),
+        Some(Command::Diff(a)) => diff::run(&a),
+        Some(Command::Completions(a)) => completions::completions(&a),
+        Some(Command::Man(a)) => completions::man(&a),
         None if interactive => tui::run(s, &TuiArgs::default()),
         None => snapshot::run(s, &SnapshotArgs::default()),
     };

@@ -280,6 +280,8 @@ pub struct Paths {
     pub state_dir: Option<PathBuf>,
     /// `--ssh-config`, `$GPUFLEET_SSH_CONFIG`; `None` means ~/.ssh/config when it exists.
     pub ssh_config: Option<PathBuf>,
+    /// `--inventory-format`: the kind of the `-i` file; `None`: detected.
+    pub inventory_format: Option<crate::inventory::source::InventoryFormat>,
 }
 
 impl Paths {
@@ -299,6 +301,7 @@ impl Paths {
             known_hosts: known_hosts
                 .or_else(|| d.as_ref().map(|d| d.data_dir().join("known_hosts"))),
             ssh_config: None,
+            inventory_format: None,
             state_dir: state_dir.or_else(|| {
                 d.as_ref()
                     .map(|d| d.state_dir().unwrap_or(d.data_local_dir()).to_path_buf())

@@ -5,9 +5,11 @@
 //!   evidence) → report; no I/O.
 //! - [`probe`]: the probe script (`probe.sh`) and running it: locally, over SSH (russh), and
 //!   fleet scans with bounded concurrency.
-//! - [`inventory`]: the fleet (TOML), node selection, ranges, ~/.ssh/config.
+//! - [`inventory`]: the fleet (TOML, Ansible INI/YAML, Slurm, Kubernetes, host lists), node
+//!   selection, ranges, ~/.ssh/config.
 //! - [`config`]: the config file (`config.toml`), paths, recipes and gates.
 //! - [`diag`]: line/column, suggestions and TOML error messages (a leaf).
+//! - [`diff`]: what changed between two snapshots (`gpufleet diff`, the TUI's `--compare`).
 //! - [`columns`]: the one column registry of the matrix, the table and the CSV.
 //! - [`snapshot`]: headless output formats (table, JSON, JSON Lines, CSV) and exit codes.
 //! - [`actions`]: the only code that changes nodes: drain backends, rollouts, the journal, the
@@ -21,12 +23,18 @@
 //! - [`sim`]: `gpufleet sim`, a simulated fleet over SSH on this machine (no command runs).
 //! - [`rt`]: the tokio runtime of the commands, and SIGINT/SIGTERM/SIGHUP as one future.
 
+/// `gpufleet --version`: the package version and, when built from a git checkout, the commit
+/// (`0.1.0 (git 28aa306c1d2e)`; build.rs reads `git rev-parse`, and a tarball build says the
+/// version alone).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("GPUFLEET_GIT_SUFFIX"));
+
 pub mod actions;
 pub mod app;
 pub mod cli;
 pub mod columns;
 pub mod config;
 pub mod diag;
+pub mod diff;
 pub mod inventory;
 pub mod model;
 pub mod policy;

@@ -140,6 +140,7 @@ impl Settings {
         );
         let paths = Paths {
             ssh_config: cli.ssh_config.clone(),
+            inventory_format: cli.inventory_format,
             ..paths
         };
         let config = Config::load(paths.config.as_deref().filter(|_| cli.config.is_some()))?;
@@ -287,7 +288,8 @@ impl Settings {
             }
             return Ok(None);
         }
-        Ok(Some(Inventory::load_with_ssh_config(
+        Ok(Some(super::inventory_list::load(
+            paths,
             path,
             Self::ssh_config(paths)?.as_ref(),
         )?))

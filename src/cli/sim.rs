@@ -174,6 +174,7 @@ fn demo_in(s: &super::Settings, args: &DemoArgs, temp: &std::path::Path) -> anyh
         known_hosts: Some(temp.join("gpufleet_known_hosts")),
         state_dir: Some(temp.join("state")),
         ssh_config: Some(PathBuf::from("none")),
+        inventory_format: None,
     };
     let scan = super::ScanArgs {
         deadline: Some(args.deadline),

@@ -1,6 +1,7 @@
 //! `gpufleet snapshot`: probe nodes once and print a report (table, JSON, JSON Lines, CSV).
 
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
@@ -49,6 +50,11 @@ pub struct SnapshotArgs {
     /// With --check: count no-driver nodes as passing (a fleet with CPU nodes)
     #[arg(long, requires = "check")]
     pub allow_no_driver: bool,
+
+    /// Write to FILE instead of stdout, atomically (temp file in the same folder, fsync,
+    /// rename): for node_exporter's textfile collector or cron [default format: json]
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// `--format`'s values (clap's side of [`Format`]).
@@ -62,6 +68,8 @@ pub enum FormatArg {
     Jsonl,
     /// One row per node (name, status, kernel, flavor, driver, gpus, ...).
     Csv,
+    /// Prometheus text exposition for node_exporter's textfile collector (gauges per node).
+    Prometheus,
 }
 
 impl From<FormatArg> for Format {
@@ -71,6 +79,7 @@ impl From<FormatArg> for Format {
             FormatArg::Json => Format::Json,
             FormatArg::Jsonl => Format::Jsonl,
             FormatArg::Csv => Format::Csv,
+            FormatArg::Prometheus => Format::Prometheus,
         }
     }
 }
@@ -89,10 +98,15 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
             Format::Json
         });
     let inventory = s.inventory(&args.scan)?;
-    let out: Box<dyn Write> = if format == Format::Table {
-        Box::new(anstream::stdout())
-    } else {
-        Box::new(stdout.lock())
+    let mut file = args
+        .output
+        .as_deref()
+        .map(snapshot::AtomicFile::create)
+        .transpose()?;
+    let out: Box<dyn Write + '_> = match file.as_mut() {
+        Some(f) => Box::new(snapshot::StripAnsi::new(f)),
+        None if format == Format::Table => Box::new(anstream::stdout()),
+        None => Box::new(stdout.lock()),
     };
     let mut sink = snapshot::sink(format, out);
     let nodes = match inventory {
@@ -121,6 +135,10 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
     };
     let doc = Snapshot::new(now_rfc3339(), nodes);
     sink.finish(&doc)?;
+    drop(sink);
+    if let Some(f) = file {
+        f.commit()?;
+    }
     let check = args.check.then_some(snapshot::Check {
         allow_no_driver: args.allow_no_driver,
     });

@@ -8,7 +8,12 @@
 //! entries as the name. Errors name the file, line and column, and suggest the closest valid
 //! key for a typo.
 
+pub mod ansible;
+pub mod hosts;
+pub mod k8s;
 pub mod range;
+pub mod slurm;
+pub mod source;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -142,6 +147,32 @@ pub struct Node {
     /// The `drain` setting; `None` when no layer sets one (a rollout refuses such a node: an
     /// operator who wants no drain says `drain = { backend = "none" }`).
     pub drain: Option<DrainSpec>,
+    /// Where the node was defined (`file:line`, or the command that listed it); `None` only
+    /// for nodes made in code.
+    pub origin: Option<Origin>,
+}
+
+/// Where a node came from: a file and its 1-based line, or a command's output and its line
+/// (`scontrol show nodes --oneliner:3`), or a command and the item it printed
+/// (`kubectl get nodes -o json: items[2]`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Origin {
+    /// The file path, `<stdin>`, or the command line.
+    pub source: String,
+    /// 1-based line in `source`, when it has lines.
+    pub line: Option<usize>,
+    /// What in `source` when there is no line (`items[2]`).
+    pub item: Option<String>,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.line, &self.item) {
+            (Some(l), _) => write!(f, "{}:{l}", self.source),
+            (None, Some(i)) => write!(f, "{}: {i}", self.source),
+            (None, None) => f.write_str(&self.source),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -161,6 +192,7 @@ impl Node {
             canary: false,
             recipe: None,
             drain: None,
+            origin: None,
         }
     }
 }
@@ -168,10 +200,14 @@ impl Node {
 /// A loaded inventory.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Inventory {
+    /// The file, or the source as given (`slurm:`, `k8s:`, `-` for stdin).
     pub path: PathBuf,
     pub nodes: Vec<Node>,
     pub known_hosts: Option<PathBuf>,
     pub read_only: bool,
+    /// What the source says that gpufleet does not use (an Ansible `ansible_ssh_common_args`,
+    /// …), one line each, for the command to print once.
+    pub warnings: Vec<String>,
 }
 
 /// An inventory error, formatted `file:line:column: message`.
@@ -179,7 +215,7 @@ pub struct Inventory {
 #[error("{0}")]
 pub struct InventoryError(pub String);
 
-fn expand_home(p: &str, base: &Path) -> PathBuf {
+pub(crate) fn expand_home(p: &str, base: &Path) -> PathBuf {
     if let Some(rest) = p.strip_prefix("~/")
         && let Some(home) = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf())
     {
@@ -339,6 +375,11 @@ impl Inventory {
                     canary: rn.canary,
                     recipe: pick(|s| s.recipe.as_ref()),
                     drain: layers.iter().rev().find_map(|s| s.drain.clone()),
+                    origin: Some(Origin {
+                        source: path.display().to_string(),
+                        line: Some(line_col(text, rn.name.span().start).0),
+                        item: None,
+                    }),
                     name,
                 });
             }
@@ -348,6 +389,7 @@ impl Inventory {
             nodes,
             known_hosts: raw.known_hosts.map(|k| expand_home(&k, &base)),
             read_only: raw.read_only,
+            warnings: Vec::new(),
         })
     }
 }

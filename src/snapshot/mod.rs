@@ -1,5 +1,11 @@
-//! Headless output: the snapshot as a table, JSON, JSON Lines or CSV, and its exit code
-//! (docs/domain.md "Snapshot JSON").
+//! Headless output: the snapshot as a table, JSON, JSON Lines, CSV or Prometheus text, and its
+//! exit code (docs/domain.md "Snapshot JSON", "Prometheus"); [`AtomicFile`] for `--output`.
+
+mod output;
+mod prometheus;
+
+pub use output::{AtomicFile, StripAnsi};
+pub use prometheus::{escape_label_value, render as prometheus_text};
 
 use std::borrow::Cow;
 use std::io::{self, Write};
@@ -22,6 +28,8 @@ pub enum Format {
     Jsonl,
     /// One row per node (name, status, kernel, flavor, driver, gpus, ...).
     Csv,
+    /// Prometheus text exposition for node_exporter's textfile collector (gauges per node).
+    Prometheus,
 }
 
 /// Writes nodes as they finish, and the end of the document once all are done.
@@ -40,6 +48,7 @@ pub fn sink<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn Sink + 'a> 
             out: csv::Writer::from_writer(out),
             header: false,
         }),
+        Format::Prometheus => Box::new(prometheus::PromSink::new(out)),
     }
 }
 
@@ -62,16 +71,30 @@ struct JsonlSink<'a> {
     out: Box<dyn Write + 'a>,
 }
 
+/// One JSON Lines record: `type` first, then `data` (a struct keeps the field order; a
+/// `serde_json::json!` map would sort the keys and put `data` first).
+#[derive(serde::Serialize)]
+struct Line<'a, T: serde::Serialize> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    data: &'a T,
+}
+
 impl Sink for JsonlSink<'_> {
     fn node(&mut self, node: &NodeReport) -> io::Result<()> {
-        let json = serde_json::to_string(&serde_json::json!({"type": "node", "data": node}))?;
+        let json = serde_json::to_string(&Line {
+            kind: "node",
+            data: node,
+        })?;
         writeln!(self.out, "{}", json_safe(json))?;
         self.out.flush()
     }
     fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {
-        let line = serde_json::json!({"type": "summary", "data": snapshot.summary});
-        serde_json::to_writer(&mut self.out, &line)?;
-        writeln!(self.out)?;
+        let json = serde_json::to_string(&Line {
+            kind: "summary",
+            data: &snapshot.summary,
+        })?;
+        writeln!(self.out, "{}", json_safe(json))?;
         self.out.flush()
     }
 }
@@ -472,6 +495,33 @@ mod tests {
                 n.reasons[0].evidence[0].line
             );
         }
+    }
+
+    #[test]
+    fn json_lines_start_with_their_type() {
+        let n = hostile(NodeStatus::Migrate);
+        let mut out = Vec::new();
+        {
+            let mut sink = sink(Format::Jsonl, Box::new(&mut out));
+            sink.node(&n).unwrap();
+            sink.finish(&Snapshot::new(String::new(), vec![n.clone()]))
+                .unwrap();
+        }
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines[0].starts_with(r#"{"type":"node","data":{"name":"#),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with(r#"{"type":"summary","data":{"#),
+            "{}",
+            lines[1]
+        );
+        let summary: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+        assert_eq!(summary["data"]["migrate"], 1);
     }
 
     #[test]

@@ -1,0 +1,914 @@
+//! Ansible inventories, INI and YAML (docs/architecture.md "Inventories"; Ansible's "How to
+//! build your inventory"): hosts, groups, `children`, host and group `vars`, ranges
+//! (`gpu[01:16]`, `node[a:f]`, `x[0:10:2]`), and the connection variables gpufleet honours:
+//! `ansible_host`, `ansible_port`, `ansible_user`, `ansible_ssh_private_key_file` (and their
+//! old `ansible_ssh_*` spellings), plus `gpufleet_root` (the root prefix) and `gpufleet_canary`.
+//! Other variables become labels (scalars only). Variable precedence is Ansible's: `all`, then
+//! the groups from the outermost to the innermost (same depth: by name), then the host.
+//! Connection variables gpufleet does not honour (`ansible_connection` other than ssh,
+//! `ansible_ssh_common_args`, passwords, …) give one warning each.
+//!
+//! YAML is read with the `saphyr` crate (line numbers from its marked nodes). INI is read here:
+//! Ansible's INI dialect (host lines of `host k=v …`, `[g:vars]`, `[g:children]`, `host:port`)
+//! is not what INI crates such as `rust-ini` parse.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
+
+use super::source::NodeSpec;
+use super::{InventoryError, Origin, expand_home};
+use crate::diag::closest;
+
+#[derive(Debug, Default)]
+struct Group {
+    vars: BTreeMap<String, (String, usize)>,
+    children: Vec<String>,
+    hosts: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Host {
+    line: usize,
+    vars: BTreeMap<String, (String, usize)>,
+}
+
+/// An inventory as read, before precedence is applied.
+#[derive(Debug, Default)]
+struct Model {
+    groups: BTreeMap<String, Group>,
+    hosts: Vec<(String, Host)>,
+    index: BTreeMap<String, usize>,
+}
+
+impl Model {
+    fn group(&mut self, name: &str) -> &mut Group {
+        self.groups.entry(name.to_string()).or_default()
+    }
+
+    fn host(&mut self, name: &str, line: usize) -> &mut Host {
+        let i = match self.index.get(name) {
+            Some(i) => *i,
+            None => {
+                self.hosts.push((
+                    name.to_string(),
+                    Host {
+                        line,
+                        vars: BTreeMap::new(),
+                    },
+                ));
+                self.index.insert(name.to_string(), self.hosts.len() - 1);
+                self.hosts.len() - 1
+            }
+        };
+        &mut self.hosts[i].1
+    }
+
+    fn add_host(&mut self, group: &str, name: &str, line: usize) {
+        self.host(name, line);
+        let g = self.group(group);
+        if !g.hosts.iter().any(|h| h == name) {
+            g.hosts.push(name.to_string());
+        }
+    }
+
+    fn add_child(&mut self, parent: &str, child: &str) {
+        self.group(child);
+        let g = self.group(parent);
+        if !g.children.iter().any(|c| c == child) {
+            g.children.push(child.to_string());
+        }
+    }
+}
+
+/// Connection variables, by what they set.
+const HOST_VARS: [&str; 2] = ["ansible_host", "ansible_ssh_host"];
+const PORT_VARS: [&str; 2] = ["ansible_port", "ansible_ssh_port"];
+const USER_VARS: [&str; 2] = ["ansible_user", "ansible_ssh_user"];
+const KEY_VARS: [&str; 2] = ["ansible_ssh_private_key_file", "ansible_private_key_file"];
+
+/// Turns the model into nodes, with warnings for connection settings gpufleet does not use.
+fn finish(
+    m: Model,
+    file: &str,
+    base: &Path,
+) -> Result<(Vec<NodeSpec>, Vec<String>), InventoryError> {
+    let mut m = m;
+    // Every group without a parent is a child of `all`.
+    let named: Vec<String> = m.groups.keys().filter(|g| *g != "all").cloned().collect();
+    let has_parent: BTreeSet<String> = m
+        .groups
+        .values()
+        .flat_map(|g| g.children.iter().cloned())
+        .collect();
+    for g in &named {
+        if !has_parent.contains(g) {
+            m.add_child("all", g);
+        }
+    }
+    // Parents of each group, and depths from `all` (the longest path), refusing cycles.
+    let mut parents: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (name, g) in &m.groups {
+        for c in &g.children {
+            parents.entry(c.as_str()).or_default().push(name.as_str());
+        }
+    }
+    fn depth<'a>(
+        g: &'a str,
+        parents: &BTreeMap<&'a str, Vec<&'a str>>,
+        memo: &mut BTreeMap<&'a str, usize>,
+        stack: &mut Vec<&'a str>,
+    ) -> Result<usize, String> {
+        if let Some(d) = memo.get(g) {
+            return Ok(*d);
+        }
+        if stack.contains(&g) {
+            return Err(format!(
+                "groups are children of each other: {} → {g}",
+                stack.join(" → ")
+            ));
+        }
+        stack.push(g);
+        let mut d = 0;
+        for p in parents.get(g).into_iter().flatten() {
+            d = d.max(depth(p, parents, memo, stack)? + 1);
+        }
+        stack.pop();
+        memo.insert(g, d);
+        Ok(d)
+    }
+    let mut memo = BTreeMap::new();
+    for g in m.groups.keys() {
+        depth(g, &parents, &mut memo, &mut Vec::new())
+            .map_err(|e| InventoryError(format!("{file}: {e}")))?;
+    }
+    // Each host's groups: where it is listed, and their ancestors.
+    let mut direct: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (name, g) in &m.groups {
+        for h in &g.hosts {
+            direct.entry(h.as_str()).or_default().push(name.as_str());
+        }
+    }
+    let mut warned = BTreeSet::new();
+    let mut warnings = Vec::new();
+    let mut specs = Vec::new();
+    for (name, host) in &m.hosts {
+        let mut groups: BTreeSet<&str> = BTreeSet::new();
+        let mut todo: Vec<&str> = direct.get(name.as_str()).cloned().unwrap_or_default();
+        while let Some(g) = todo.pop() {
+            if groups.insert(g) {
+                todo.extend(parents.get(g).into_iter().flatten().copied());
+            }
+        }
+        groups.remove("all");
+        if groups.is_empty() {
+            groups.insert("ungrouped");
+        }
+        let mut ordered: Vec<&str> = groups.iter().copied().collect();
+        ordered.sort_by_key(|g| (memo.get(g).copied().unwrap_or(1), *g));
+        let mut vars: BTreeMap<&str, &(String, usize)> = BTreeMap::new();
+        for g in std::iter::once("all").chain(ordered.iter().copied()) {
+            if let Some(grp) = m.groups.get(g) {
+                for (k, v) in &grp.vars {
+                    vars.insert(k, v);
+                }
+            }
+        }
+        for (k, v) in &host.vars {
+            vars.insert(k, v);
+        }
+        let origin = |line: usize| Origin {
+            source: file.to_string(),
+            line: Some(line),
+            item: None,
+        };
+        let get = |keys: &[&str]| keys.iter().rev().find_map(|k| vars.get(k).copied());
+        let mut spec = NodeSpec {
+            name: name.clone(),
+            host: get(&HOST_VARS).map(|(v, _)| v.clone()),
+            user: get(&USER_VARS).map(|(v, _)| v.clone()),
+            identity_file: get(&KEY_VARS).map(|(v, _)| expand_home(v, base)),
+            root: vars.get("gpufleet_root").map(|(v, _)| v.clone()),
+            groups: ordered
+                .iter()
+                .filter(|g| **g != "ungrouped")
+                .map(|g| g.to_string())
+                .collect(),
+            origin: Some(origin(host.line)),
+            ..Default::default()
+        };
+        if let Some((p, line)) = get(&PORT_VARS) {
+            spec.port = Some(match p.parse::<u16>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(InventoryError(format!(
+                        "{file}:{line}: ansible_port `{p}` of host `{name}` is not a port (1-65535)"
+                    )));
+                }
+            });
+        }
+        if let Some((c, line)) = vars.get("gpufleet_canary") {
+            spec.canary = match c.to_ascii_lowercase().as_str() {
+                "true" | "yes" | "1" | "on" => true,
+                "false" | "no" | "0" | "off" => false,
+                _ => {
+                    return Err(InventoryError(format!(
+                        "{file}:{line}: gpufleet_canary `{c}` is not true or false"
+                    )));
+                }
+            };
+        }
+        for (k, (v, line)) in &vars {
+            let used = HOST_VARS.contains(k)
+                || PORT_VARS.contains(k)
+                || USER_VARS.contains(k)
+                || KEY_VARS.contains(k)
+                || *k == "gpufleet_root"
+                || *k == "gpufleet_canary";
+            if used {
+                continue;
+            }
+            let unsupported = match *k {
+                "ansible_connection" => !matches!(v.as_str(), "ssh" | "smart" | "paramiko"),
+                k => {
+                    k.starts_with("ansible_ssh_")
+                        || matches!(k, "ansible_password" | "ansible_ssh_pass")
+                }
+            };
+            if unsupported {
+                if warned.insert(k.to_string()) {
+                    warnings.push(format!(
+                        "{file}:{line}: {k}={v} is not used: gpufleet connects over SSH with the host, port, user and key only"
+                    ));
+                }
+                continue;
+            }
+            if !k.starts_with("ansible_") {
+                spec.labels.insert(k.to_string(), v.clone());
+            }
+        }
+        specs.push(spec);
+    }
+    Ok((specs, warnings))
+}
+
+/// Expands Ansible's host ranges: `gpu[01:16]` (zero padding kept), `x[0:10:2]`, `node[a:f]`;
+/// several brackets vary leftmost slowest. A name without `[` is itself.
+pub fn expand_range(pattern: &str) -> Result<Vec<String>, String> {
+    let Some(open) = pattern.find('[') else {
+        return Ok(vec![pattern.to_string()]);
+    };
+    let close = pattern[open..]
+        .find(']')
+        .map(|i| open + i)
+        .ok_or_else(|| format!("`[` not closed in {pattern:?}"))?;
+    let inner = &pattern[open + 1..close];
+    let parts: Vec<&str> = inner.split(':').collect();
+    let (a, b, step) = match parts.as_slice() {
+        [a, b] => (*a, *b, 1usize),
+        [a, b, s] => (
+            *a,
+            *b,
+            s.parse::<usize>()
+                .ok()
+                .filter(|s| *s > 0)
+                .ok_or_else(|| format!("stride `{s}` in {pattern:?} is not a positive number"))?,
+        ),
+        _ => {
+            return Err(format!(
+                "`[{inner}]` in {pattern:?} is not a range like [01:16]"
+            ));
+        }
+    };
+    let items: Vec<String> = if let (Ok(x), Ok(y)) = (a.parse::<u64>(), b.parse::<u64>()) {
+        if x > y {
+            return Err(format!("range [{inner}] in {pattern:?} runs backwards"));
+        }
+        let width = if a.starts_with('0') { a.len() } else { 0 };
+        if (y - x) / step as u64 > super::range::MAX_EXPANSION as u64 {
+            return Err(format!("{pattern:?} expands to too many names"));
+        }
+        (x..=y)
+            .step_by(step)
+            .map(|n| format!("{n:0width$}"))
+            .collect()
+    } else if a.len() == 1 && b.len() == 1 && a <= b {
+        let (x, y) = (a.as_bytes()[0], b.as_bytes()[0]);
+        if !(x.is_ascii_alphabetic() && y.is_ascii_alphabetic()) {
+            return Err(format!(
+                "`[{inner}]` in {pattern:?} is not a range like [a:f]"
+            ));
+        }
+        (x..=y)
+            .step_by(step)
+            .map(|c| (c as char).to_string())
+            .collect()
+    } else {
+        return Err(format!(
+            "`[{inner}]` in {pattern:?} is not a range like [01:16] or [a:f]"
+        ));
+    };
+    let rest = expand_range(&pattern[close + 1..])?;
+    if items.len().saturating_mul(rest.len()) > super::range::MAX_EXPANSION {
+        return Err(format!("{pattern:?} expands to too many names"));
+    }
+    let prefix = &pattern[..open];
+    Ok(items
+        .iter()
+        .flat_map(|i| rest.iter().map(move |r| format!("{prefix}{i}{r}")))
+        .collect())
+}
+
+/// A host pattern of an INI line or a YAML key: `host`, `host:port`, `gpu[01:04]:2222`, an
+/// IPv6 address. Returns the names and the port.
+fn host_pattern(p: &str) -> Result<(Vec<String>, Option<u16>), String> {
+    if p.matches(':').count() >= 2 && !p.contains('[') {
+        return Ok((vec![p.to_string()], None));
+    }
+    // A `:port` suffix outside brackets.
+    let mut depth = 0i32;
+    let mut colon = None;
+    for (i, c) in p.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ':' if depth == 0 => colon = Some(i),
+            _ => {}
+        }
+    }
+    let (name, port) = match colon {
+        Some(i) => {
+            let port = &p[i + 1..];
+            let n = port
+                .parse::<u16>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("port `{port}` in {p:?} is not 1-65535"))?;
+            (&p[..i], Some(n))
+        }
+        None => (p, None),
+    };
+    if name.is_empty() {
+        return Err(format!("{p:?}: empty host"));
+    }
+    Ok((expand_range(name)?, port))
+}
+
+/// Parses an Ansible INI inventory. Errors are `file:line: message`.
+pub fn parse_ini(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>), InventoryError> {
+    let file = path.display().to_string();
+    let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let mut m = Model::default();
+    #[derive(Clone, Copy, PartialEq)]
+    enum Kind {
+        Hosts,
+        Vars,
+        Children,
+    }
+    let (mut group, mut kind) = ("ungrouped".to_string(), Kind::Hosts);
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let at = |msg: String| InventoryError(format!("{file}:{line}: {msg}"));
+        let l = raw.trim();
+        if l.is_empty() || l.starts_with('#') || l.starts_with(';') {
+            continue;
+        }
+        if let Some(h) = l.strip_prefix('[') {
+            let h = h
+                .strip_suffix(']')
+                .ok_or_else(|| at(format!("{l:?}: a section header ends with `]`")))?;
+            let (name, k) = match h.split_once(':') {
+                None => (h, Kind::Hosts),
+                Some((n, "vars")) => (n, Kind::Vars),
+                Some((n, "children")) => (n, Kind::Children),
+                Some((_, other)) => {
+                    let hint = closest(other, ["vars", "children"])
+                        .map(|s| format!("; did you mean `{s}`?"))
+                        .unwrap_or_default();
+                    return Err(at(format!(
+                        "`[{h}]`: a section is [group], [group:vars] or [group:children]{hint}"
+                    )));
+                }
+            };
+            if name.is_empty() || name.contains(char::is_whitespace) {
+                return Err(at(format!("`[{h}]`: {name:?} is not a group name")));
+            }
+            group = name.to_string();
+            kind = k;
+            m.group(&group);
+            continue;
+        }
+        match kind {
+            Kind::Vars => {
+                let (k, v) = l
+                    .split_once('=')
+                    .ok_or_else(|| at(format!("{l:?}: [{group}:vars] holds key=value lines")))?;
+                let (k, v) = (k.trim(), unquote(v.trim()));
+                if k.is_empty() {
+                    return Err(at(format!("{l:?}: empty variable name")));
+                }
+                m.group(&group).vars.insert(k.to_string(), (v, line));
+            }
+            Kind::Children => {
+                if l.contains(char::is_whitespace) {
+                    return Err(at(format!(
+                        "{l:?}: [{group}:children] holds one group name per line"
+                    )));
+                }
+                if l == group {
+                    return Err(at(format!("group `{l}` cannot be its own child")));
+                }
+                m.add_child(&group, l);
+            }
+            Kind::Hosts => {
+                let words =
+                    shlex::split(l).ok_or_else(|| at(format!("{l:?}: a quote is not closed")))?;
+                let words: Vec<String> = words
+                    .into_iter()
+                    .take_while(|w| !w.starts_with('#'))
+                    .collect();
+                let Some((pattern, vars)) = words.split_first() else {
+                    continue;
+                };
+                let (names, port) = host_pattern(pattern).map_err(at)?;
+                let mut hv = BTreeMap::new();
+                if let Some(p) = port {
+                    hv.insert("ansible_port".to_string(), (p.to_string(), line));
+                }
+                for w in vars {
+                    let (k, v) = w.split_once('=').ok_or_else(|| {
+                        at(format!(
+                            "`{w}` after host {pattern:?}: variables are key=value"
+                        ))
+                    })?;
+                    hv.insert(k.to_string(), (v.to_string(), line));
+                }
+                for n in names {
+                    m.add_host(&group, &n, line);
+                    m.host(&n, line).vars.extend(hv.clone());
+                }
+            }
+        }
+    }
+    finish(m, &file, &base)
+}
+
+fn unquote(v: &str) -> String {
+    for q in ['"', '\''] {
+        if v.len() >= 2 && v.starts_with(q) && v.ends_with(q) {
+            return v[1..v.len() - 1].to_string();
+        }
+    }
+    v.to_string()
+}
+
+/// A YAML scalar as text; `None` for null, a list or a map.
+fn scalar(n: &MarkedYaml) -> Option<String> {
+    match &n.data {
+        YamlData::Value(Scalar::String(s)) => Some(s.to_string()),
+        YamlData::Value(Scalar::Integer(i)) => Some(i.to_string()),
+        YamlData::Value(Scalar::Boolean(b)) => Some(b.to_string()),
+        YamlData::Value(Scalar::FloatingPoint(f)) => Some(f.to_string()),
+        YamlData::Representation(s, _, _) => Some(s.to_string()),
+        YamlData::Tagged(_, inner) => scalar(inner),
+        _ => None,
+    }
+}
+
+/// Parses an Ansible YAML inventory (`all: {hosts: {h: {vars}}, vars: {}, children: {g: …}}`).
+/// Errors are `file:line:column: message` (a YAML syntax error, an unknown key of a group with
+/// the closest one, a value of the wrong shape).
+pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>), InventoryError> {
+    let file = path.display().to_string();
+    let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let docs = MarkedYaml::load_from_str(text).map_err(|e| {
+        InventoryError(format!(
+            "{file}:{}:{}: {}",
+            e.marker().line(),
+            e.marker().col() + 1,
+            e.info()
+        ))
+    })?;
+    let at = |n: &MarkedYaml, msg: String| {
+        InventoryError(format!(
+            "{file}:{}:{}: {msg}",
+            n.span.start.line(),
+            n.span.start.col() + 1
+        ))
+    };
+    let mut m = Model::default();
+    let Some(doc) = docs.first() else {
+        return finish(m, &file, &base);
+    };
+    let YamlData::Mapping(top) = &doc.data else {
+        if matches!(doc.data, YamlData::Value(Scalar::Null)) {
+            return finish(m, &file, &base);
+        }
+        return Err(at(
+            doc,
+            "an Ansible YAML inventory is a map of groups (`all:`)".into(),
+        ));
+    };
+    fn group<'a>(
+        m: &mut Model,
+        name: &str,
+        node: &MarkedYaml<'a>,
+        at: &dyn Fn(&MarkedYaml, String) -> InventoryError,
+        depth: usize,
+    ) -> Result<(), InventoryError> {
+        if depth > 64 {
+            return Err(at(node, "groups nested deeper than 64".into()));
+        }
+        m.group(name);
+        let map = match &node.data {
+            YamlData::Mapping(map) => map,
+            YamlData::Value(Scalar::Null) => return Ok(()),
+            _ => {
+                return Err(at(
+                    node,
+                    format!("group `{name}`: expected hosts, vars or children"),
+                ));
+            }
+        };
+        for (k, v) in map.iter() {
+            let key = scalar(k).unwrap_or_default();
+            match key.as_str() {
+                "hosts" => {
+                    let YamlData::Mapping(hosts) = &v.data else {
+                        if matches!(v.data, YamlData::Value(Scalar::Null)) {
+                            continue;
+                        }
+                        return Err(at(
+                            v,
+                            format!("`{name}.hosts`: a map of host names (`gpu01:`)"),
+                        ));
+                    };
+                    for (hk, hv) in hosts.iter() {
+                        let pattern =
+                            scalar(hk).ok_or_else(|| at(hk, "a host name is text".into()))?;
+                        let line = hk.span.start.line();
+                        let (names, port) = host_pattern(&pattern).map_err(|e| at(hk, e))?;
+                        let mut vars = BTreeMap::new();
+                        if let Some(p) = port {
+                            vars.insert("ansible_port".to_string(), (p.to_string(), line));
+                        }
+                        match &hv.data {
+                            YamlData::Mapping(hmap) => {
+                                for (vk, vv) in hmap.iter() {
+                                    let Some(key) = scalar(vk) else { continue };
+                                    if let Some(val) = scalar(vv) {
+                                        vars.insert(key, (val, vk.span.start.line()));
+                                    }
+                                }
+                            }
+                            YamlData::Value(Scalar::Null) => {}
+                            _ => {
+                                return Err(at(
+                                    hv,
+                                    format!(
+                                        "host `{pattern}`: its variables are a map (`ansible_host: 10.0.0.1`)"
+                                    ),
+                                ));
+                            }
+                        }
+                        for n in names {
+                            m.add_host(name, &n, line);
+                            m.host(&n, line).vars.extend(vars.clone());
+                        }
+                    }
+                }
+                "vars" => match &v.data {
+                    YamlData::Mapping(vars) => {
+                        for (vk, vv) in vars.iter() {
+                            let Some(key) = scalar(vk) else { continue };
+                            if let Some(val) = scalar(vv) {
+                                m.group(name).vars.insert(key, (val, vk.span.start.line()));
+                            }
+                        }
+                    }
+                    YamlData::Value(Scalar::Null) => {}
+                    _ => return Err(at(v, format!("`{name}.vars`: a map of variables"))),
+                },
+                "children" => match &v.data {
+                    YamlData::Mapping(children) => {
+                        for (ck, cv) in children.iter() {
+                            let child =
+                                scalar(ck).ok_or_else(|| at(ck, "a group name is text".into()))?;
+                            if child == name {
+                                return Err(at(
+                                    ck,
+                                    format!("group `{child}` cannot be its own child"),
+                                ));
+                            }
+                            m.add_child(name, &child);
+                            group(m, &child, cv, at, depth + 1)?;
+                        }
+                    }
+                    YamlData::Value(Scalar::Null) => {}
+                    _ => return Err(at(v, format!("`{name}.children`: a map of groups"))),
+                },
+                other => {
+                    let hint = closest(other, ["hosts", "vars", "children"])
+                        .map(|s| format!("; did you mean `{s}`?"))
+                        .unwrap_or_default();
+                    return Err(at(
+                        k,
+                        format!(
+                            "group `{name}`: unknown key `{other}` (hosts, vars, children){hint}"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+    for (k, v) in top.iter() {
+        let name = scalar(k).ok_or_else(|| at(k, "a group name is text".into()))?;
+        group(&mut m, &name, v, &at, 0)?;
+    }
+    finish(m, &file, &base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Row = (
+        String,
+        Option<String>,
+        Option<u16>,
+        Option<String>,
+        Vec<String>,
+        String,
+    );
+
+    fn rows(specs: &[NodeSpec]) -> Vec<Row> {
+        specs
+            .iter()
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    s.host.clone(),
+                    s.port,
+                    s.user.clone(),
+                    s.groups.clone(),
+                    s.origin.as_ref().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    const INI: &str = "\
+# fleet
+bastion ansible_host=192.0.2.1
+
+[a100]
+gpu[01:02] ansible_user=ops
+gpu03:2222 ansible_host=10.0.0.3 rack=r2   # inline comment
+
+[h100]
+h100-[a:b] ansible_ssh_private_key_file=keys/h100
+
+[gpu:children]
+a100
+h100
+
+[gpu:vars]
+ansible_user=gpu-ops
+rack = \"r1\"
+gpufleet_root=/host
+ansible_ssh_common_args='-o ProxyJump=bastion'
+
+[all:vars]
+ansible_port=22
+site=ams
+";
+
+    #[test]
+    fn ini_hosts_groups_children_vars_and_precedence() {
+        let (specs, warnings) = parse_ini(INI, Path::new("/inv/hosts")).unwrap();
+        let r = rows(&specs);
+        let g = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            r,
+            vec![
+                (
+                    "bastion".into(),
+                    Some("192.0.2.1".into()),
+                    Some(22),
+                    None,
+                    vec![],
+                    "/inv/hosts:2".into()
+                ),
+                (
+                    "gpu01".into(),
+                    None,
+                    Some(22),
+                    Some("ops".into()),
+                    g(&["gpu", "a100"]),
+                    "/inv/hosts:5".into()
+                ),
+                (
+                    "gpu02".into(),
+                    None,
+                    Some(22),
+                    Some("ops".into()),
+                    g(&["gpu", "a100"]),
+                    "/inv/hosts:5".into()
+                ),
+                (
+                    "gpu03".into(),
+                    Some("10.0.0.3".into()),
+                    Some(2222),
+                    Some("gpu-ops".into()),
+                    g(&["gpu", "a100"]),
+                    "/inv/hosts:6".into()
+                ),
+                (
+                    "h100-a".into(),
+                    None,
+                    Some(22),
+                    Some("gpu-ops".into()),
+                    g(&["gpu", "h100"]),
+                    "/inv/hosts:9".into()
+                ),
+                (
+                    "h100-b".into(),
+                    None,
+                    Some(22),
+                    Some("gpu-ops".into()),
+                    g(&["gpu", "h100"]),
+                    "/inv/hosts:9".into()
+                ),
+            ]
+        );
+        // Host vars over group vars over all:vars; non-ansible vars are labels.
+        assert_eq!(specs[3].labels.get("rack").map(String::as_str), Some("r2"));
+        assert_eq!(specs[1].labels.get("rack").map(String::as_str), Some("r1"));
+        assert_eq!(specs[0].labels.get("site").map(String::as_str), Some("ams"));
+        assert_eq!(specs[1].root.as_deref(), Some("/host"));
+        assert_eq!(specs[0].root, None);
+        assert_eq!(
+            specs[4].identity_file.as_deref(),
+            Some(Path::new("/inv/keys/h100"))
+        );
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("/inv/hosts:19: ansible_ssh_common_args="),
+            "{warnings:?}"
+        );
+    }
+
+    #[test]
+    fn ini_errors_name_the_line() {
+        let e = |t: &str| parse_ini(t, Path::new("h")).unwrap_err().0;
+        assert_eq!(
+            e("[a:varz]\n"),
+            "h:1: `[a:varz]`: a section is [group], [group:vars] or [group:children]; did you mean `vars`?"
+        );
+        assert_eq!(
+            e("[a]\nx ansible_port=http\n"),
+            "h:2: ansible_port `http` of host `x` is not a port (1-65535)"
+        );
+        assert_eq!(
+            e("[a]\nx foo\n"),
+            "h:2: `foo` after host \"x\": variables are key=value"
+        );
+        assert_eq!(e("[a]\nx k='v\n"), "h:2: \"x k='v\": a quote is not closed");
+        assert!(e("[a:vars]\njust-a-word\n").starts_with("h:2: "));
+        assert!(e("[a:children]\nb\n[b:children]\na\n").contains("children of each other"));
+        assert!(e("[a]\ng[3:1]\n").contains("runs backwards"));
+    }
+
+    const YAML: &str = "\
+all:
+  vars:
+    site: ams
+  hosts:
+    bastion:
+      ansible_host: 192.0.2.1
+  children:
+    gpu:
+      vars:
+        ansible_user: gpu-ops
+        ansible_port: 2222
+      children:
+        a100:
+          hosts:
+            gpu[01:02]:
+              ansible_user: ops
+            gpu03:
+              ansible_host: 10.0.0.3
+              ansible_port: 22
+              gpufleet_canary: true
+              rack: r2
+    cpu:
+      hosts:
+        cpu1:
+";
+
+    #[test]
+    fn yaml_hosts_groups_children_vars_and_lines() {
+        let (specs, warnings) = parse_yaml(YAML, Path::new("inv.yml")).unwrap();
+        assert!(warnings.is_empty());
+        let r = rows(&specs);
+        let g = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            r,
+            vec![
+                (
+                    "bastion".into(),
+                    Some("192.0.2.1".into()),
+                    None,
+                    None,
+                    vec![],
+                    "inv.yml:5".into()
+                ),
+                (
+                    "gpu01".into(),
+                    None,
+                    Some(2222),
+                    Some("ops".into()),
+                    g(&["gpu", "a100"]),
+                    "inv.yml:15".into()
+                ),
+                (
+                    "gpu02".into(),
+                    None,
+                    Some(2222),
+                    Some("ops".into()),
+                    g(&["gpu", "a100"]),
+                    "inv.yml:15".into()
+                ),
+                (
+                    "gpu03".into(),
+                    Some("10.0.0.3".into()),
+                    Some(22),
+                    Some("gpu-ops".into()),
+                    g(&["gpu", "a100"]),
+                    "inv.yml:17".into()
+                ),
+                (
+                    "cpu1".into(),
+                    None,
+                    None,
+                    None,
+                    g(&["cpu"]),
+                    "inv.yml:24".into()
+                ),
+            ]
+        );
+        assert!(specs[3].canary && !specs[1].canary);
+        assert_eq!(specs[3].labels.get("rack").map(String::as_str), Some("r2"));
+        assert_eq!(specs[4].labels.get("site").map(String::as_str), Some("ams"));
+    }
+
+    #[test]
+    fn yaml_errors_name_line_and_column() {
+        let e = |t: &str| parse_yaml(t, Path::new("i.yml")).unwrap_err().0;
+        assert_eq!(
+            e("all:\n  hots:\n    a:\n"),
+            "i.yml:2:3: group `all`: unknown key `hots` (hosts, vars, children); did you mean `hosts`?"
+        );
+        assert!(e("all:\n  hosts: [a, b]\n").starts_with("i.yml:2:10: `all.hosts`"));
+        assert!(e("all:\n  hosts:\n    a: 1\n").starts_with("i.yml:3:8: host `a`"));
+        assert!(e("all: {\n").starts_with("i.yml:"), "{}", e("all: {\n"));
+        assert!(e("all:\n  hosts:\n    a:\n    a:\n").starts_with("i.yml:4:"));
+        assert!(e("- a\n").starts_with("i.yml:1:1: an Ansible YAML inventory is a map"));
+        // A billion-laughs document fails on saphyr's alias budget, not by exhausting memory.
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 0..12 {
+            let prev = if i == 0 {
+                "a".to_string()
+            } else {
+                format!("b{}", i - 1)
+            };
+            bomb.push_str(&format!("b{i}: &b{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+        }
+        assert!(parse_yaml(&bomb, Path::new("b.yml")).is_err());
+    }
+
+    #[test]
+    fn ranges() {
+        assert_eq!(
+            expand_range("gpu[08:10]").unwrap(),
+            ["gpu08", "gpu09", "gpu10"]
+        );
+        assert_eq!(expand_range("x[0:4:2]y").unwrap(), ["x0y", "x2y", "x4y"]);
+        assert_eq!(
+            expand_range("r[a:b]n[1:2]").unwrap(),
+            ["ran1", "ran2", "rbn1", "rbn2"]
+        );
+        assert!(expand_range("g[1:9999999]").is_err());
+        assert!(expand_range("g[1-3]").is_err());
+        assert_eq!(
+            host_pattern("fe80::1").unwrap(),
+            (vec!["fe80::1".to_string()], None)
+        );
+        assert_eq!(
+            host_pattern("g[1:2]:22").unwrap(),
+            (vec!["g1".to_string(), "g2".to_string()], Some(22))
+        );
+    }
+}

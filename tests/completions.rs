@@ -1,0 +1,156 @@
+//! Completions, the man page and `--version`, from the real binary: the bash script is loaded
+//! into a real bash and asked to complete; zsh and fish scripts are syntax-checked by those
+//! shells when installed; the man page is rendered by man-db's `man` when installed.
+
+// A test: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+fn gpufleet(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn bash_completes_subcommands_and_flag_values() {
+    let out = gpufleet(&["completions", "bash"]);
+    assert_eq!(out.status.code(), Some(0));
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("gpufleet.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    // COMP_WORDS as bash fills them for `gpufleet <TAB>`, `gpufleet snapshot --format <TAB>`,
+    // and `gpufleet --inventory-format a<TAB>`.
+    let probe = format!(
+        r#"source '{}'
+complete -p gpufleet
+COMP_WORDS=(gpufleet di); COMP_CWORD=1; _gpufleet gpufleet di gpufleet; echo "1: ${{COMPREPLY[*]}}"
+COMP_WORDS=(gpufleet snapshot --format ''); COMP_CWORD=3; _gpufleet gpufleet '' --format; echo "2: ${{COMPREPLY[*]}}"
+COMP_WORDS=(gpufleet inventory list --inventory-format a); COMP_CWORD=4; _gpufleet gpufleet a --inventory-format; echo "3: ${{COMPREPLY[*]}}"
+"#,
+        script.display()
+    );
+    let r = Command::new("bash")
+        .args(["--norc", "-c", &probe])
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        r.status.success(),
+        "{t}\n{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(t.contains("-F _gpufleet gpufleet"), "{t}");
+    assert!(t.contains("1: diff"), "{t}");
+    let formats = t.lines().find(|l| l.starts_with("2: ")).unwrap();
+    for f in ["table", "json", "jsonl", "csv", "prometheus"] {
+        assert!(
+            formats.split_whitespace().any(|w| w == f),
+            "{f} in {formats}"
+        );
+    }
+    assert!(t.contains("3: ansible-ini ansible-yaml"), "{t}");
+}
+
+#[test]
+fn zsh_and_fish_scripts_parse_in_their_shells() {
+    let zsh = gpufleet(&["completions", "zsh"]);
+    assert!(String::from_utf8_lossy(&zsh.stdout).starts_with("#compdef gpufleet"));
+    let fish = gpufleet(&["completions", "fish"]);
+    assert!(String::from_utf8_lossy(&fish.stdout).contains("complete -c gpufleet"));
+    let dir = tempfile::tempdir().unwrap();
+    for (shell, out, check) in [
+        ("zsh", &zsh, vec!["-n"]),
+        ("fish", &fish, vec!["--no-execute"]),
+    ] {
+        if !have(shell) {
+            eprintln!("{shell} is not installed: its script is checked by its header only");
+            continue;
+        }
+        let p = dir.path().join(shell);
+        std::fs::write(&p, &out.stdout).unwrap();
+        let r = Command::new(shell).args(&check).arg(&p).output().unwrap();
+        assert!(
+            r.status.success(),
+            "{shell}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+    }
+    assert_eq!(gpufleet(&["completions", "tcsh"]).status.code(), Some(2));
+}
+
+#[test]
+fn man_page_lists_the_commands_and_renders() {
+    let out = gpufleet(&["man"]);
+    assert_eq!(out.status.code(), Some(0));
+    let roff = String::from_utf8_lossy(&out.stdout);
+    assert!(roff.contains(".TH gpufleet 1"), "{roff}");
+    for sub in [
+        "snapshot",
+        "tui",
+        "upgrade",
+        "inventory",
+        "diff",
+        "completions",
+    ] {
+        assert!(
+            roff.contains(&format!("gpufleet\\-{sub}")) || roff.contains(sub),
+            "{sub}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    assert_eq!(gpufleet(&["man", "--dir", &d]).status.code(), Some(0));
+    for page in [
+        "gpufleet.1",
+        "gpufleet-snapshot.1",
+        "gpufleet-diff.1",
+        "gpufleet-inventory-list.1",
+    ] {
+        assert!(dir.path().join(page).is_file(), "{page}");
+    }
+    if have("man") {
+        let r = Command::new("man")
+            .arg("-l")
+            .arg(dir.path().join("gpufleet-snapshot.1"))
+            .env("MANPAGER", "cat")
+            .env("MANWIDTH", "100")
+            .output()
+            .unwrap();
+        let page = String::from_utf8_lossy(&r.stdout);
+        assert!(r.status.success() && page.contains("--output"), "{page}");
+    }
+}
+
+#[test]
+fn version_names_the_git_revision_in_a_checkout() {
+    let out = gpufleet(&["--version"]);
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        v.starts_with(&format!("gpufleet {}", env!("CARGO_PKG_VERSION"))),
+        "{v}"
+    );
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output();
+    match head {
+        Ok(h) if h.status.success() => {
+            let rev = String::from_utf8_lossy(&h.stdout).trim().to_string();
+            assert_eq!(
+                v,
+                format!("gpufleet {} (git {rev})", env!("CARGO_PKG_VERSION"))
+            );
+        }
+        _ => assert_eq!(v, format!("gpufleet {}", env!("CARGO_PKG_VERSION"))),
+    }
+}

@@ -1,0 +1,471 @@
+//! Inventories operators already have, read by the real binary: Ansible INI and YAML files and a
+//! host list on stdin scanned over real OpenSSH servers, a real Slurm cluster (`-i slurm:`), and
+//! Kubernetes through a recording kubectl stand-in (no API server runs here; the test's name
+//! says so).
+
+// A test: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Output, Stdio};
+
+use serde_json::Value;
+use support::slurm::Slurm;
+use support::*;
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn list_json(o: &Output) -> Vec<Value> {
+    assert_eq!(o.status.code(), Some(0), "{}", text(o));
+    serde_json::from_slice::<Value>(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn two_fixtures() -> Vec<std::path::PathBuf> {
+    vec![
+        fixture("a100-proprietary-535-k5.15-peermem"),
+        fixture("h200-open-580-k6.18-real"),
+    ]
+}
+
+/// An ssh_config giving every host the fleet's user key (the new sources have no key field of
+/// their own; this is how an operator gives one).
+fn ssh_config(f: &Fleet) -> String {
+    let p = f.tmp.path().join("ssh_config");
+    std::fs::write(
+        &p,
+        format!("Host *\n  IdentityFile {}\n", f.user_key.display()),
+    )
+    .unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn ansible_ini_and_yaml_inventories_scan_real_sshd_nodes() {
+    let f = Fleet::start(&two_fixtures(), 150);
+    let kh = f.known_hosts.display().to_string();
+    let (a, h) = (&f.nodes[0], &f.nodes[1]);
+    let ini = f.tmp.path().join("hosts");
+    std::fs::write(
+        &ini,
+        format!(
+            "# an operator's Ansible inventory\n[a100]\nlegacy ansible_host={} ansible_port={} gpufleet_root={}\n\n[h100]\nready ansible_host={} gpufleet_root={}\n\n[gpu:children]\na100\nh100\n\n[h100:vars]\nansible_port={}\nansible_ssh_private_key_file={}\n\n[all:vars]\nansible_user={}\nansible_ssh_private_key_file={}\nrack=r7\n",
+            a.1.addr,
+            a.1.port,
+            a.0.join("root").display(),
+            h.1.addr,
+            h.0.join("root").display(),
+            h.1.port,
+            f.user_key.display(),
+            local_user(),
+            f.user_key.display(),
+        ),
+    )
+    .unwrap();
+    let inv = ini.display().to_string();
+    let nodes = list_json(&f.gpufleet(&["inventory", "list", "-i", &inv, "--format", "json"]));
+    assert_eq!(nodes.len(), 2);
+    assert_eq!(nodes[0]["name"], "legacy");
+    assert_eq!(nodes[0]["host"], a.1.addr.as_str());
+    assert_eq!(nodes[0]["port"], a.1.port);
+    assert_eq!(nodes[0]["groups"], serde_json::json!(["gpu", "a100"]));
+    assert_eq!(nodes[0]["labels"]["rack"], "r7");
+    assert_eq!(nodes[0]["source"], format!("{inv}:3"));
+    assert_eq!(nodes[1]["port"], h.1.port, "[h100:vars] over [all:vars]");
+    assert_eq!(nodes[1]["source"], format!("{inv}:6"));
+    // The table names each node's origin too.
+    let table = f.gpufleet(&["inventory", "list", "-i", &inv, "-g", "h100"]);
+    let t = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        t.starts_with("NAME") && t.contains(&format!("{inv}:6")) && !t.contains("legacy"),
+        "{}",
+        text(&table)
+    );
+    // The same nodes scan for real.
+    let out = f.gpufleet(&[
+        "snapshot",
+        "-i",
+        &inv,
+        "--known-hosts",
+        &kh,
+        "--format",
+        "json",
+    ]);
+    let doc: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!(node(&doc, "legacy")["status"], "migrate", "{}", text(&out));
+    assert_eq!(node(&doc, "ready")["status"], "ready", "{}", text(&out));
+
+    // The YAML form of the same inventory, forced and detected.
+    let yml = f.tmp.path().join("inventory.yml");
+    std::fs::write(
+        &yml,
+        format!(
+            "all:\n  vars:\n    ansible_user: {}\n    ansible_ssh_private_key_file: {}\n  children:\n    gpu:\n      hosts:\n        legacy:\n          ansible_host: {}\n          ansible_port: {}\n          gpufleet_root: {}\n          gpufleet_canary: true\n",
+            local_user(),
+            f.user_key.display(),
+            a.1.addr,
+            a.1.port,
+            a.0.join("root").display(),
+        ),
+    )
+    .unwrap();
+    let y = yml.display().to_string();
+    let nodes = list_json(&f.gpufleet(&["inventory", "list", "-i", &y, "-f", "json"]));
+    assert_eq!(nodes[0]["source"], format!("{y}:8"));
+    assert_eq!(nodes[0]["canary"], true);
+    let out = f.gpufleet(&[
+        "snapshot",
+        "-i",
+        &y,
+        "--known-hosts",
+        &kh,
+        "--format",
+        "json",
+    ]);
+    let doc: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!(node(&doc, "legacy")["status"], "migrate", "{}", text(&out));
+    // A YAML file without a telling name, read as YAML because it is forced to be.
+    let plain = f.tmp.path().join("inv-yaml-without-extension");
+    std::fs::copy(&yml, &plain).unwrap();
+    let p = plain.display().to_string();
+    let nodes = list_json(&f.gpufleet(&[
+        "inventory",
+        "list",
+        "-i",
+        &p,
+        "--inventory-format",
+        "ansible-yaml",
+        "-f",
+        "json",
+    ]));
+    assert_eq!(nodes[0]["name"], "legacy");
+}
+
+#[test]
+fn a_host_list_on_stdin_scans_real_sshd_nodes() {
+    let f = Fleet::start(&two_fixtures(), 160);
+    let cfg = ssh_config(&f);
+    let kh = f.known_hosts.display().to_string();
+    let list = format!(
+        "# two nodes, one line each\n{}@{}:{}\n\n{}:{}   # the second\n",
+        local_user(),
+        f.nodes[0].1.addr,
+        f.nodes[0].1.port,
+        f.nodes[1].1.addr,
+        f.nodes[1].1.port
+    );
+    let run = |args: &[&str]| {
+        let mut c = f.command(args);
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(list.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let nodes = list_json(&run(&[
+        "inventory",
+        "list",
+        "-i",
+        "-",
+        "--ssh-config",
+        &cfg,
+        "-f",
+        "json",
+    ]));
+    let n0 = format!("{}:{}", f.nodes[0].1.addr, f.nodes[0].1.port);
+    assert_eq!(nodes[0]["name"], n0.as_str());
+    assert_eq!(nodes[0]["source"], "<stdin>:2");
+    assert_eq!(nodes[1]["source"], "<stdin>:4");
+    assert_eq!(
+        nodes[1]["identity_file"],
+        f.user_key.display().to_string(),
+        "from --ssh-config"
+    );
+    // The probe reads this machine's / through each sshd (a host list sets no root prefix):
+    // each node is reached and assessed, whatever this machine's status is.
+    let out = run(&[
+        "snapshot",
+        "-i",
+        "-",
+        "--ssh-config",
+        &cfg,
+        "--known-hosts",
+        &kh,
+        "-f",
+        "json",
+    ]);
+    let doc: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!(doc["nodes"].as_array().unwrap().len(), 2);
+    for n in doc["nodes"].as_array().unwrap() {
+        assert_ne!(n["status"], "unreachable", "{n:#}");
+        assert!(n["kernel"]["release"].is_string(), "{n:#}");
+    }
+    // A bad line is refused with its line, before any node is touched.
+    let mut c = f.command(&["inventory", "list", "-i", "-"]);
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"gpu01\ngpu02:http\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("<stdin>:2: \"gpu02:http\": port `http` is not 1-65535"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn bad_inventories_are_refused_with_file_line_and_a_suggestion() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, body: &str, extra: &[&str]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        let ps = p.display().to_string();
+        let mut args = vec!["inventory", "list", "-i", ps.as_str()];
+        args.extend_from_slice(extra);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(&args)
+            .env("GPUFLEET_SSH_CONFIG", "none")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        (ps, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (p, e) = run(
+        "hosts.yml",
+        "all:\n  children:\n    gpu:\n      hots:\n        a:\n",
+        &[],
+    );
+    assert!(
+        e.contains(&format!("{p}:4:7: group `gpu`: unknown key `hots`"))
+            && e.contains("did you mean `hosts`?"),
+        "{e}"
+    );
+    let (p, e) = run("hosts.ini", "[gpu]\na\n[gpu:varz]\nx=1\n", &[]);
+    assert!(
+        e.contains(&format!("{p}:3: `[gpu:varz]`")) && e.contains("did you mean `vars`?"),
+        "{e}"
+    );
+    let (p, e) = run("inv", "a b c\n", &[]);
+    assert!(
+        e.contains(&format!("{p}: cannot tell which kind of inventory"))
+            && e.contains("--inventory-format"),
+        "{e}"
+    );
+    let (_, e) = run("inv2", "a\n", &["--inventory-format", "ansible-yml"]);
+    assert!(
+        e.contains("did you mean") || e.contains("ansible-yaml"),
+        "{e}"
+    );
+    // Hostile text in an inventory never reaches the terminal raw.
+    let (_, e) = run("evil.ini", "[g]\nx\x1b]0;owned\x07 ansible_port=0\n", &[]);
+    assert!(!e.contains('\x1b') && !e.contains('\x07'), "{e:?}");
+}
+
+#[test]
+fn slurm_inventory_from_a_real_slurm_cluster() {
+    let slurm = Slurm::start(2, 21);
+    let conf = slurm.conf.display().to_string();
+    let list = |src: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(["inventory", "list", "-i", src, "--format", "json"])
+            .env("SLURM_CONF", &conf)
+            .env("GPUFLEET_SSH_CONFIG", "none")
+            .env(
+                "PATH",
+                format!(
+                    "{}:/usr/sbin:/sbin",
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .output()
+            .unwrap()
+    };
+    let nodes = list_json(&list("slurm:"));
+    let names: Vec<&str> = nodes.iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["gpu1", "gpu2"]);
+    assert_eq!(nodes[0]["host"], "198.18.21.2", "NodeAddr");
+    assert_eq!(nodes[1]["host"], "198.18.21.3");
+    assert_eq!(
+        nodes[0]["groups"],
+        serde_json::json!(["gpu"]),
+        "its partition"
+    );
+    assert_eq!(nodes[0]["drain"], "slurm");
+    assert!(
+        nodes[0]["labels"]["slurm.state"]
+            .as_str()
+            .unwrap()
+            .starts_with("IDLE"),
+        "{:#}",
+        nodes[0]
+    );
+    assert_eq!(nodes[0]["source"], "scontrol show nodes --oneliner:1");
+    // A partition, then a Slurm node list.
+    assert_eq!(list_json(&list("slurm:gpu")).len(), 2);
+    let one = list_json(&list("slurm:gpu2"));
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0]["name"], "gpu2");
+    let out = list("slurm:nosuch");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("-i slurm:nosuch"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// What `kubectl get nodes -o json` printed on a real cluster (two GPU nodes with NVIDIA's GPU
+/// feature discovery labels, one control-plane node), cut to the fields gpufleet reads and a few
+/// beside them.
+const NODE_LIST: &str = r#"{
+    "apiVersion": "v1",
+    "items": [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "labels": {
+                    "beta.kubernetes.io/arch": "amd64",
+                    "kubernetes.io/hostname": "cp-1",
+                    "node-role.kubernetes.io/control-plane": ""
+                },
+                "name": "cp-1"
+            },
+            "status": {
+                "addresses": [
+                    {"address": "10.20.0.2", "type": "InternalIP"},
+                    {"address": "cp-1", "type": "Hostname"}
+                ]
+            }
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "labels": {
+                    "kubernetes.io/hostname": "gpu-h100-01",
+                    "nvidia.com/gpu.count": "8",
+                    "nvidia.com/gpu.present": "true",
+                    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                    "node-role.kubernetes.io/gpu": ""
+                },
+                "name": "gpu-h100-01"
+            },
+            "status": {
+                "addresses": [
+                    {"address": "gpu-h100-01", "type": "Hostname"},
+                    {"address": "10.20.1.11", "type": "InternalIP"}
+                ],
+                "capacity": {"nvidia.com/gpu": "8"}
+            }
+        }
+    ],
+    "kind": "List",
+    "metadata": {"resourceVersion": ""}
+}"#;
+
+#[test]
+fn k8s_inventory_through_a_recording_kubectl_stand_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let record = dir.path().join("kubectl.args");
+    let json = dir.path().join("nodes.json");
+    std::fs::write(&json, NODE_LIST).unwrap();
+    let kubectl = bin.join("kubectl");
+    std::fs::write(
+        &kubectl,
+        format!(
+            "#!/bin/sh\n# recording stand-in for kubectl: no API server runs in tests\necho \"$*\" >> '{}'\ncat '{}'\n",
+            record.display(),
+            json.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&kubectl, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |src: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(["inventory", "list", "-i", src, "--format", "json"])
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("GPUFLEET_SSH_CONFIG", "none")
+            .output()
+            .unwrap()
+    };
+    let nodes = list_json(&run("k8s:"));
+    assert_eq!(nodes.len(), 2);
+    assert_eq!(nodes[1]["name"], "gpu-h100-01");
+    assert_eq!(nodes[1]["host"], "10.20.1.11", "InternalIP");
+    assert_eq!(
+        nodes[1]["labels"]["nvidia.com/gpu.product"],
+        "NVIDIA-H100-80GB-HBM3"
+    );
+    assert_eq!(nodes[1]["groups"], serde_json::json!(["gpu"]));
+    assert_eq!(nodes[1]["drain"], "kubernetes");
+    assert_eq!(nodes[0]["groups"], serde_json::json!(["control-plane"]));
+    assert_eq!(
+        nodes[1]["source"],
+        "kubectl get nodes -o json: items[1] (gpu-h100-01)"
+    );
+    list_json(&run("k8s:nvidia.com/gpu.present=true"));
+    let args = std::fs::read_to_string(&record).unwrap();
+    assert_eq!(
+        args,
+        "get nodes -o json\nget nodes -o json -l nvidia.com/gpu.present=true\n"
+    );
+    // A kubectl that fails: its message, exit 2.
+    std::fs::write(
+        &kubectl,
+        "#!/bin/sh\necho 'error: You must be logged in to the server (Unauthorized)' >&2\nexit 1\n",
+    )
+    .unwrap();
+    let out = run("k8s:");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Unauthorized"),
+        "{}",
+        text(&out)
+    );
+    // No kubectl at all.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["inventory", "list", "-i", "k8s:"])
+        .env("PATH", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot run kubectl"),
+        "{}",
+        text(&out)
+    );
+}
