@@ -166,7 +166,7 @@ fn prometheus_export_of_a_real_scan_passes_promtool_and_a_strict_reader() {
     assert_eq!(left.len(), 1);
 
     // Prometheus's own checker.
-    let mut promtool = Command::new("promtool")
+    let mut promtool = Command::new(support::need("promtool"))
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -159,7 +159,7 @@ fn sigterm_and_resize_restore_the_terminal() {
     tmux.wait_for("scanned 1/1");
     let screen = tmux.wait_for("migrate");
     assert!(screen.contains("h100-open-555-k6.6-peermem"), "{screen}");
-    let resized = Command::new("tmux")
+    let resized = Command::new(support::need("tmux"))
         .args([
             "-L",
             &tmux.socket,
