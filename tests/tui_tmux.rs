@@ -174,7 +174,11 @@ fn sigterm_and_resize_restore_the_terminal() {
         .status()
         .unwrap();
     assert!(resized.success());
-    std::thread::sleep(Duration::from_millis(500));
+    support::wait_until(
+        "the TUI to redraw at 90 columns",
+        Duration::from_secs(5),
+        || tmux.screen().lines().all(|l| l.chars().count() <= 90),
+    );
     let screen = tmux.screen();
     assert!(screen.lines().all(|l| l.chars().count() <= 90), "{screen}");
     assert!(

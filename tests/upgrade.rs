@@ -439,12 +439,18 @@ fn sigkill_mid_wave_then_resume_repeats_no_completed_step() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Kill it while the slow step runs (after both drains).
-    let start = Instant::now();
-    while f.drains().len() < 2 && start.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1500));
+    // Kill it while the slow step runs on both nodes (after both drains).
+    support::wait_until(
+        "the slow step to start on both nodes",
+        Duration::from_secs(30),
+        || {
+            f.journal()
+                .iter()
+                .filter(|e| e["step"] == "step:slow" && e["phase"] == "start")
+                .count()
+                == 2
+        },
+    );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let before = f.journal();

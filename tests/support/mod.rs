@@ -168,6 +168,19 @@ pub fn free_port(addr: &str) -> u16 {
         .port()
 }
 
+/// Polls `cond` every 20 ms until it holds. Panics naming `what` when `limit` passes first: a
+/// test waits on a condition, never on a fixed sleep.
+pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < limit,
+            "waited {limit:?} for {what}: it did not happen"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The Debian package that installs the program `name` (what `scripts/test.sh` installs).
 fn package_of(name: &str) -> &str {
     match name {
@@ -546,7 +559,13 @@ impl Tmux {
     pub fn keys(&self, keys: &[&str]) {
         let mut args = vec!["-L", &self.socket, "send-keys", "-t", &self.session];
         args.extend_from_slice(keys);
-        assert!(Command::new(need("tmux")).args(&args).status().unwrap().success());
+        assert!(
+            Command::new(need("tmux"))
+                .args(&args)
+                .status()
+                .unwrap()
+                .success()
+        );
     }
 
     pub fn screen(&self) -> String {
