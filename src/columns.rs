@@ -321,7 +321,11 @@ impl Column {
                 .map(|d| d.flavor.as_str().to_string())
                 .unwrap_or_default(),
             Column::Driver => driver.and_then(|d| d.version.clone()).unwrap_or_default(),
-            Column::Gpus => n.gpu_summary().unwrap_or_default(),
+            // `none` when known to have no GPU (empty is unknown).
+            Column::Gpus => n
+                .gpu_summary()
+                .map(|s| if s.is_empty() { "none".into() } else { s })
+                .unwrap_or_default(),
             Column::MinCc => n.min_compute_capability().unwrap_or_default(),
             Column::DmaBuf => opt_bool(n.dma_buf.as_ref().and_then(|d| d.kernel_support)),
             Column::PeermemLoaded => opt_bool(n.peermem.as_ref().and_then(|p| p.loaded)),

@@ -101,11 +101,15 @@ fn drop_mid_output(setup: impl FnOnce(&Path), suffix: &str, octet: u8) -> Value 
         .spawn()
         .unwrap();
     // The probe is in the shim's `sleep 300` (not merely logging in) before the drop.
-    support::wait_until("the probe to reach the file", Duration::from_secs(20), || {
-        descendants(sshd).iter().any(|p| {
-            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c == b"sleep\0300\0")
-        })
-    });
+    support::wait_until(
+        "the probe to reach the file",
+        Duration::from_secs(20),
+        || {
+            descendants(sshd).iter().any(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c == b"sleep\x00300\x00")
+            })
+        },
+    );
     let sessions = children_of(sshd);
     for p in sessions {
         let _ = Command::new("kill").args(["-9", &p.to_string()]).status();

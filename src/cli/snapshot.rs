@@ -52,7 +52,8 @@ pub struct SnapshotArgs {
     pub allow_no_driver: bool,
 
     /// Write to FILE instead of stdout, atomically (temp file in the same folder, fsync,
-    /// rename): for node_exporter's textfile collector or cron [default format: json]
+    /// rename): for node_exporter's textfile collector or cron [default format: by the
+    /// extension: .prom prometheus, .csv, .jsonl, .txt table, else json]
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
@@ -84,19 +85,29 @@ impl From<FormatArg> for Format {
     }
 }
 
+/// The format a `--output` file's extension names: `.prom` Prometheus, `.csv`, `.jsonl`,
+/// `.txt` a table; anything else JSON.
+fn format_of_file(file: &std::path::Path) -> Format {
+    match file.extension().and_then(|e| e.to_str()) {
+        Some("prom") => Format::Prometheus,
+        Some("csv") => Format::Csv,
+        Some("jsonl") | Some("ndjson") => Format::Jsonl,
+        Some("txt") => Format::Table,
+        _ => Format::Json,
+    }
+}
+
 /// Runs `gpufleet snapshot`; returns the exit code (see [`SNAPSHOT_HELP`]).
 pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
     let mut settings = s.probe(&args.scan)?;
     let thresholds = s.config.thresholds();
     let stdout = std::io::stdout();
-    let format = args
-        .format
-        .map(Format::from)
-        .unwrap_or(if stdout.is_terminal() {
-            Format::Table
-        } else {
-            Format::Json
-        });
+    let format = match (args.format, &args.output) {
+        (Some(f), _) => Format::from(f),
+        (None, Some(file)) => format_of_file(file),
+        (None, None) if stdout.is_terminal() => Format::Table,
+        (None, None) => Format::Json,
+    };
     let inventory = s.inventory(&args.scan)?;
     let mut file = args
         .output
