@@ -8,7 +8,7 @@
 //!   (`inventory list`), `diff`, `completions` (`completions`, `man`), `policy` (`policy check`, `policy generate`): the
 //!   subcommands.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -218,7 +218,8 @@ pub fn run(cli: Cli, given: Given) -> ExitCode {
             ExitCode::from(141)
         }
         Err(e) => {
-            eprintln!("gpufleet: {e:#}");
+            // Not `eprintln!`: it panics when stderr is gone (a closed terminal).
+            let _ = writeln!(std::io::stderr(), "gpufleet: {e:#}");
             ExitCode::from(2)
         }
     }

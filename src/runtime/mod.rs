@@ -320,7 +320,11 @@ pub fn run(
     let _ = execute!(std::io::stdout(), EnableMouseCapture);
     let result = rt.block_on(event_loop(&mut terminal, &mut app, &theme, target, upgrade));
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
-    ratatui::restore();
+    // Not `ratatui::restore()`: it `eprintln!`s its error, which panics when the terminal is
+    // gone (a closed window), and its panic hook would then panic again and abort.
+    let _ = ratatui::try_restore();
+    // The TUI's panic hooks restore a terminal that is not ours any more: back to the default.
+    drop(std::panic::take_hook());
     result
 }
 
