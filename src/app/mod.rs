@@ -158,6 +158,8 @@ pub enum Msg {
     },
     /// An export finished: the file written, or why not.
     Exported(Result<String, String>),
+    /// A line for the status bar (a collected snapshot that could not be read again).
+    Notice(String),
     /// The plan for an upgrade (its lines for people, and the plan itself), or why there is
     /// none.
     UpgradePlanned(Result<(Vec<String>, Box<crate::actions::rollout::Plan>), String>),

@@ -106,19 +106,10 @@ pub struct CheckArgs {
     pub format: PolicyFormat,
 }
 
-/// The nodes of several snapshot files, one per name (the newest `scanned_at` wins).
+/// The nodes of several snapshot files, one per name (the newest `scanned_at` wins):
+/// [`crate::snapshot::collected::load_reports`].
 pub fn load_nodes(files: &[PathBuf]) -> Result<Vec<crate::model::NodeReport>, String> {
-    let mut nodes: Vec<crate::model::NodeReport> = Vec::new();
-    for f in files {
-        for n in policy::against::load_snapshot(f).map_err(|e| e.to_string())? {
-            match nodes.iter_mut().find(|m| m.name == n.name) {
-                Some(m) if m.scanned_at < n.scanned_at => *m = n,
-                Some(_) => {}
-                None => nodes.push(n),
-            }
-        }
-    }
-    Ok(nodes)
+    crate::snapshot::collected::load_reports(files)
 }
 
 pub fn run(args: &PolicyArgs) -> anyhow::Result<u8> {
