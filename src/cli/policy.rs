@@ -79,7 +79,8 @@ pub struct CheckArgs {
 
     /// Also read the cluster's ClusterPolicies, NVIDIADrivers, MachineConfigs (those writing
     /// modprobe.d / modules-load.d files), MachineConfigPools and the module-parameter
-    /// ConfigMaps, with `kubectl get … -o json` (your kubeconfig and context)
+    /// ConfigMaps, and each node's GPU Operator upgrade state and skip labels, with
+    /// `kubectl get … -o json` (your kubeconfig and context)
     #[arg(long)]
     pub kubectl: bool,
 
@@ -162,7 +163,10 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
             bin: a.kubectl_bin.clone(),
             context: a.context.clone(),
         };
-        match policy::kubectl::read_cluster(&k) {
+        match policy::kubectl::read_cluster(&k).and_then(|(d, mut n)| {
+            n.extend(policy::kubectl::node_upgrade_labels(&k)?);
+            Ok((d, n))
+        }) {
             Ok((d, n)) => {
                 docs.extend(d);
                 notes = n;
