@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use support::slurm::{Slurm, sbin};
+use support::slurm::Slurm;
 use support::{Tmux, fixture, manifest};
 
 fn gpufleet() -> Command {
@@ -163,7 +163,8 @@ fn srun_over_every_slurm_node_collects_json_lines_that_from_merges() {
         ("gpu1", fixture("h100-open-555-k6.6-peermem")),
         ("gpu2", fixture("h200-open-580-k6.18-real")),
     ];
-    // The step picks its node's fixture; gpufleet names the node from $SLURMD_NODENAME.
+    // `gpufleet` on the steps' PATH is a wrapper that gives each node its fixture (its bin/
+    // first on PATH, its root/ as --root); gpufleet names the node from $SLURMD_NODENAME.
     let mut cases = String::new();
     for (node, f) in &fixtures {
         cases.push_str(&format!(
@@ -171,38 +172,50 @@ fn srun_over_every_slurm_node_collects_json_lines_that_from_merges() {
             shlex::try_quote(&f.display().to_string()).unwrap()
         ));
     }
-    let step = format!(
-        "case \"$SLURMD_NODENAME\" in {cases} *) echo \"no fixture for $SLURMD_NODENAME\" >&2; exit 3 ;; esac; \
-         PATH=\"$F/bin:/usr/bin:/bin\" exec {} --config {} snapshot --local --root \"$F/root\" --format jsonl",
-        shlex::try_quote(env!("CARGO_BIN_EXE_gpufleet")).unwrap(),
-        shlex::try_quote(
-            &manifest()
-                .join("config/config.example.toml")
-                .display()
-                .to_string()
-        )
-        .unwrap()
-    );
+    let wrapper_dir = dir.path().join("bin");
+    std::fs::create_dir_all(&wrapper_dir).unwrap();
+    std::fs::write(
+        wrapper_dir.join("gpufleet"),
+        format!(
+            "#!/bin/sh\ncase \"$SLURMD_NODENAME\" in {cases} *) echo \"no fixture for $SLURMD_NODENAME\" >&2; exit 3 ;; esac\n\
+             PATH=\"$F/bin:/usr/bin:/bin\" exec {} --config {} \"$@\" --root \"$F/root\"\n",
+            shlex::try_quote(env!("CARGO_BIN_EXE_gpufleet")).unwrap(),
+            shlex::try_quote(&manifest().join("config/config.example.toml").display().to_string())
+                .unwrap()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(wrapper_dir.join("gpufleet"))
+        .status()
+        .unwrap();
+    // The README's command, as written there: the lines of its "Collect with srun" block up to
+    // the one that writes fleet.jsonl.
+    let readme = std::fs::read_to_string(manifest().join("README.md")).unwrap();
+    let block = readme
+        .split("### Collect with srun")
+        .nth(1)
+        .and_then(|s| s.split("```sh\n").nth(1))
+        .unwrap();
+    let end = block.find("> fleet.jsonl").unwrap() + "> fleet.jsonl".len();
+    let documented = &block[..end];
+    assert!(documented.contains("srun"), "{documented}");
     let collected = dir.path().join("fleet.jsonl");
-    let out = Command::new("srun")
-        .args([
-            "--nodes=2",
-            "--ntasks-per-node=1",
-            "--time=2",
-            "sh",
-            "-c",
-            &step,
-        ])
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("set -e\n{documented}"))
+        .current_dir(dir.path())
         .env("SLURM_CONF", &slurm.conf)
         .env_remove("NODE_NAME")
         .env(
             "PATH",
             format!(
-                "{}:/usr/sbin:/sbin",
+                "{}:{}:/usr/sbin:/sbin",
+                wrapper_dir.display(),
                 std::env::var("PATH").unwrap_or_default()
             ),
         )
-        .stdout(std::fs::File::create(&collected).unwrap())
         .output()
         .unwrap();
     let text = std::fs::read_to_string(&collected).unwrap();
@@ -279,7 +292,6 @@ fn srun_over_every_slurm_node_collects_json_lines_that_from_merges() {
     assert_eq!(out.status.code(), Some(1));
     let csv = String::from_utf8_lossy(&out.stdout);
     assert!(csv.lines().any(|l| l.starts_with("gpu1,migrate")), "{csv}");
-    assert!(sbin("slurmd").exists());
 }
 
 /// `gpufleet tui --from` in a real terminal: the collected nodes, and `R` reads the files again.
