@@ -316,6 +316,8 @@ fn tui_from_shows_collected_nodes_and_rescans_the_files() {
     );
     let t = Tmux::start(&cmd);
     row(&t, "migrate");
+    // Collected snapshots change nothing: the session is read-only.
+    t.wait_for("READ-ONLY");
     // The node is upgraded elsewhere and collected again: R shows the new report.
     let g = fixture("h200-open-580-k6.18-real");
     let out = local(&g, &[], &[("NODE_NAME", "collected-gpu1")]);
@@ -427,4 +429,104 @@ fn kubernetes_manifests_validate_against_the_kubernetes_schemas() {
             || (probe.contains(&format!(" {parent} ")) && probe.contains(&format!(" {leaf}")));
         assert!(read, "{path} is not read by probe.sh");
     }
+}
+
+/// The DaemonSet's container script, as deploy/kubernetes/daemonset.yaml has it, run once on a
+/// fixture node (`/host` → the fixture's root, `/textfile` → a temp folder, the loop once): the
+/// JSON names the node from $NODE_NAME, and the Prometheus file made from it passes promtool.
+#[test]
+fn the_daemonset_script_writes_json_and_prometheus_text_for_node_exporter() {
+    let ds = std::fs::read_to_string(manifest().join("deploy/kubernetes/daemonset.yaml")).unwrap();
+    let body = ds
+        .split("            - |\n")
+        .nth(1)
+        .and_then(|s| s.split("          env:").next())
+        .unwrap();
+    let script: String = body
+        .lines()
+        .map(|l| l.strip_prefix("              ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(script.contains("while :; do"), "{script}");
+    let f = fixture("h100-open-555-k6.6-peermem");
+    let dir = tempfile::tempdir().unwrap();
+    let textfile = dir.path().join("textfile");
+    std::fs::create_dir_all(&textfile).unwrap();
+    let script = script
+        .replace("while :; do", "for once in 1; do")
+        .replace("/host", &f.join("root").display().to_string())
+        .replace("/textfile", &textfile.display().to_string());
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(
+        bin.join("gpufleet"),
+        format!(
+            "#!/bin/sh\nexec {} --config {} \"$@\"\n",
+            shlex::try_quote(env!("CARGO_BIN_EXE_gpufleet")).unwrap(),
+            shlex::try_quote(
+                &manifest()
+                    .join("config/config.example.toml")
+                    .display()
+                    .to_string()
+            )
+            .unwrap()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(bin.join("gpufleet"))
+        .status()
+        .unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .env(
+            "PATH",
+            format!(
+                "{}:{}:/usr/bin:/bin",
+                bin.display(),
+                f.join("bin").display()
+            ),
+        )
+        .env("NODE_NAME", "k8s-gpu-7")
+        .env("GPUFLEET_INTERVAL", "0")
+        .env("GPUFLEET_SSH_CONFIG", "none")
+        .env_remove("GPUFLEET_INVENTORY")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut left: Vec<String> = std::fs::read_dir(&textfile)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["gpufleet.json", "gpufleet.prom"]);
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(textfile.join("gpufleet.json")).unwrap())
+            .unwrap();
+    assert_eq!(names(&json), ["k8s-gpu-7"]);
+    assert_eq!(json["nodes"][0]["status"], "migrate");
+    let prom = std::fs::read_to_string(textfile.join("gpufleet.prom")).unwrap();
+    assert!(
+        prom.contains("gpufleet_node_status{node=\"k8s-gpu-7\",status=\"migrate\"} 1"),
+        "{prom}"
+    );
+    let checked = Command::new("sh")
+        .arg("-c")
+        .arg("promtool check metrics < \"$1\"")
+        .arg("sh")
+        .arg(textfile.join("gpufleet.prom"))
+        .output()
+        .expect("promtool (Debian's prometheus package; .ci/run installs it)");
+    assert!(
+        checked.status.success(),
+        "promtool: {}{}\n{prom}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
 }

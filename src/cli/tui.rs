@@ -63,7 +63,9 @@ pub fn run(s: &Settings, args: &TuiArgs) -> anyhow::Result<u8> {
         Some(_) => None,
         None => s.inventory(&args.scan)?,
     };
-    let read_only_sources = s.read_only(args.read_only, inventory.as_ref());
+    // Collected snapshots (--from) change nothing: the session is read-only.
+    let read_only_sources =
+        s.read_only(args.read_only || !args.from.is_empty(), inventory.as_ref());
     let read_only = crate::actions::permit::WritePermit::new(read_only_sources).is_err();
     let theme_name = args
         .theme
