@@ -33,6 +33,13 @@ if ! pgrep -x munged >/dev/null; then
   $SUDO runuser -u munge -- /usr/sbin/munged
 fi
 munge -n | unmunge >/dev/null
+# kubernetes-validate (PyPI) checks deploy/kubernetes against the Kubernetes schemas offline
+# (tests/collect.rs); kubectl's client-side dry run needs a server for its schemas.
+$SUDO apt-get install -y --no-install-recommends python3-venv
+[ -x target/ci-venv/bin/kubernetes-validate ] || {
+  python3 -m venv target/ci-venv
+  target/ci-venv/bin/pip install --quiet kubernetes-validate==1.37.0
+}
 
 export CARGO_TERM_COLOR=never
 cargo --version
