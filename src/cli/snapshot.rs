@@ -24,7 +24,7 @@ Exit codes:
   2  usage, config or inventory errors
 With --check:
   0  every node is ready
-  1  some node is not ready (no-driver included)
+  1  some node is not ready (no-driver included, unless --allow-no-driver)
   2  some node is unreachable or unknown, or an error
 
 Examples:
@@ -46,6 +46,11 @@ pub struct SnapshotArgs {
     /// unknown
     #[arg(long)]
     pub check: bool,
+
+    /// Table: one line per node (its columns and reason codes; no meanings, evidence or
+    /// summary), for grep and wc -l; implies --format table
+    #[arg(long)]
+    pub brief: bool,
 
     /// With --check: count no-driver nodes as passing (a fleet with CPU nodes)
     #[arg(long, requires = "check")]
@@ -92,11 +97,17 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
     let format = args
         .format
         .map(Format::from)
-        .unwrap_or(if stdout.is_terminal() {
+        .unwrap_or(if stdout.is_terminal() || args.brief {
             Format::Table
         } else {
             Format::Json
         });
+    if args.brief && format != Format::Table {
+        anyhow::bail!(
+            "--brief is for the table format (one line per node), not --format {}",
+            format!("{format:?}").to_lowercase()
+        );
+    }
     let inventory = s.inventory(&args.scan)?;
     let mut file = args
         .output
@@ -108,7 +119,11 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
         None if format == Format::Table => Box::new(anstream::stdout()),
         None => Box::new(stdout.lock()),
     };
-    let mut sink = snapshot::sink(format, out);
+    let mut sink = if args.brief {
+        snapshot::brief_table_sink(out)
+    } else {
+        snapshot::sink(format, out)
+    };
     let nodes = match inventory {
         None => {
             settings.root = Settings::local_root(&args.scan)?;
