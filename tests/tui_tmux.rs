@@ -60,6 +60,8 @@ fn tui_in_a_real_terminal_against_the_real_sshd_fleet() {
     );
 
     tmux.keys(&["Escape"]);
+    // Two ESC bytes read together are one key to the terminal parser: let the first be read.
+    std::thread::sleep(Duration::from_millis(300));
     tmux.keys(&["Escape"]);
     let screen = tmux.wait_for("nodes 3/3");
     assert!(!screen.contains("facts and evidence"));
