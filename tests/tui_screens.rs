@@ -790,3 +790,36 @@ fn compare_marks_changed_cells_added_and_removed_nodes() {
         "{screen}"
     );
 }
+
+/// Issue 13 item 6: after a cancelled rescan, rows it had not reached say `(stale)` (their
+/// report is the last scan's), a node never scanned says `cancelled`, and the top line counts
+/// them.
+#[test]
+fn a_cancelled_rescan_marks_the_rows_it_left_stale() {
+    let mut a = app(false);
+    let names: Vec<String> = a.rows.iter().map(|r| r.name.clone()).collect();
+    a.update(Msg::ScanStarted {
+        generation: 2,
+        names,
+    });
+    let first = a.rows[0].report.clone().unwrap();
+    a.update(Msg::NodeDone {
+        generation: 2,
+        report: Box::new(first.clone()),
+        raw: None,
+    });
+    key(&mut a, KeyCode::Char('x'));
+    let screen = render(&mut a, 160, 20);
+    let stale = a.rows.len() - 2;
+    assert!(screen.contains(&format!("{stale} stale")), "{screen}");
+    assert!(screen.contains("1 not scanned (cancelled)"), "{screen}");
+    assert!(screen.contains("h200-real (stale)"), "{screen}");
+    assert!(
+        !screen.contains(&format!("{} (stale)", first.name)),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("gpu-pending-01") && screen.contains("cancelled"),
+        "{screen}"
+    );
+}
