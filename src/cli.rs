@@ -5,8 +5,8 @@
 //!   the read-only decision; the inventory, probe and SSH settings of a scan.
 //! - `snapshot`, `tui`, `upgrade`, `rollouts` (rollouts, journal, locks, unlock),
 //!   `config_cmd` (`config show`, `paths`), `sim` (`sim`, `demo`), `inventory_list`
-//!   (`inventory list`), `diff`, `completions` (`completions`, `man`), `policy` (`policy check`, `policy generate`): the
-//!   subcommands.
+//!   (`inventory list`), `diff`, `completions` (`completions`, `man`), `policy` (`policy check`, `policy generate`),
+//!   `keys`: the subcommands.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -18,6 +18,7 @@ mod completions;
 mod config_cmd;
 mod diff;
 mod inventory_list;
+mod keys;
 mod policy;
 mod rollouts;
 mod settings;
@@ -97,6 +98,10 @@ pub struct Cli {
     #[arg(long, global = true, env = "GPUFLEET_SSH_CONFIG", value_name = "FILE")]
     pub ssh_config: Option<PathBuf>,
 
+    /// Without a subcommand: `tui`'s flags (`gpufleet [tui] … [--read-only]`)
+    #[command(flatten)]
+    pub tui: TuiArgs,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -155,11 +160,18 @@ pub enum Command {
     /// Print the man page (roff)
     #[command(after_help = completions::MAN_HELP)]
     Man(completions::ManArgs),
+    /// List the TUI's actions (their [keys] names), the keys bound to each after the config
+    /// file's overrides, and what they do
+    #[command(after_help = keys::KEYS_HELP)]
+    Keys(keys::KeysArgs),
 }
 
 /// Parses the process's arguments and runs them; returns the exit code.
 pub fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
+    if let Some(e) = tui::misplaced_flags(&matches) {
+        e.exit();
+    }
     let given = Given::from_matches(&matches);
     match Cli::from_arg_matches(&matches) {
         Ok(cli) => run(cli, given),
@@ -196,8 +208,9 @@ pub fn run(cli: Cli, given: Given) -> ExitCode {
         Some(Command::Diff(a)) => diff::run(&a),
         Some(Command::Completions(a)) => completions::completions(&a),
         Some(Command::Man(a)) => completions::man(&a),
-        None if interactive => tui::run(s, &TuiArgs::default()),
-        None => snapshot::run(s, &SnapshotArgs::default()),
+        Some(Command::Keys(a)) => keys::run(s, &a),
+        None if interactive => tui::run(s, &cli.tui),
+        None => tui::not_a_terminal(s, &cli.tui),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -132,7 +132,7 @@ pub const COLUMNS: [Spec; 18] = [
     Spec {
         min: 6,
         max: 20,
-        priority: 9,
+        priority: 3,
         sort: SortKey::Version,
         ..spec(Column::Kernel, "KERNEL", Some((2, "kernel")))
     },

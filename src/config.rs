@@ -189,18 +189,76 @@ impl Default for SshConfig {
     }
 }
 
-/// `[assessment]`: thresholds of docs/domain.md's rules, as "major.minor" strings.
+/// `[assessment]`: thresholds of docs/domain.md's rules, as "major.minor" text. The config may
+/// give a string (`"5.12"`) or a bare number, read by its raw token (`6.10` is 6.10, not the
+/// float 6.1): see [`version_tokens`].
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AssessmentConfig {
     /// Hard minimum kernel for DMA-BUF RDMA (NVIDIA docs: 5.12).
+    #[serde(deserialize_with = "version_text")]
     pub dmabuf_min_kernel: String,
     /// Advisory kernel guideline (6.0).
+    #[serde(deserialize_with = "version_text")]
     pub kernel_guideline: String,
     /// Lowest compute capability the open modules support (7.5).
+    #[serde(deserialize_with = "version_text")]
     pub open_min_compute_capability: String,
     /// Compute capability from which GPUs require the open modules (10.0).
+    #[serde(deserialize_with = "version_text")]
     pub open_required_compute_capability: String,
+}
+
+/// The `[assessment]` keys that hold versions.
+const VERSION_KEYS: [&str; 4] = [
+    "dmabuf_min_kernel",
+    "kernel_guideline",
+    "open_min_compute_capability",
+    "open_required_compute_capability",
+];
+
+/// A version threshold as text: a string as written, or a number (the float's digits are
+/// replaced by its raw token afterwards, in [`Config::parse`]).
+fn version_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Text {
+        S(String),
+        I(i64),
+        F(f64),
+    }
+    match Text::deserialize(d) {
+        Ok(Text::S(s)) => Ok(s),
+        Ok(Text::I(i)) => Ok(i.to_string()),
+        Ok(Text::F(f)) => Ok(f.to_string()),
+        Err(_) => Err(serde::de::Error::custom(
+            "expected a version such as \"5.12\" (a string or a number)",
+        )),
+    }
+}
+
+/// The raw tokens of the `[assessment]` versions given as bare numbers (`6.10` stays `6.10`:
+/// TOML reads it as the float 6.1), by key.
+fn version_tokens(text: &str) -> Vec<(&'static str, String)> {
+    use toml::de::{DeTable, DeValue};
+    let Ok(doc) = DeTable::parse(text) else {
+        return Vec::new();
+    };
+    let Some((_, table)) = doc
+        .get_ref()
+        .iter()
+        .find(|(k, _)| k.get_ref() == "assessment")
+    else {
+        return Vec::new();
+    };
+    VERSION_KEYS
+        .iter()
+        .filter_map(|key| match table.get_ref().get(*key).map(|v| v.get_ref()) {
+            Some(DeValue::Float(f)) => Some((*key, f.as_str().to_string())),
+            Some(DeValue::Integer(i)) => Some((*key, i.as_str().to_string())),
+            _ => None,
+        })
+        .collect()
 }
 
 impl Default for AssessmentConfig {
@@ -331,6 +389,16 @@ impl Config {
             }
         }
         cfg.source = Some(path.to_path_buf());
+        for (key, token) in version_tokens(text) {
+            let a = &mut cfg.assessment;
+            let field = match key {
+                "dmabuf_min_kernel" => &mut a.dmabuf_min_kernel,
+                "kernel_guideline" => &mut a.kernel_guideline,
+                "open_min_compute_capability" => &mut a.open_min_compute_capability,
+                _ => &mut a.open_required_compute_capability,
+            };
+            *field = token;
+        }
         cfg.thresholds_checked(text, path)?;
         let s = &cfg.ssh;
         let secs = [
@@ -484,6 +552,42 @@ mod tests {
         let e = Config::parse(text, Path::new("c.toml")).unwrap_err().0;
         assert!(
             e.starts_with("c.toml:2:1: unknown field `dmabuf_min_kernle`"),
+            "{e}"
+        );
+    }
+
+    /// Issue 13 item 6: a version threshold is a string (`"5.12"`) or a bare number read by its
+    /// raw token (`6.10` is 6.10, not the float 6.1); anything else is an error at its line.
+    #[test]
+    fn version_thresholds_take_strings_and_numbers_by_their_raw_token() {
+        let text = "[assessment]\ndmabuf_min_kernel = \"5.12\"\nkernel_guideline = 6.10\n\
+                    open_min_compute_capability = 7.5\nopen_required_compute_capability = 10.0\n";
+        let c = Config::parse(text, Path::new("c.toml")).unwrap();
+        let t = c.thresholds();
+        assert_eq!(t.dmabuf_min_kernel.to_string(), "5.12");
+        assert_eq!(t.kernel_guideline.to_string(), "6.10");
+        assert_eq!(t.open_min_compute_capability.to_string(), "7.5");
+        assert_eq!(t.open_required_compute_capability.to_string(), "10.0");
+        assert_eq!(c.assessment.kernel_guideline, "6.10");
+        // 6.1 and 6.10 differ.
+        let c = Config::parse("[assessment]\nkernel_guideline = 6.1\n", Path::new("c")).unwrap();
+        assert_eq!(c.thresholds().kernel_guideline.to_string(), "6.1");
+        assert!(c.thresholds().kernel_guideline < t.kernel_guideline);
+        let e = Config::parse("[assessment]\nkernel_guideline = 6\n", Path::new("c.toml"))
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("c.toml:2:1: [assessment] kernel_guideline: \"6\" is not major.minor"),
+            "{e}"
+        );
+        let e = Config::parse(
+            "[assessment]\nkernel_guideline = true\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .0;
+        assert!(
+            e.contains("c.toml:2:") && e.contains("expected a version such as"),
             "{e}"
         );
     }

@@ -118,6 +118,9 @@ fn render(app: &mut App, w: u16, h: u16) -> String {
     if app.mode == gpufleet::app::Mode::Detail {
         app.detail_max = drawn.detail_max;
     }
+    if app.mode == gpufleet::app::Mode::Help {
+        app.help_max = drawn.help_max;
+    }
     format!("{}", term.backend())
 }
 
@@ -185,6 +188,19 @@ fn filter_by_status() {
     );
 }
 
+/// An unknown filter key is said in the filter bar (and the table), not silently matched as text.
+#[test]
+fn an_unknown_filter_key_is_an_error_in_the_filter_bar() {
+    let mut a = app(false);
+    key(&mut a, KeyCode::Char('/'));
+    typed(&mut a, "stauts:ready");
+    let screen = render(&mut a, 160, 16);
+    assert!(screen.contains("unknown filter key `stauts:`"), "{screen}");
+    assert!(screen.contains("did you mean `status:`?"), "{screen}");
+    assert!(screen.contains("filter error:"), "{screen}");
+    assert!(a.view.is_empty());
+}
+
 #[test]
 fn help_overlay_comes_from_the_keymap() {
     let mut a = app(false);
@@ -203,7 +219,14 @@ fn read_only_badge() {
 #[test]
 fn small_terminal_80x24() {
     let mut a = app(false);
-    insta::assert_snapshot!("matrix-80x24", render(&mut a, 80, 24));
+    let screen = render(&mut a, 80, 24);
+    // Issue 13 item 6: at 80 columns the kernel stays visible (with module and reasons).
+    let header = screen.lines().nth(3).unwrap();
+    for title in ["NODE", "STATUS", "MODULE", "KERNEL", "REASONS"] {
+        assert!(header.contains(title), "{title} missing:\n{screen}");
+    }
+    assert!(screen.contains("5.15."), "{screen}");
+    insta::assert_snapshot!("matrix-80x24", screen);
 }
 
 #[test]
@@ -254,14 +277,54 @@ fn grouped_by_label() {
         KeyModifiers::NONE,
     )));
     assert_eq!(a.group_by.as_deref(), Some("rack"));
-    let screen = render(&mut a, 160, 16);
+    let screen = render(&mut a, 160, 20);
+    // Issue 13 item 6: a header row per group, with its node count per status.
+    let lines: Vec<&str> = screen.lines().collect();
+    let at = |text: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(text))
+            .unwrap_or_else(|| panic!("{text:?} missing:\n{screen}"))
+    };
+    let r1 = at("▸ rack r1 · 1 node · 1 migrate");
+    let r2 = at("▸ rack r2 · 1 node · ");
+    let none = at(&format!("▸ rack (not set) · {} nodes · ", a.rows.len() - 2));
     assert!(
-        screen.contains("r1 │ ◆ a100-proprietary-535-k5.15-peermem"),
+        lines[r1 + 1].contains("◆ a100-proprietary-535-k5.15-peermem"),
         "{screen}"
     );
     assert!(
-        screen.contains("r2 │ a100-proprietary-535-rhel8-k4.18"),
+        lines[r2 + 1].contains("a100-proprietary-535-rhel8-k4.18"),
         "{screen}"
+    );
+    assert!(r1 < r2 && r2 + 1 < none, "{screen}");
+    assert!(lines[none].contains("1 pending"), "{screen}");
+    insta::assert_snapshot!("grouped-by-label", screen);
+    // Clicking a header row selects nothing; clicking the row under it selects that node.
+    let mut term = Terminal::new(TestBackend::new(160, 20)).unwrap();
+    let mut drawn = ui::Drawn::default();
+    term.draw(|f| drawn = ui::draw(f, &a, &Theme::default()))
+        .unwrap();
+    a.body_rows = drawn.body_rows.clone();
+    a.offset = drawn.offset;
+    a.body_y = drawn.body_y;
+    let click = |a: &mut App, y: usize| {
+        a.update(Msg::Mouse(ratatui::crossterm::event::MouseEvent {
+            kind: ratatui::crossterm::event::MouseEventKind::Down(
+                ratatui::crossterm::event::MouseButton::Left,
+            ),
+            column: 10,
+            row: y as u16,
+            modifiers: KeyModifiers::NONE,
+        }));
+    };
+    let before = a.selected;
+    click(&mut a, r2);
+    assert_eq!(a.selected, before);
+    click(&mut a, r2 + 1);
+    assert_eq!(
+        a.rows[a.view[a.selected]].name,
+        "a100-proprietary-535-rhel8-k4.18"
     );
     // Groups are contiguous: r1, then r2, then nodes without the label.
     let order: Vec<String> = a
@@ -484,7 +547,7 @@ fn closing_the_detail_pane_brings_back_the_rows_above() {
 }
 
 #[test]
-fn a_cell_cut_to_its_column_ends_in_a_tilde() {
+fn a_cell_cut_to_its_column_ends_in_an_ellipsis() {
     // Two names alike in the first 40 characters (the NODE column's maximum).
     let stem = "gpu-rack07-row3-sxm-a100-80gb-ib-hdr-200-node-";
     let mut rows = Vec::new();
@@ -514,7 +577,7 @@ fn a_cell_cut_to_its_column_ends_in_a_tilde() {
     }
     a.ensure_view();
     let screen = render(&mut a, 160, 10);
-    let cut = format!("{}~", &stem[..39]);
+    let cut = format!("{}…", &stem[..39]);
     assert_eq!(screen.matches(&cut).count(), 2, "{screen}");
     assert!(!screen.contains("el9_"), "{screen}");
 }
@@ -588,4 +651,214 @@ fn gpu_operator_upgrade_column_only_when_a_node_has_the_labels() {
     assert!(row(&a.rows[1].name).contains("drain-required"));
     assert!(row(&a.rows[2].name).contains("skip"));
     assert!(!screen.contains('\u{1b}'));
+}
+
+/// Issue 13 item 6: the help overlay scrolls (on a short terminal its last lines come into
+/// view with `j` / `G`, and it stops at the end).
+#[test]
+fn the_help_overlay_scrolls() {
+    let mut a = app(false);
+    key(&mut a, KeyCode::Char('?'));
+    let first = render(&mut a, 100, 20);
+    assert!(first.contains("j/k scroll"), "{first}");
+    assert!(first.contains("quit gpufleet"), "{first}");
+    assert!(!first.contains("no NVIDIA module loaded"), "{first}");
+    key(&mut a, KeyCode::Char('G'));
+    let end = render(&mut a, 100, 20);
+    assert!(!end.contains("quit gpufleet"), "{end}");
+    // The last status of the legend (ready) is on screen at the end.
+    assert!(end.contains("ready "), "{end}");
+    let bottom = a.detail_scroll;
+    assert!(bottom > 0 && bottom < 100, "{bottom}");
+    key(&mut a, KeyCode::Char('j'));
+    render(&mut a, 100, 20);
+    assert_eq!(a.detail_scroll, bottom, "it stops at the end");
+    key(&mut a, KeyCode::Char('g'));
+    let top = render(&mut a, 100, 20);
+    assert_eq!(top, first);
+    // j scrolls one line: the first key line leaves the screen.
+    key(&mut a, KeyCode::Char('j'));
+    let one = render(&mut a, 100, 20);
+    assert!(!one.contains("quit gpufleet"), "{one}");
+}
+
+/// Issue 13 item 6: with the detail pane open, `g` / `G` go to the top / bottom of the pane
+/// (not the first / last node) and `n` / `p` go to the next / previous node, the pane open.
+#[test]
+fn in_the_detail_pane_g_moves_in_the_pane_and_n_p_change_node() {
+    let mut a = app(false);
+    let pos = a
+        .view
+        .iter()
+        .position(|&i| a.rows[i].name == "h200-real")
+        .unwrap();
+    a.selected = pos;
+    key(&mut a, KeyCode::Enter);
+    render(&mut a, 160, 45);
+    key(&mut a, KeyCode::Char('G'));
+    let screen = render(&mut a, 160, 45);
+    assert_eq!(a.selected, pos, "G stays on the node");
+    assert!(a.detail_scroll > 0 && a.detail_scroll == a.detail_max);
+    assert!(screen.contains("meta complete"), "{screen}");
+    key(&mut a, KeyCode::Char('g'));
+    render(&mut a, 160, 45);
+    assert_eq!((a.selected, a.detail_scroll), (pos, 0));
+    key(&mut a, KeyCode::Char('n'));
+    let screen = render(&mut a, 160, 45);
+    assert_eq!(a.selected, pos + 1);
+    assert_eq!(a.mode, gpufleet::app::Mode::Detail);
+    let next = a.rows[a.view[pos + 1]].name.clone();
+    assert!(
+        screen.contains(&format!("{next} ·")) || screen.contains(&next),
+        "{screen}"
+    );
+    key(&mut a, KeyCode::Char('p'));
+    key(&mut a, KeyCode::Char('p'));
+    render(&mut a, 160, 45);
+    assert_eq!(a.selected, pos - 1);
+    assert_eq!(a.mode, gpufleet::app::Mode::Detail);
+}
+
+/// Issue 13 item 6: in the high-contrast theme the selected row is black on white in every
+/// cell, whatever the cell's own colours (reversed, each cell kept its own colours, swapped).
+#[test]
+fn the_high_contrast_selected_row_is_black_on_white() {
+    use ratatui::style::Color;
+    let a = app(false);
+    let theme = Theme::resolve("high-contrast", None, false).unwrap();
+    let mut term = Terminal::new(TestBackend::new(160, 20)).unwrap();
+    term.draw(|f| {
+        ui::draw(f, &a, &theme);
+    })
+    .unwrap();
+    let buf = term.backend().buffer().clone();
+    let y = (0..20)
+        .find(|y| buf[(0, *y)].symbol() == "▌")
+        .expect("a selected row");
+    let row: String = (0..160).map(|x| buf[(x, y)].symbol()).collect();
+    // The row holds a warn cell (migrate, proprietary) and a loaded peermem.
+    assert!(
+        row.contains("migrate") && row.contains("proprietary"),
+        "{row}"
+    );
+    for x in 0..160 {
+        let c = &buf[(x, y)];
+        assert_eq!(
+            (c.fg, c.bg),
+            (Color::Black, Color::White),
+            "column {x} of {row}"
+        );
+    }
+}
+
+/// `tui --compare OLD.json`: changed cells take the `changed` role (per node, per column, from
+/// `diff::compare`), changed nodes get `*`, added ones `+`, and the legend counts them and names
+/// the removed ones; the detail pane says old → new.
+#[test]
+fn compare_marks_changed_cells_added_and_removed_nodes() {
+    let mut a = app(false);
+    let mut old = fixture_reports();
+    let a100 = "a100-proprietary-535-k5.15-peermem";
+    let k = old.iter_mut().find(|r| r.name == a100).unwrap();
+    k.kernel.as_mut().unwrap().release = Some("5.15.0-99-generic".into());
+    old.retain(|r| r.name != "cpu-node-no-driver-k6.8");
+    let mut gone = old[0].clone();
+    gone.name = "gpu-gone-07".into();
+    old.push(gone);
+    a.compare = Some(gpufleet::app::Compare::new(
+        "yesterday.json".into(),
+        old,
+        &a.rows,
+    ));
+    // The results come in (again) with the comparison on.
+    let now: Vec<NodeReport> = a.rows.iter().filter_map(|r| r.report.clone()).collect();
+    a.progress.done = 0;
+    for r in now {
+        a.update(Msg::NodeDone {
+            generation: 1,
+            report: Box::new(r),
+            raw: None,
+        });
+    }
+    a.ensure_view();
+    let theme = Theme::default();
+    let mut term = Terminal::new(TestBackend::new(160, 20)).unwrap();
+    term.draw(|f| {
+        ui::draw(f, &a, &theme);
+    })
+    .unwrap();
+    let screen = format!("{}", term.backend());
+    // h200-real is not in the fixtures' old snapshot either: added, as the CPU node.
+    assert!(
+        screen.contains("against yesterday.json")
+            && screen.contains("1 changed, 2 added, 1 removed: gpu-gone-07"),
+        "{screen}"
+    );
+    assert!(screen.contains(&format!("◆ * {a100}")), "{screen}");
+    assert!(screen.contains("+ cpu-node-no-driver-k6.8"), "{screen}");
+    // The changed cell (the kernel) has the role's background; its neighbours do not.
+    let buf = term.backend().buffer().clone();
+    let (kx, ky) = find(&term, "5.15.0-105-generic");
+    let changed = theme.role(Role::Changed).bg.unwrap();
+    let (dx, dy) = find(&term, "h100-open-555-k6.6-peermem");
+    assert_ne!(buf[(dx, dy)].bg, changed);
+    // The a100 row starts selected (the selection's style covers the row): select another.
+    assert_eq!(ky, find(&term, a100).1);
+    a.selected = a
+        .view
+        .iter()
+        .position(|&i| a.rows[i].name == "h100-open-555-k6.6-peermem")
+        .unwrap();
+    term.draw(|f| {
+        ui::draw(f, &a, &theme);
+    })
+    .unwrap();
+    let buf = term.backend().buffer().clone();
+    assert_eq!(buf[(kx, ky)].bg, changed, "the changed kernel cell");
+    assert_ne!(buf[(kx, ky + 1)].bg, changed, "the next node's kernel cell");
+    let (mx, my) = find(&term, "proprietary  535.183.01");
+    assert_eq!(my, ky);
+    assert_ne!(buf[(mx, my)].bg, changed, "the unchanged module cell");
+    insta::assert_snapshot!("compare", format!("{}", term.backend()));
+    // The detail pane of the changed node says old → new.
+    a.selected = a.view.iter().position(|&i| a.rows[i].name == a100).unwrap();
+    key(&mut a, KeyCode::Enter);
+    let screen = render(&mut a, 160, 45);
+    assert!(
+        screen.contains("changed kernel: 5.15.0-99-generic → 5.15.0-105-generic"),
+        "{screen}"
+    );
+}
+
+/// Issue 13 item 6: after a cancelled rescan, rows it had not reached say `(stale)` (their
+/// report is the last scan's), a node never scanned says `cancelled`, and the top line counts
+/// them.
+#[test]
+fn a_cancelled_rescan_marks_the_rows_it_left_stale() {
+    let mut a = app(false);
+    let names: Vec<String> = a.rows.iter().map(|r| r.name.clone()).collect();
+    a.update(Msg::ScanStarted {
+        generation: 2,
+        names,
+    });
+    let first = a.rows[0].report.clone().unwrap();
+    a.update(Msg::NodeDone {
+        generation: 2,
+        report: Box::new(first.clone()),
+        raw: None,
+    });
+    key(&mut a, KeyCode::Char('x'));
+    let screen = render(&mut a, 160, 20);
+    let stale = a.rows.len() - 2;
+    assert!(screen.contains(&format!("{stale} stale")), "{screen}");
+    assert!(screen.contains("1 not scanned (cancelled)"), "{screen}");
+    assert!(screen.contains("h200-real (stale)"), "{screen}");
+    assert!(
+        !screen.contains(&format!("{} (stale)", first.name)),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("gpu-pending-01") && screen.contains("cancelled"),
+        "{screen}"
+    );
 }

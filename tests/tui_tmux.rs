@@ -37,7 +37,9 @@ fn tui_in_a_real_terminal_against_the_real_sshd_fleet() {
         "1 no-driver",
         "a100-proprietary-535-k5.15-peermem",
         "loaded+boot",
-        "1x NVIDIA H200",
+        // The kernel (issue 13: it stays at 80 columns) is in; at 160 columns with these long
+        // node names the GPU model is the column left out (the detail pane has it).
+        "6.18.",
     ] {
         assert!(screen.contains(want), "{want:?} missing:\n{screen}");
     }
@@ -58,6 +60,8 @@ fn tui_in_a_real_terminal_against_the_real_sshd_fleet() {
     );
 
     tmux.keys(&["Escape"]);
+    // Two ESC bytes read together are one key to the terminal parser: let the first be read.
+    std::thread::sleep(Duration::from_millis(300));
     tmux.keys(&["Escape"]);
     let screen = tmux.wait_for("nodes 3/3");
     assert!(!screen.contains("facts and evidence"));
@@ -201,5 +205,114 @@ fn sigterm_and_resize_restore_the_terminal() {
     assert!(
         !screen.contains("scanned 1/1"),
         "the alternate screen is gone:\n{screen}"
+    );
+}
+
+/// Plain `gpufleet` takes every `tui` flag (the README's `gpufleet [tui] … [--read-only]`): in a
+/// terminal it is the TUI with those flags; piped, it is a snapshot of the same node.
+#[test]
+fn plain_gpufleet_accepts_the_tui_flags() {
+    let root = fixture("h200-open-580-k6.18-real").join("root");
+    let dir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "env -i PATH=/usr/bin:/bin TERM=xterm-256color HOME={home} {bin} --local --root {root} \
+         --read-only --theme high-contrast --refresh 600 --nvidia-smi-timeout 1; echo EXITED-$?; sleep 30",
+        home = dir.path().display(),
+        bin = env!("CARGO_BIN_EXE_gpufleet"),
+        root = root.display(),
+    );
+    let tmux = Tmux::start(&command);
+    let screen = tmux.wait_for("READ-ONLY");
+    assert!(screen.contains("gpufleet"), "{screen}");
+    tmux.keys(&["q"]);
+    tmux.wait_for("EXITED-0");
+
+    // Piped: the same flags, a JSON snapshot of this one node.
+    let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args([
+            "--local",
+            "--read-only",
+            "--theme",
+            "light",
+            "--refresh",
+            "5",
+        ])
+        .args(["--nvidia-smi-timeout", "1", "--root"])
+        .arg(&root)
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["nodes"].as_array().unwrap().len(), 1);
+    // A subcommand still rejects them, and a misspelt flag is still an error.
+    for args in [&["--read-only", "snapshot"][..], &["--read-onyl"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(args)
+            .env("HOME", dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    }
+}
+
+/// `gpufleet tui --compare OLD.json` in a real terminal: the legend, the changed node's mark,
+/// and a clear error for a file that is not a snapshot.
+#[test]
+fn tui_compare_against_an_old_snapshot() {
+    let f = fixture("a100-proprietary-535-k5.15-peermem");
+    let dir = tempfile::tempdir().unwrap();
+    let path = format!("{}:/usr/bin:/bin", f.join("bin").display());
+    let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args([
+            "snapshot",
+            "--format",
+            "json",
+            "--nvidia-smi-timeout",
+            "1",
+            "--root",
+        ])
+        .arg(f.join("root"))
+        .env("HOME", dir.path())
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let mut doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let name = doc["nodes"][0]["name"].as_str().unwrap().to_string();
+    doc["nodes"][0]["kernel"]["release"] = "5.15.0-99-generic".into();
+    let mut gone = doc["nodes"][0].clone();
+    gone["name"] = "gpu-gone-07".into();
+    doc["nodes"].as_array_mut().unwrap().push(gone);
+    let old = dir.path().join("old.json");
+    std::fs::write(&old, serde_json::to_string(&doc).unwrap()).unwrap();
+    let command = format!(
+        "env -i PATH={path} TERM=xterm-256color HOME={home} {bin} tui --local --root {root} \
+         --nvidia-smi-timeout 1 --compare {old}; echo EXITED-$?; sleep 30",
+        home = dir.path().display(),
+        bin = env!("CARGO_BIN_EXE_gpufleet"),
+        root = f.join("root").display(),
+        old = old.display(),
+    );
+    let tmux = Tmux::start(&command);
+    let screen = tmux.wait_for("1 changed, 0 added, 1 removed: gpu-gone-07");
+    assert!(screen.contains(&format!("* {name}")), "{screen}");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("changed kernel: 5.15.0-99-generic → ");
+    tmux.keys(&["q"]);
+    tmux.wait_for("EXITED-0");
+
+    // Not a snapshot: said, with the file, before the screen is taken.
+    std::fs::write(&old, "{\"nodes\": 3}\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["tui", "--local", "--compare"])
+        .arg(&old)
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--compare ") && err.contains("old.json"),
+        "{err}"
     );
 }

@@ -30,8 +30,10 @@ actions! {
     Up = "up", "previous node (scroll up in the detail pane)", ["k", "up"];
     PageDown = "page-down", "one page down", ["pagedown", "ctrl-d"];
     PageUp = "page-up", "one page up", ["pageup", "ctrl-u"];
-    Top = "top", "first node", ["g", "home"];
-    Bottom = "bottom", "last node", ["G", "end"];
+    Top = "top", "first node (top of the detail pane)", ["g", "home"];
+    Bottom = "bottom", "last node (bottom of the detail pane)", ["G", "end"];
+    NextNode = "next-node", "next node, the detail pane staying open", ["n"];
+    PrevNode = "prev-node", "previous node, the detail pane staying open", ["p"];
     SortNext = "sort-next", "sort by the next column", ["s", "right"];
     SortPrev = "sort-prev", "sort by the previous column", ["left"];
     SortReverse = "sort-reverse", "reverse the sort order", ["S"];
@@ -265,6 +267,31 @@ impl Keymap {
             .iter()
             .copied()
             .filter(|a| self.by_action.get(a).is_some_and(|k| !k.is_empty()))
+    }
+}
+
+/// One line of `gpufleet keys`: an action's `[keys]` name, its keys (`j, down`; empty when
+/// unbound), whether it changes nodes, and what it does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLine {
+    pub action: &'static str,
+    pub keys: String,
+    pub write: bool,
+    pub help: &'static str,
+}
+
+impl Keymap {
+    /// Every action, in help order, with its keys in this keymap (for `gpufleet keys`).
+    pub fn listing(&self) -> Vec<KeyLine> {
+        Action::ALL
+            .iter()
+            .map(|a| KeyLine {
+                action: a.name(),
+                keys: self.keys_of(*a),
+                write: a.is_write(),
+                help: a.help(),
+            })
+            .collect()
     }
 }
 

@@ -30,6 +30,9 @@ pub enum Probe {
     Running,
     /// The report is in.
     Done,
+    /// The scan was cancelled before this node's result came: its report, if any, is from an
+    /// earlier scan (stale), else it was never scanned.
+    Cancelled,
 }
 
 /// A probe's raw output as the detail pane shows it: its sections (parsed once, when the
@@ -68,6 +71,56 @@ pub struct Row {
     pub cells: Vec<String>,
     /// Marked for an upgrade.
     pub marked: bool,
+    /// How the report differs from the `--compare` snapshot (`None`: no comparison, no report
+    /// yet, or nothing changed).
+    pub diff: Option<RowDiff>,
+}
+
+/// A row against the `--compare` snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowDiff {
+    /// The old snapshot does not have this node.
+    Added,
+    /// What changed ([`crate::diff::NodeDiff::columns`] gives the changed cells).
+    Changed(crate::diff::NodeDiff),
+}
+
+/// The snapshot `--compare` reads, by node name, and the nodes it has that the matrix does
+/// not (removed since).
+#[derive(Debug, Clone)]
+pub struct Compare {
+    /// The file, as given (shown in the legend).
+    pub source: String,
+    old: std::collections::HashMap<String, NodeReport>,
+    /// Nodes of the old snapshot not in the matrix, in its order.
+    pub removed: Vec<String>,
+}
+
+impl Compare {
+    /// The comparison with `old` (a snapshot's nodes) for a matrix of `rows`.
+    pub fn new(source: String, old: Vec<NodeReport>, rows: &[Row]) -> Compare {
+        let names: std::collections::HashSet<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        let removed = old
+            .iter()
+            .filter(|n| !names.contains(n.name.as_str()))
+            .map(|n| n.name.clone())
+            .collect();
+        Compare {
+            source,
+            old: old.into_iter().map(|n| (n.name.clone(), n)).collect(),
+            removed,
+        }
+    }
+
+    /// How `new` differs from the old snapshot's node of the same name, through
+    /// [`crate::diff::compare`].
+    pub fn of(&self, new: &NodeReport) -> Option<RowDiff> {
+        let Some(old) = self.old.get(&new.name) else {
+            return Some(RowDiff::Added);
+        };
+        let d = crate::diff::compare(std::slice::from_ref(old), std::slice::from_ref(new));
+        d.node(&new.name).cloned().map(RowDiff::Changed)
+    }
 }
 
 impl Row {
@@ -82,6 +135,7 @@ impl Row {
             raw: None,
             cells: Vec::new(),
             marked: false,
+            diff: None,
         }
         .refreshed()
     }
@@ -98,6 +152,20 @@ impl Row {
 
     pub fn status(&self) -> Option<NodeStatus> {
         self.report.as_ref().map(|r| r.status)
+    }
+
+    /// The report is left over from an earlier scan: the last one was cancelled before this
+    /// node's result came.
+    pub fn stale(&self) -> bool {
+        self.probe == Probe::Cancelled && self.report.is_some()
+    }
+
+    /// Whether the cell of column `c` differs from the `--compare` snapshot.
+    pub fn changed(&self, c: Column) -> bool {
+        match &self.diff {
+            Some(RowDiff::Changed(d)) => d.columns().contains(&crate::diff::ColumnKey(c)),
+            _ => false,
+        }
     }
 }
 
@@ -228,6 +296,8 @@ pub struct App {
     pub descending: bool,
     /// The applied filter.
     pub filter: String,
+    /// Why the applied filter is invalid (an unknown key or value); it then shows no row.
+    pub filter_error: Option<String>,
     /// The filter being typed.
     pub input: String,
     /// The filter in force when typing began: Esc goes back to it.
@@ -247,6 +317,9 @@ pub struct App {
     pub page: usize,
     /// First visible position in `view` (kept by the UI, used for mouse hits).
     pub offset: usize,
+    /// The view position on each table body line from the last draw (`None` on a group's
+    /// header row); empty before the first draw.
+    pub body_rows: Vec<Option<usize>>,
     /// Frames drawn while scanning (spinner).
     pub spin: usize,
     /// Where the last draw put the header cells: (column, x start, x end), and its screen row.
@@ -262,6 +335,8 @@ pub struct App {
     pub source: String,
     /// The upgrade waiting for confirmation.
     pub confirm: Option<Confirm>,
+    /// `--compare OLD.json`: the snapshot changed cells are marked against.
+    pub compare: Option<Compare>,
     /// An upgrade is running.
     pub upgrading: bool,
     /// The last lines of the running or last upgrade.
@@ -270,6 +345,8 @@ pub struct App {
     pub quit_armed: bool,
     /// How far the detail pane can scroll (from the last draw).
     pub detail_max: u16,
+    /// How far the help overlay can scroll (from the last draw).
+    pub help_max: u16,
     /// The status line as of the last tick, and for how many ticks it has stood: messages
     /// clear themselves after about 10 s (not while an upgrade runs).
     message_seen: Option<String>,
@@ -288,14 +365,23 @@ fn compute_cell(row: &Row, c: Column) -> String {
         let cell = crate::columns::operator_upgrade_cell(&row.labels);
         return crate::snapshot::clip(&screen_safe(&cell), 64);
     }
-    if c == Column::Node && row.marked {
-        return format!("✓ {}", screen_safe(&row.name));
+    if c == Column::Node {
+        let mark = if row.marked { "✓ " } else { "" };
+        // Against --compare's snapshot: `+` a node it lacks, `*` one that changed.
+        let diff = match row.diff {
+            Some(RowDiff::Added) => "+ ",
+            Some(RowDiff::Changed(_)) => "* ",
+            None => "",
+        };
+        let stale = if row.stale() { " (stale)" } else { "" };
+        return format!("{mark}{diff}{}{stale}", screen_safe(&row.name));
     }
     let Some(r) = &row.report else {
         return match c {
             Column::Node => screen_safe(&row.name).into_owned(),
             Column::Status => match row.probe {
                 Probe::Running => "probing".into(),
+                Probe::Cancelled => "cancelled".into(),
                 _ => "pending".into(),
             },
             _ => String::new(),
@@ -304,41 +390,138 @@ fn compute_cell(row: &Row, c: Column) -> String {
     crate::snapshot::clip(&screen_safe(&c.display(r)), 64)
 }
 
-/// Whether `row` passes every term of `filter` (space-separated, all must match).
-/// Terms: `status:S`, `flavor:F` (or `module:`), `label:K`, `label:K=V`, `group:G`, `reason:C`,
-/// `canary` / `label:canary`, else a case-insensitive substring of the node, kernel, driver
-/// or GPU model.
-pub fn matches(row: &Row, filter: &str) -> bool {
-    filter.split_whitespace().all(|term| {
-        let t = term.to_ascii_lowercase();
-        let (key, val) = t.split_once(':').unwrap_or(("", t.as_str()));
-        let report = row.report.as_ref();
-        match key {
-            "status" => {
-                row.status().is_some_and(|s| s.as_str().starts_with(val))
-                    || (val == "pending" && row.report.is_none())
-            }
-            "flavor" | "module" => report
-                .and_then(|r| r.driver.as_ref())
-                .is_some_and(|d| d.flavor.as_str().starts_with(val)),
-            "label" => match val.split_once('=') {
-                Some((k, v)) => row.labels.get(k).is_some_and(|x| x.eq_ignore_ascii_case(v)),
-                None => {
-                    row.labels.contains_key(val)
-                        || row.labels.values().any(|v| v.eq_ignore_ascii_case(val))
-                        || (val == "canary" && row.canary)
-                }
-            },
-            "group" => row.groups.iter().any(|g| g.eq_ignore_ascii_case(val)),
-            "reason" => {
-                report.is_some_and(|r| r.reasons.iter().any(|x| x.code.as_str().contains(val)))
-            }
-            _ if t == "canary" => row.canary,
-            _ => [Column::Node, Column::Kernel, Column::Driver, Column::Gpus]
-                .iter()
-                .any(|c| cell(row, *c).to_ascii_lowercase().contains(&t)),
+/// One term of a filter: a key (`status`, `flavor`, `label`, `group`, `reason`, or `""` for
+/// free text), its values (any one may match: `status:migrate,blocked`), and `!` before it
+/// (none may match).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    pub negated: bool,
+    pub key: &'static str,
+    pub values: Vec<String>,
+}
+
+/// The filter keys, their aliases and what each one's values may be (for errors).
+const FILTER_KEYS: [(&str, &str); 6] = [
+    ("status", "status"),
+    ("flavor", "flavor"),
+    ("module", "flavor"),
+    ("label", "label"),
+    ("group", "group"),
+    ("reason", "reason"),
+];
+
+const FLAVORS: [&str; 4] = ["open", "proprietary", "none", "unknown"];
+
+/// Parses a filter: space-separated terms, all of which must hold. A term is `key:v1,v2` (any
+/// value), `!key:v` (none), a free word (a case-insensitive substring of the node, kernel,
+/// driver or GPU model; `!word` for none), or `canary`. Keys: `status:S` (a status or a prefix
+/// of one, or `pending`), `flavor:F` / `module:F` (open, proprietary, none, unknown, or a
+/// prefix), `label:K` / `label:K=V` (`label:canary` is the inventory's canary flag too),
+/// `group:G`, `reason:C` (part of a reason code).
+///
+/// Errors: an unknown key, or a status, flavour or reason that names none (with "did you
+/// mean" where one is close), or an empty value.
+pub fn parse_filter(filter: &str) -> Result<Vec<Term>, String> {
+    let mut out = Vec::new();
+    for raw in filter.split_whitespace() {
+        let t = raw.to_ascii_lowercase();
+        let (negated, t) = match t.strip_prefix('!') {
+            Some(rest) => (true, rest.to_string()),
+            None => (false, t),
+        };
+        if t.is_empty() {
+            return Err("`!` needs a term after it (`!status:ready`)".into());
         }
-    })
+        let Some((key, vals)) = t.split_once(':') else {
+            let key = if t == "canary" { "canary" } else { "" };
+            out.push(Term {
+                negated,
+                key,
+                values: vec![t],
+            });
+            continue;
+        };
+        let Some(&(_, key)) = FILTER_KEYS.iter().find(|(k, _)| *k == key) else {
+            let hint = crate::diag::closest(key, FILTER_KEYS.iter().map(|(k, _)| *k))
+                .map(|s| format!("; did you mean `{s}:`?"))
+                .unwrap_or_default();
+            return Err(format!(
+                "unknown filter key `{key}:` (status: flavor: label: group: reason:){hint}"
+            ));
+        };
+        let values: Vec<String> = vals.split(',').map(str::to_string).collect();
+        for v in &values {
+            if v.is_empty() {
+                return Err(format!("`{raw}`: a value is missing after `{key}:`"));
+            }
+            let known: Vec<&str> = match key {
+                "status" => NodeStatus::ALL
+                    .iter()
+                    .map(|s| s.as_str())
+                    .chain(["pending"])
+                    .collect(),
+                "flavor" => FLAVORS.to_vec(),
+                "reason" => crate::model::Code::ALL.iter().map(|c| c.as_str()).collect(),
+                _ => continue,
+            };
+            let ok = match key {
+                "reason" => known.iter().any(|k| k.contains(v.as_str())),
+                _ => known.iter().any(|k| k.starts_with(v.as_str())),
+            };
+            if !ok {
+                let hint = crate::diag::closest(v, known.iter().copied())
+                    .map(|s| format!("; did you mean `{s}`?"))
+                    .unwrap_or_default();
+                return Err(format!("no {key} `{v}`{hint}"));
+            }
+        }
+        out.push(Term {
+            negated,
+            key,
+            values,
+        });
+    }
+    Ok(out)
+}
+
+/// Whether `row` passes `filter` (see [`parse_filter`]); an invalid filter passes no row.
+pub fn matches(row: &Row, filter: &str) -> bool {
+    parse_filter(filter).is_ok_and(|terms| matches_terms(row, &terms))
+}
+
+/// Whether `row` passes every term.
+pub fn matches_terms(row: &Row, terms: &[Term]) -> bool {
+    terms
+        .iter()
+        .all(|t| t.values.iter().any(|v| term_matches(row, t.key, v)) != t.negated)
+}
+
+fn term_matches(row: &Row, key: &str, val: &str) -> bool {
+    let report = row.report.as_ref();
+    match key {
+        "status" => {
+            row.status().is_some_and(|s| s.as_str().starts_with(val))
+                || (val == "pending" && row.report.is_none())
+        }
+        "flavor" => report
+            .and_then(|r| r.driver.as_ref())
+            .is_some_and(|d| d.flavor.as_str().starts_with(val)),
+        "label" => match val.split_once('=') {
+            Some((k, v)) => row.labels.get(k).is_some_and(|x| x.eq_ignore_ascii_case(v)),
+            None => {
+                row.labels.contains_key(val)
+                    || row.labels.values().any(|v| v.eq_ignore_ascii_case(val))
+                    || (val == "canary" && row.canary)
+            }
+        },
+        "group" => row.groups.iter().any(|g| g.eq_ignore_ascii_case(val)),
+        "reason" => report.is_some_and(|r| r.reasons.iter().any(|x| x.code.as_str().contains(val))),
+        "canary" if val == "canary" => row.canary,
+        "canary" => false,
+        _ => [Column::Node, Column::Kernel, Column::Driver, Column::Gpus]
+            .iter()
+            .any(|c| cell(row, *c).to_ascii_lowercase().contains(val)),
+    }
 }
 
 impl App {
@@ -351,6 +534,7 @@ impl App {
             sort: Column::Status,
             descending: false,
             filter: String::new(),
+            filter_error: None,
             input: String::new(),
             filter_before: String::new(),
             group_by: None,
@@ -363,6 +547,7 @@ impl App {
             detail_scroll: 0,
             page: 10,
             offset: 0,
+            body_rows: Vec::new(),
             spin: 0,
             header_hits: Vec::new(),
             header_y: 0,
@@ -371,10 +556,12 @@ impl App {
             index: std::collections::HashMap::new(),
             source,
             confirm: None,
+            compare: None,
             upgrading: false,
             upgrade_log: Vec::new(),
             quit_armed: false,
             detail_max: u16::MAX,
+            help_max: u16::MAX,
             message_seen: None,
             message_age: 0,
         };
@@ -441,9 +628,14 @@ impl App {
     pub fn rebuild_view(&mut self) {
         self.dirty = false;
         let keep = self.selected_row().map(|r| r.name.clone());
-        let mut view: Vec<usize> = (0..self.rows.len())
-            .filter(|&i| self.filter.is_empty() || matches(&self.rows[i], &self.filter))
-            .collect();
+        let terms = parse_filter(&self.filter);
+        self.filter_error = terms.as_ref().err().cloned();
+        let mut view: Vec<usize> = match &terms {
+            Ok(terms) => (0..self.rows.len())
+                .filter(|&i| matches_terms(&self.rows[i], terms))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
         view.sort_by(|&a, &b| self.sort_key_cmp(&self.rows[a], &self.rows[b]));
         self.view = view;
         self.selected = keep

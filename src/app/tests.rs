@@ -354,3 +354,134 @@ fn messages_clear_themselves() {
     }
     assert!(a.message.is_some(), "kept while an upgrade runs");
 }
+
+/// Issue 13 item 6: filters take OR (`status:migrate,blocked`) and negation (`!status:ready`);
+/// an unknown key or value is an error (shown in the filter bar), and then no row passes.
+#[test]
+fn filters_take_or_and_negation_and_name_unknown_keys_and_values() {
+    let mut a = app(4);
+    a.update(Msg::ScanStarted {
+        generation: 1,
+        names: a.rows.iter().map(|r| r.name.clone()).collect(),
+    });
+    for (n, s) in [
+        ("gpu000", NodeStatus::Ready),
+        ("gpu001", NodeStatus::Migrate),
+        ("gpu002", NodeStatus::Blocked),
+    ] {
+        a.update(Msg::NodeDone {
+            generation: 1,
+            report: Box::new(report(n, s)),
+            raw: None,
+        });
+    }
+    let shown = |a: &mut App, f: &str| {
+        a.filter = f.into();
+        a.rebuild_view();
+        let mut v: Vec<String> = a.view.iter().map(|&i| a.rows[i].name.clone()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        shown(&mut a, "status:migrate,blocked"),
+        ["gpu001", "gpu002"]
+    );
+    assert_eq!(
+        shown(&mut a, "!status:ready"),
+        ["gpu001", "gpu002", "gpu003"]
+    );
+    assert_eq!(shown(&mut a, "!status:ready,pending"), ["gpu001", "gpu002"]);
+    assert_eq!(shown(&mut a, "status:mig,ready !gpu000"), ["gpu001"]);
+    assert_eq!(a.filter_error, None);
+    assert!(shown(&mut a, "stauts:ready").is_empty());
+    assert_eq!(
+        a.filter_error.as_deref(),
+        Some(
+            "unknown filter key `stauts:` (status: flavor: label: group: reason:); did you mean `status:`?"
+        )
+    );
+    assert!(shown(&mut a, "status:redy").is_empty());
+    assert_eq!(
+        a.filter_error.as_deref(),
+        Some("no status `redy`; did you mean `ready`?")
+    );
+    assert!(shown(&mut a, "flavor:closed").is_empty());
+    assert!(
+        a.filter_error
+            .as_deref()
+            .unwrap()
+            .starts_with("no flavor `closed`")
+    );
+    assert!(shown(&mut a, "reason:nonsense").is_empty());
+    assert!(shown(&mut a, "status:").is_empty());
+    assert!(
+        a.filter_error
+            .as_deref()
+            .unwrap()
+            .contains("value is missing")
+    );
+    assert_eq!(shown(&mut a, "").len(), 4);
+    assert_eq!(a.filter_error, None);
+}
+
+/// Issue 13 item 6: rows left over from a cancelled scan are marked stale (their report is the
+/// previous scan's); a node never scanned says `cancelled`; a rescan clears the mark.
+#[test]
+fn rows_left_over_from_a_cancelled_scan_are_marked_stale() {
+    let mut a = app(3);
+    let names: Vec<String> = a.rows.iter().map(|r| r.name.clone()).collect();
+    a.update(Msg::ScanStarted {
+        generation: 1,
+        names: names[..2].to_vec(),
+    });
+    for n in &names[..2] {
+        a.update(Msg::NodeDone {
+            generation: 1,
+            report: Box::new(report(n, NodeStatus::Migrate)),
+            raw: None,
+        });
+    }
+    a.update(Msg::ScanFinished { generation: 1 });
+    // A second scan: gpu000's result comes, then the operator cancels.
+    let Effect::Scan { generation, .. } = a.update(key('R'))[0].clone() else {
+        panic!("R starts a scan")
+    };
+    a.update(Msg::ScanStarted {
+        generation,
+        names: names.clone(),
+    });
+    a.update(Msg::NodeDone {
+        generation,
+        report: Box::new(report("gpu000", NodeStatus::Ready)),
+        raw: None,
+    });
+    a.update(Msg::NodeRunning {
+        generation,
+        name: "gpu001".into(),
+    });
+    assert_eq!(a.update(key('x')), vec![Effect::Cancel]);
+    assert!(!a.rows[0].stale());
+    assert_eq!(cell(&a.rows[0], Column::Node), "gpu000");
+    assert!(a.rows[1].stale());
+    assert_eq!(cell(&a.rows[1], Column::Node), "gpu001 (stale)");
+    assert_eq!(cell(&a.rows[1], Column::Status), "migrate");
+    assert!(!a.rows[2].stale());
+    assert_eq!(cell(&a.rows[2], Column::Status), "cancelled");
+    assert!(
+        a.message
+            .as_deref()
+            .unwrap()
+            .contains("1 node(s) marked (stale)")
+    );
+    // The filter finds them.
+    a.filter = "stale".into();
+    a.rebuild_view();
+    assert_eq!(a.view, [1]);
+    // Rescanning the node clears the mark.
+    a.update(Msg::ScanStarted {
+        generation: generation + 2,
+        names: vec!["gpu001".into()],
+    });
+    assert!(!a.rows[1].stale());
+    assert_eq!(cell(&a.rows[1], Column::Node), "gpu001");
+}

@@ -53,8 +53,10 @@ impl App {
                 if report.status == NodeStatus::Unreachable {
                     self.progress.failed += 1;
                 }
+                let diff = self.compare.as_ref().and_then(|c| c.of(&report));
                 if let Some(r) = self.row_mut(&report.name.clone()) {
                     r.probe = Probe::Done;
+                    r.diff = diff;
                     r.report = Some(*report);
                     r.raw = raw.map(|run| Arc::new(RawSections::of(&run)));
                     r.refresh();
@@ -275,18 +277,32 @@ impl App {
                 let max = if self.mode == Mode::Detail {
                     self.detail_max
                 } else {
-                    u16::MAX
+                    self.help_max
                 };
                 self.detail_scroll = self.detail_scroll.saturating_add(1).min(max);
             }
             Action::Up if scrolling => self.detail_scroll = self.detail_scroll.saturating_sub(1),
             Action::PageDown if scrolling => {
-                self.detail_scroll = self.detail_scroll.saturating_add(self.page as u16)
+                let max = if self.mode == Mode::Detail {
+                    self.detail_max
+                } else {
+                    self.help_max
+                };
+                self.detail_scroll = self.detail_scroll.saturating_add(self.page as u16).min(max)
             }
             Action::PageUp if scrolling => {
                 self.detail_scroll = self.detail_scroll.saturating_sub(self.page as u16)
             }
-            Action::Down => self.move_to(self.selected + 1),
+            Action::Top if scrolling => self.detail_scroll = 0,
+            Action::Bottom if scrolling => {
+                self.detail_scroll = if self.mode == Mode::Detail {
+                    self.detail_max
+                } else {
+                    self.help_max
+                }
+            }
+            Action::Down | Action::NextNode => self.move_to(self.selected + 1),
+            Action::PrevNode => self.move_to(self.selected.saturating_sub(1)),
             Action::Up => self.move_to(self.selected.saturating_sub(1)),
             Action::PageDown => self.move_to(self.selected + self.page.max(1)),
             Action::PageUp => self.move_to(self.selected.saturating_sub(self.page.max(1))),
@@ -371,12 +387,22 @@ impl App {
                     self.progress.running = false;
                     // Results of the cancelled generation are ignored from now on.
                     self.progress.generation += 1;
+                    let mut stale = 0;
                     for r in &mut self.rows {
-                        if r.probe != Probe::Done {
-                            r.probe = Probe::Done;
+                        if matches!(r.probe, Probe::Pending | Probe::Running) {
+                            r.probe = Probe::Cancelled;
+                            stale += usize::from(r.report.is_some());
+                            r.refresh();
                         }
                     }
-                    self.message = Some("scan cancelled".into());
+                    self.dirty = true;
+                    self.message = Some(if stale > 0 {
+                        format!(
+                            "scan cancelled: {stale} node(s) marked (stale) show the last scan's result"
+                        )
+                    } else {
+                        "scan cancelled".into()
+                    });
                     return vec![Effect::Cancel];
                 }
             }
@@ -452,8 +478,14 @@ impl App {
                         self.rebuild_view();
                     }
                 } else if m.row >= self.body_y {
-                    let pos = self.offset + (m.row - self.body_y) as usize;
-                    if pos < self.view.len() {
+                    let line = (m.row - self.body_y) as usize;
+                    // A group's header row selects nothing.
+                    let pos = if self.body_rows.is_empty() {
+                        Some(self.offset + line)
+                    } else {
+                        self.body_rows.get(line).copied().flatten()
+                    };
+                    if let Some(pos) = pos.filter(|p| *p < self.view.len()) {
                         self.move_to(pos);
                     }
                 }

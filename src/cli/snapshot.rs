@@ -25,7 +25,7 @@ Exit codes:
   2  usage, config or inventory errors
 With --check:
   0  every node is ready
-  1  some node is not ready (no-driver included)
+  1  some node is not ready (no-driver included, unless --allow-no-driver)
   2  some node is unreachable or unknown, or an error
 
 Examples:
@@ -50,6 +50,11 @@ pub struct SnapshotArgs {
     /// unknown
     #[arg(long)]
     pub check: bool,
+
+    /// Table: one line per node (its columns and reason codes; no meanings, evidence or
+    /// summary), for grep and wc -l; implies --format table
+    #[arg(long)]
+    pub brief: bool,
 
     /// With --check: count no-driver nodes as passing (a fleet with CPU nodes)
     #[arg(long, requires = "check")]
@@ -153,10 +158,17 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
     let stdout = std::io::stdout();
     let format = match (args.format, &args.output) {
         (Some(f), _) => Format::from(f),
+        (None, _) if args.brief => Format::Table,
         (None, Some(file)) => format_of_file(file),
         (None, None) if stdout.is_terminal() => Format::Table,
         (None, None) => Format::Json,
     };
+    if args.brief && format != Format::Table {
+        anyhow::bail!(
+            "--brief is for the table format (one line per node), not --format {}",
+            format!("{format:?}").to_lowercase()
+        );
+    }
     let inventory = match collected {
         Some(_) => None,
         None => s.inventory(&args.scan)?,
@@ -171,7 +183,11 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
         None if format == Format::Table => Box::new(anstream::stdout()),
         None => Box::new(stdout.lock()),
     };
-    let mut sink = snapshot::sink(format, out);
+    let mut sink = if args.brief {
+        snapshot::brief_table_sink(out)
+    } else {
+        snapshot::sink(format, out)
+    };
     let nodes = match (collected, inventory) {
         (Some(nodes), _) => {
             for n in &nodes {

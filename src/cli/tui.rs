@@ -2,13 +2,14 @@
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory};
 
 use super::{ScanArgs, Settings};
 
 pub(super) const TUI_HELP: &str = "\
 With no subcommand, gpufleet starts this view when run in a terminal.
-Keys: ? help · / filter (status:migrate flavor:proprietary label:canary group:a100) ·
+Keys: ? help · / filter (status:migrate,blocked !flavor:open label:canary group:a100) ·
 enter details · s / S sort · click a header to sort · R rescan · r rescan node · x cancel ·
 e / E export JSON / CSV · q quit. Keys can be changed under [keys] in the config file.
 
@@ -17,7 +18,8 @@ Examples:
   gpufleet tui -i fleet.toml --read-only     the fleet, read-only
   gpufleet tui -i fleet.toml -g h100 --refresh 300 --theme high-contrast
   gpufleet tui --from fleet.jsonl /collected/*.json   snapshots collected by srun or a DaemonSet
-                                             (R reads the files again; read-only)";
+                                             (R reads the files again; read-only)
+  gpufleet tui -i fleet.toml --compare yesterday.json   what changed since";
 
 #[derive(Debug, Args, Default)]
 pub struct TuiArgs {
@@ -45,6 +47,11 @@ pub struct TuiArgs {
     /// Rescan every SECS seconds after a scan ends [default: off]
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub refresh: Option<u64>,
+
+    /// Mark what changed against an earlier snapshot (`snapshot --format json` or `jsonl`):
+    /// changed cells, added nodes (+), changed nodes (*); removed nodes in the legend
+    #[arg(long, value_name = "OLD.json")]
+    pub compare: Option<std::path::PathBuf>,
 }
 
 /// Runs the TUI until the user quits; returns the exit code (0).
@@ -142,7 +149,16 @@ pub fn run(s: &Settings, args: &TuiArgs) -> anyhow::Result<u8> {
             )
         }
     };
+    let compare = match &args.compare {
+        Some(path) => Some(crate::app::Compare::new(
+            path.display().to_string(),
+            crate::diff::read(path).map_err(|e| anyhow::anyhow!("--compare {e}"))?,
+            &rows,
+        )),
+        None => None,
+    };
     let mut app = App::new(rows, keymap, read_only, source);
+    app.compare = compare;
     app.refresh_secs = args.refresh.or(config.tui.refresh);
     if !problems.is_empty() {
         for p in &problems {
@@ -166,4 +182,34 @@ pub fn run(s: &Settings, args: &TuiArgs) -> anyhow::Result<u8> {
     };
     crate::runtime::run(app, theme, target, upgrade)?;
     Ok(0)
+}
+
+/// Plain `gpufleet` when stdin or stdout is not a terminal: a snapshot of the same nodes (the
+/// `tui` flags that only change the screen — `--read-only`, `--theme`, `--refresh` — change
+/// nothing in a one-shot read-only report). Returns the snapshot's exit code.
+pub fn not_a_terminal(s: &Settings, args: &TuiArgs) -> anyhow::Result<u8> {
+    let snapshot = super::SnapshotArgs {
+        scan: args.scan.clone(),
+        ..Default::default()
+    };
+    super::snapshot::run(s, &snapshot)
+}
+
+/// `tui`'s flags go before no subcommand: `gpufleet --read-only snapshot` is an error (exit 2),
+/// as clap would give for an unknown flag. The global flags (`--config`, `-i`, …) are not
+/// `tui`'s and are left alone.
+pub(super) fn misplaced_flags(m: &ArgMatches) -> Option<clap::Error> {
+    let (sub, _) = m.subcommand()?;
+    let tui = TuiArgs::augment_args(clap::Command::new("tui"));
+    let flag = tui
+        .get_arguments()
+        .map(|a| a.get_id().as_str())
+        .find(|id| m.value_source(id) == Some(ValueSource::CommandLine))?;
+    Some(super::Cli::command().error(
+        clap::error::ErrorKind::ArgumentConflict,
+        format!(
+            "--{} is a flag of plain `gpufleet` (the TUI), not of `{sub}`: put it after `{sub}` if it takes one",
+            flag.replace('_', "-")
+        ),
+    ))
 }

@@ -369,7 +369,9 @@ impl Inventory {
                     certificate_file: certificate_file
                         .clone()
                         .or_else(|| cfg.and_then(|c| c.certificate_file.clone())),
-                    root: pick(|s| s.root.as_ref()).unwrap_or_else(|| "/".to_string()),
+                    // `root = "/srv/captures/{name}"`: one root folder per node, as `host`.
+                    root: pick(|s| s.root.as_ref())
+                        .map_or_else(|| "/".to_string(), |r| r.replace("{name}", &name)),
                     labels: labels.clone(),
                     groups: rn.groups.iter().map(|g| g.get_ref().clone()).collect(),
                     canary: rn.canary,
@@ -395,8 +397,9 @@ impl Inventory {
 }
 
 /// Which nodes a command works on: `--node`, `--group`, `--label`. Node patterns and groups
-/// are unions (`-n a -n b`, `-n 'a,b'`, `-g x -g y`); label requirements all apply, as in
-/// kubectl (`-l rack=r2,gpu=h100` or `-l rack=r2 -l gpu=h100`); the three kinds intersect.
+/// are unions (`-n a -n b`, `-n 'a,b'`, `-g x -g y`); label values of one key are a union
+/// (`-l rack=r1 -l rack=r2`) and different keys all apply (`-l rack=r2,gpu=h100`); `-l canary`
+/// also selects the inventory's `canary = true` nodes; the three kinds intersect.
 /// No selector selects every node.
 #[derive(Debug, Clone, Default)]
 pub struct Selection {
@@ -467,10 +470,18 @@ impl Selection {
         let node_ok = |n: &Node| patterns.is_empty() || patterns.iter().any(|p| glob(p, &n.name));
         let group_ok =
             |n: &Node| self.groups.is_empty() || self.groups.iter().any(|g| n.groups.contains(g));
+        // Values of one key are a union (`--label rack=r1 --label rack=r2`), keys intersect;
+        // `--label canary` also selects the inventory's `canary = true` nodes.
+        let mut by_key: BTreeMap<&str, Vec<Option<&str>>> = BTreeMap::new();
+        for (k, v) in &requirements {
+            by_key.entry(k.as_str()).or_default().push(v.as_deref());
+        }
         let label_ok = |n: &Node| {
-            requirements.iter().all(|(k, v)| match v {
-                Some(v) => n.labels.get(k).is_some_and(|x| x == v),
-                None => n.labels.contains_key(k),
+            by_key.iter().all(|(k, values)| {
+                values.iter().any(|v| match v {
+                    Some(v) => n.labels.get(*k).is_some_and(|x| x == v),
+                    None => n.labels.contains_key(*k) || (*k == "canary" && n.canary),
+                })
             })
         };
         for p in &patterns {
@@ -595,6 +606,15 @@ root = "/host"
         assert!(e.contains("listed twice"), "{e}");
         let i = inv("[[nodes]]\nname = \"g[1-2]\"\nhost = \"{name}.dc1\"\n").unwrap();
         assert_eq!(i.nodes[1].host, "g2.dc1");
+        // Issue 13 item 6: `{name}` works in `root` too, from defaults, a group or the node.
+        let i = inv(
+            "[defaults]\nroot = \"/captures/{name}\"\n[groups.x]\nroot = \"/x/{name}/root\"\n\
+             [[nodes]]\nname = \"g[1-2]\"\n[[nodes]]\nname = \"h1\"\ngroups = [\"x\"]\n\
+             [[nodes]]\nname = \"k1\"\nroot = \"/\"\n",
+        )
+        .unwrap();
+        let roots: Vec<&str> = i.nodes.iter().map(|n| n.root.as_str()).collect();
+        assert_eq!(roots, ["/captures/g1", "/captures/g2", "/x/h1/root", "/"]);
     }
 
     #[test]
@@ -666,6 +686,51 @@ labels = { rack = "r2" }
         );
     }
 
+    /// README: values of one selector are a union, selectors intersect; `--label canary` is
+    /// the inventory's `canary = true` too.
+    #[test]
+    fn label_values_of_one_key_are_a_union_and_canary_selects_canaries() {
+        let i = inv(r#"
+[[nodes]]
+name = "gpu0[1-2]"
+labels = { rack = "r1", zone = "a" }
+[[nodes]]
+name = "gpu0[3-4]"
+labels = { rack = "r2", zone = "b" }
+[[nodes]]
+name = "gpu05"
+labels = { rack = "r3", zone = "a" }
+canary = true
+[[nodes]]
+name = "gpu06"
+labels = { canary = "yes" }
+"#)
+        .unwrap();
+        let names = |labels: &[&str]| -> Result<Vec<String>, String> {
+            Selection {
+                labels: labels.iter().map(|s| s.to_string()).collect(),
+                ..Default::default()
+            }
+            .apply(&i)
+            .map(|v| v.iter().map(|n| n.name.clone()).collect())
+        };
+        let four = ["gpu01", "gpu02", "gpu03", "gpu04"];
+        assert_eq!(names(&["rack=r1", "rack=r2"]).unwrap(), four);
+        assert_eq!(names(&["rack=r1,rack=r2"]).unwrap(), four);
+        // Another key intersects.
+        assert_eq!(
+            names(&["rack=r1", "rack=r3", "zone=a"]).unwrap(),
+            ["gpu01", "gpu02", "gpu05"]
+        );
+        assert_eq!(
+            names(&["rack=r2", "zone=a"]).unwrap_err(),
+            "no node of /etc/fleet/inv.toml matches the selection"
+        );
+        // `canary`: the flag, and a label of that name.
+        assert_eq!(names(&["canary"]).unwrap(), ["gpu05", "gpu06"]);
+        assert_eq!(names(&["canary", "zone=a"]).unwrap(), ["gpu05"]);
+    }
+
     #[test]
     fn comma_lists_and_label_requirements() {
         let i = inv("[[nodes]]\nname = \"gpu0[1-6]\"\nlabels = { rack = \"r1\" }\n").unwrap();
@@ -685,9 +750,6 @@ labels = { rack = "r2" }
             names(sel(&["gpu01,gpu0[5-6]"], &[])),
             ["gpu01", "gpu05", "gpu06"]
         );
-        // Label requirements all apply (kubectl), whether comma-separated or repeated.
-        assert!(sel(&[], &["rack=r1,rack=r2"]).apply(&i).is_err());
-        assert!(sel(&[], &["rack=r1", "rack=r2"]).apply(&i).is_err());
         assert_eq!(names(sel(&[], &["rack=r1,rack"])).len(), 6);
         assert!(
             sel(&[], &["=x"])

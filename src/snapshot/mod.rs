@@ -42,7 +42,7 @@ pub trait Sink {
 /// The writer for `format` on `out`.
 pub fn sink<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn Sink + 'a> {
     match format {
-        Format::Table => Box::new(TableSink { out }),
+        Format::Table => Box::new(TableSink { out, brief: false }),
         Format::Json => Box::new(JsonSink { out }),
         Format::Jsonl => Box::new(JsonlSink { out }),
         Format::Csv => Box::new(CsvSink {
@@ -149,8 +149,16 @@ impl Sink for CsvSink<'_> {
     }
 }
 
+/// The table writer with one line per node (`--brief`): the header, then per node its columns
+/// and its reason codes (no status meanings, evidence or summary line), for `grep` and `wc -l`.
+pub fn brief_table_sink<'a>(out: Box<dyn Write + 'a>) -> Box<dyn Sink + 'a> {
+    Box::new(TableSink { out, brief: true })
+}
+
 struct TableSink<'a> {
     out: Box<dyn Write + 'a>,
+    /// One line per node.
+    brief: bool,
 }
 
 /// The colour of a status, through the terminal's own palette. `unknown` (no verdict) is
@@ -207,8 +215,7 @@ pub fn clip(s: &str, max: usize) -> String {
     clip_with(s, max, '…')
 }
 
-/// `s` cut to `max` characters (`max` ≥ 1), the last one `mark` when cut (the TUI uses `~`: an
-/// ellipsis's width is ambiguous in terminals).
+/// `s` cut to `max` characters (`max` ≥ 1), the last one `mark` when cut.
 pub fn clip_with(s: &str, max: usize, mark: char) -> String {
     if s.chars().count() <= max {
         return s.to_string();
@@ -224,12 +231,29 @@ impl Sink for TableSink<'_> {
     }
 
     fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {
-        let columns = table_columns(&snapshot.nodes);
+        let mut columns = table_columns(&snapshot.nodes);
+        if self.brief {
+            columns.push(Column::Reasons);
+        }
         let headers: Vec<&str> = columns.iter().map(|c| c.title()).collect();
         let rows: Vec<Vec<String>> = snapshot
             .nodes
             .iter()
-            .map(|n| table_cells(n, &columns, terminal_safe))
+            .map(|n| {
+                let mut cells = table_cells(n, &columns, terminal_safe);
+                if self.brief
+                    && let Some(last) = cells.last_mut()
+                {
+                    // Every code, never cut: the line is the node's whole verdict.
+                    *last = n
+                        .reasons
+                        .iter()
+                        .map(|r| r.code.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                }
+                cells
+            })
             .collect();
         let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
         for r in &rows {
@@ -260,6 +284,9 @@ impl Sink for TableSink<'_> {
                 }
             }
             writeln!(self.out, "{}", line.trim_end())?;
+            if self.brief {
+                continue;
+            }
             writeln!(self.out, "  {st}{}{st:#}: {}", n.status, n.status.meaning())?;
             for r in &n.reasons {
                 let sv = severity_style(r.severity);
@@ -288,6 +315,9 @@ impl Sink for TableSink<'_> {
                     )?;
                 }
             }
+        }
+        if self.brief {
+            return self.out.flush();
         }
         let total = snapshot.nodes.len();
         let counts: Vec<String> = summary(&snapshot.nodes)

@@ -300,6 +300,33 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
         ),
         t.role(Role::Dim),
     )));
+    match &row.diff {
+        Some(crate::app::RowDiff::Added) => out.push(Line::from(Span::styled(
+            "not in the --compare snapshot (added since)",
+            t.role(Role::Changed),
+        ))),
+        Some(crate::app::RowDiff::Changed(d)) => {
+            let v = |x: &Option<String>| x.as_deref().map_or("?".to_string(), safe);
+            for c in &d.changes {
+                out.push(Line::from(vec![
+                    Span::styled(
+                        format!("changed {}", c.field.as_str()),
+                        t.role(Role::Changed),
+                    ),
+                    Span::raw(format!(": {} → {}", v(&c.old), v(&c.new))),
+                ]));
+            }
+            for (sign, codes) in [("+", &d.reasons_added), ("-", &d.reasons_removed)] {
+                if !codes.is_empty() {
+                    out.push(Line::from(vec![
+                        Span::styled("changed reasons", t.role(Role::Changed)),
+                        Span::raw(format!(": {sign} {}", codes.join(" "))),
+                    ]));
+                }
+            }
+        }
+        None => {}
+    }
     if let Some(ro) = &r.rollout {
         let mut said = Vec::new();
         if let Some(id) = &ro.drained_by {
@@ -405,7 +432,7 @@ pub(super) fn draw_detail(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> u1
         .borders(Borders::TOP)
         .border_style(t.role(Role::Border))
         .title(Span::styled(
-            " detail (j/k scroll, enter closes) ",
+            " detail (j/k scroll, g/G top/bottom, n/p next/previous node, enter closes) ",
             t.role(Role::Title),
         ));
     let lines = app

@@ -32,24 +32,36 @@ pub struct Drawn {
     pub page: usize,
     /// First visible position in the view.
     pub offset: usize,
+    /// The view position on each body line (`None` on a group's header row), top down.
+    pub body_rows: Vec<Option<usize>>,
     /// How far the detail pane can scroll (its lines minus its height).
     pub detail_max: u16,
+    /// How far the help overlay can scroll (its wrapped lines minus its height).
+    pub help_max: u16,
 }
+
+/// The narrowest the kernel column is cut to before it is left out.
+const KERNEL_MIN: u16 = 10;
 
 const SPINNER: [&str; 8] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧"];
 
 /// Draws the whole screen.
 pub fn draw(f: &mut Frame, app: &App, t: &Theme) -> Drawn {
     let area = f.area();
-    let [top, gauge, main, bottom] = Layout::vertical([
+    let legend_rows = u16::from(app.compare.is_some());
+    let [top, gauge, legend, main, bottom] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
+        Constraint::Length(legend_rows),
         Constraint::Min(3),
         Constraint::Length(1),
     ])
     .areas(area);
     draw_top(f, app, t, top);
     draw_gauge(f, app, t, gauge);
+    if legend_rows > 0 {
+        draw_compare_legend(f, app, t, legend);
+    }
     let (table_area, detail_area) = if app.mode == Mode::Detail {
         let [a, b] =
             Layout::vertical([Constraint::Percentage(40), Constraint::Percentage(60)]).areas(main);
@@ -63,7 +75,7 @@ pub fn draw(f: &mut Frame, app: &App, t: &Theme) -> Drawn {
     }
     draw_bottom(f, app, t, bottom);
     if app.mode == Mode::Help {
-        draw_help(f, app, t, area);
+        drawn.help_max = draw_help(f, app, t, area);
     }
     if app.mode == Mode::Confirm {
         draw_confirm(f, app, t, area);
@@ -142,14 +154,77 @@ fn draw_top(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
             spans.push(Span::raw("  "));
         }
     }
-    let pending = app.rows.iter().filter(|r| r.report.is_none()).count();
+    let stale = app.rows.iter().filter(|r| r.stale()).count();
+    if stale > 0 {
+        spans.push(Span::styled(format!("{stale} stale"), t.role(Role::Dim)));
+        spans.push(Span::raw("  "));
+    }
+    let unscanned = |cancelled: bool| {
+        app.rows
+            .iter()
+            .filter(|r| r.report.is_none() && (r.probe == Probe::Cancelled) == cancelled)
+            .count()
+    };
+    let pending = unscanned(false);
     if pending > 0 {
         spans.push(Span::styled(
             format!("{pending} pending"),
             t.role(Role::Dim),
         ));
+        spans.push(Span::raw("  "));
+    }
+    let cancelled = unscanned(true);
+    if cancelled > 0 {
+        spans.push(Span::styled(
+            format!("{cancelled} not scanned (cancelled)"),
+            t.role(Role::Dim),
+        ));
     }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// The `--compare` legend: what the marks mean, and how many nodes changed, were added and
+/// were removed (those named, as they have no row).
+fn draw_compare_legend(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
+    let Some(c) = &app.compare else {
+        return;
+    };
+    let changed = app
+        .rows
+        .iter()
+        .filter(|r| matches!(r.diff, Some(crate::app::RowDiff::Changed(_))))
+        .count();
+    let added = app
+        .rows
+        .iter()
+        .filter(|r| r.diff == Some(crate::app::RowDiff::Added))
+        .count();
+    let mut removed = format!("{} removed", c.removed.len());
+    if !c.removed.is_empty() {
+        let names: Vec<String> = c
+            .removed
+            .iter()
+            .take(5)
+            .map(|n| screen_safe(n).into_owned())
+            .collect();
+        removed.push_str(&format!(": {}", names.join(", ")));
+        if c.removed.len() > 5 {
+            removed.push_str(&format!(" (+{} more)", c.removed.len() - 5));
+        }
+    }
+    let line = Line::from(vec![
+        Span::styled(
+            format!(" against {} ", screen_safe(&c.source)),
+            t.role(Role::Title),
+        ),
+        Span::styled(" changed ", t.role(Role::Changed)),
+        Span::styled(
+            " cell · * changed node · + added node · ",
+            t.role(Role::Dim),
+        ),
+        Span::raw(format!("{changed} changed, {added} added, {removed}")),
+    ]);
+    f.render_widget(Paragraph::new(line), area);
 }
 
 fn draw_gauge(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
@@ -184,9 +259,10 @@ fn draw_gauge(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
 }
 
 /// Column widths for the visible rows; `None` hides a column. Columns join in priority order
-/// while they fit beside the reasons column's minimum (node, status, module, driver, DMA-BUF,
-/// peermem, next boot, CC, GPUs, kernel); the reasons column takes what is left. Hidden facts
-/// stay in the detail pane.
+/// while they fit beside the reasons column's minimum (node, status, module, kernel, driver,
+/// DMA-BUF, peermem, next boot, CC, GPUs); the kernel is cut rather than left out (down to
+/// [`KERNEL_MIN`], the node column giving some room), so it stays at 80 columns; the reasons
+/// column takes what is left. Hidden facts stay in the detail pane.
 fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
     let cols: Vec<Column> = Column::matrix().collect();
     let natural: Vec<u16> = cols
@@ -197,11 +273,7 @@ fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
                 if *c != Column::Node {
                     return 0;
                 }
-                let group = app
-                    .group_by
-                    .as_ref()
-                    .map_or(0, |_| group_of(app, r).chars().count() + 3);
-                group + if r.canary { 2 } else { 0 }
+                if r.canary { 2 } else { 0 }
             };
             let content = rows
                 .iter()
@@ -234,6 +306,25 @@ fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
         if used + need + keep <= total {
             out[i] = Some(natural[i]);
             used += need;
+        } else if cols[i] == Column::Kernel {
+            // The kernel stays in at 80 columns (issue 13): the node column gives up to 12
+            // cells (never below 24) and the kernel is cut (to no less than 10, ending in `…`).
+            let over = used + need + keep - total;
+            let node = cols.iter().position(|c| *c == Column::Node);
+            let spare = node
+                .and_then(|n| out[n])
+                .map_or(0, |w| w.saturating_sub(24).min(12));
+            let from_node = spare.min(over);
+            let width = natural[i].saturating_sub(over - from_node);
+            if width >= KERNEL_MIN.min(natural[i])
+                && let Some(n) = node
+                && let Some(w) = out[n]
+            {
+                out[n] = Some(w - from_node);
+                used -= from_node;
+                out[i] = Some(width);
+                used += width + 2;
+            }
         }
     }
     if let Some(i) = rest
@@ -254,10 +345,78 @@ fn rdma_na(r: &Row) -> bool {
     })
 }
 
-/// The value of the grouping label for `r` (`-` when the node lacks the label).
-fn group_of(app: &App, r: &Row) -> String {
-    let value = app.group_by.as_ref().and_then(|k| r.labels.get(k));
-    screen_safe(value.map_or("-", String::as_str)).into_owned()
+/// The value of the grouping label for `r` (`None` when the node lacks it, or no grouping).
+fn group_of<'a>(app: &App, r: &'a Row) -> Option<&'a str> {
+    app.group_by
+        .as_ref()
+        .and_then(|k| r.labels.get(k))
+        .map(String::as_str)
+}
+
+/// A line of the table body: a group's header row, or the node at this position of the view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyLine<'a> {
+    Group(Option<&'a str>),
+    Node(usize),
+}
+
+/// The body lines from view position `offset` that fit `page` lines: with a grouping, a header
+/// row before each group (and on top, for the group the first row is in).
+fn body_lines(app: &App, offset: usize, page: usize) -> Vec<BodyLine<'_>> {
+    let mut out = Vec::new();
+    let mut current: Option<Option<&str>> = None;
+    for pos in offset..app.view.len() {
+        if app.group_by.is_some() {
+            let g = group_of(app, &app.rows[app.view[pos]]);
+            if current != Some(g) {
+                // A header with no row under it is left out.
+                if out.len() + 2 > page {
+                    break;
+                }
+                out.push(BodyLine::Group(g));
+                current = Some(g);
+            }
+        }
+        if out.len() >= page {
+            break;
+        }
+        out.push(BodyLine::Node(pos));
+    }
+    out
+}
+
+/// A group's header text: the label, its value, and its node count per status (over the
+/// filtered view).
+fn group_header(app: &App, value: Option<&str>) -> String {
+    let key = app.group_by.as_deref().unwrap_or_default();
+    let mut total = 0;
+    let (mut pending, mut cancelled) = (0, 0);
+    let mut by_status: std::collections::BTreeMap<NodeStatus, usize> = Default::default();
+    for &i in &app.view {
+        let r = &app.rows[i];
+        if group_of(app, r) == value {
+            total += 1;
+            match r.status() {
+                Some(s) => *by_status.entry(s).or_default() += 1,
+                None if r.probe == Probe::Cancelled => cancelled += 1,
+                None => pending += 1,
+            }
+        }
+    }
+    let mut counts: Vec<String> = by_status.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    if pending > 0 {
+        counts.push(format!("{pending} pending"));
+    }
+    if cancelled > 0 {
+        counts.push(format!("{cancelled} not scanned (cancelled)"));
+    }
+    format!(
+        "▸ {} {} · {total} node{} · {}",
+        screen_safe(key),
+        value.map_or_else(|| "(not set)".to_string(), |v| screen_safe(v).into_owned()),
+        if total == 1 { "" } else { "s" },
+        counts.join(", ")
+    )
 }
 
 fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
@@ -293,12 +452,21 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
     // Never scrolled past a full page: rows hidden above while the detail pane took the space
     // come back when it closes (the selection stays visible: offset only goes down).
     offset = offset.min(app.view.len().saturating_sub(page));
-    let visible: Vec<&Row> = app
-        .view
+    let mut lines = body_lines(app, offset, page);
+    // Group headers take lines: scroll on until the selected row is in.
+    while app.group_by.is_some()
+        && offset < app.selected
+        && !lines.contains(&BodyLine::Node(app.selected))
+    {
+        offset += 1;
+        lines = body_lines(app, offset, page);
+    }
+    let visible: Vec<&Row> = lines
         .iter()
-        .skip(offset)
-        .take(page)
-        .map(|&i| &app.rows[i])
+        .filter_map(|l| match l {
+            BodyLine::Node(pos) => Some(&app.rows[app.view[*pos]]),
+            BodyLine::Group(_) => None,
+        })
         .collect();
     let w = widths(app, &visible, inner.width);
     let shown: Vec<(Column, u16)> = Column::matrix()
@@ -316,9 +484,14 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
             Cell::from(format!("{}{arrow}", c.title()))
         })
         .collect();
-    let rows: Vec<TRow> = visible
+    let rows: Vec<TRow> = lines
         .iter()
-        .map(|r| {
+        .map(|l| {
+            let BodyLine::Node(pos) = l else {
+                // Drawn over after the table (a header spans every column).
+                return TRow::new(Vec::<Cell>::new());
+            };
+            let r = &app.rows[app.view[*pos]];
             let cells: Vec<Cell> = shown
                 .iter()
                 .map(|(c, _)| {
@@ -326,6 +499,8 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                     let text = cell(r, c);
                     let style = match (c, r.status(), r.probe) {
                         (Column::Status, _, Probe::Running) => t.role(Role::Probing),
+                        // A stale row (a cancelled scan): dim, whatever its status.
+                        (_, _, Probe::Cancelled) => t.role(Role::Dim),
                         (Column::Status, Some(s), _) => t.status(s),
                         (Column::Status, None, _) => t.role(Role::Dim),
                         // "no" blocks only where GPUDirect RDMA applies.
@@ -342,29 +517,29 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                         _ if text == "?" => t.role(Role::Unknown),
                         _ => Style::default(),
                     };
+                    let style = if r.changed(c) {
+                        style.patch(t.role(Role::Changed))
+                    } else {
+                        style
+                    };
                     let text = if c == Column::Status && r.probe == Probe::Running {
                         format!(
                             "{} {}",
                             SPINNER[app.spin % SPINNER.len()],
                             if r.report.is_some() { text } else { "probing" }
                         )
-                    } else if c == Column::Node && (r.canary || app.group_by.is_some()) {
-                        let group = match app.group_by {
-                            Some(_) => format!("{} │ ", group_of(app, r)),
-                            None => String::new(),
-                        };
-                        let canary = if r.canary { "◆ " } else { "" };
-                        format!("{group}{canary}{text}")
+                    } else if c == Column::Node && r.canary {
+                        format!("◆ {text}")
                     } else {
                         text.to_string()
                     };
-                    // A cell longer than its column ends in `~` (not `…`: its width is
-                    // ambiguous) so a cut value never looks whole (`el9_4` vs `el9_5`). Reasons
-                    // run to the edge as a list.
+                    // A cell longer than its column ends in `…` so a cut value never looks
+                    // whole (`el9_4` vs `el9_5`); `…` is one cell wide, as the other marks the
+                    // matrix draws (`◆`, `▌`, `│`); the reasons list too, at the screen's edge.
                     let width =
                         usize::from(shown.iter().find(|(x, _)| *x == c).map_or(0, |(_, w)| *w));
-                    let text = if c != Column::Reasons && width > 1 {
-                        crate::snapshot::clip_with(&text, width, '~')
+                    let text = if width > 1 {
+                        crate::snapshot::clip(&text, width)
                     } else {
                         text
                     };
@@ -381,10 +556,24 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
         .row_highlight_style(t.role(Role::Selected))
         .highlight_symbol("▌ ");
     let mut state = TableState::default();
-    if !app.view.is_empty() {
-        state.select(Some(app.selected - offset));
-    }
+    state.select(
+        lines
+            .iter()
+            .position(|l| *l == BodyLine::Node(app.selected)),
+    );
     f.render_stateful_widget(table, inner, &mut state);
+    for (k, l) in lines.iter().enumerate() {
+        if let BodyLine::Group(g) = l {
+            f.render_widget(
+                Paragraph::new(Span::styled(group_header(app, *g), t.role(Role::Title))),
+                Rect {
+                    y: inner.y + 1 + k as u16,
+                    height: 1,
+                    ..inner
+                },
+            );
+        }
+    }
     // Header cell positions, for clicks (the highlight symbol, then cells and spacing).
     let mut x = inner.x + 2;
     let mut hits = Vec::new();
@@ -393,15 +582,20 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
         x += width + 2;
     }
     if app.view.is_empty() {
-        let msg = if app.rows.is_empty() {
-            "no nodes in the inventory"
+        let (msg, role) = if app.rows.is_empty() {
+            ("no nodes in the inventory".to_string(), Role::Dim)
+        } else if let Some(e) = &app.filter_error {
+            (format!("filter error: {}", screen_safe(e)), Role::Crit)
         } else {
-            "no node matches the filter (esc clears it)"
+            (
+                "no node matches the filter (esc clears it)".to_string(),
+                Role::Dim,
+            )
         };
         let y = inner.y + 1;
         if y < inner.y + inner.height {
             f.render_widget(
-                Paragraph::new(Span::styled(msg, t.role(Role::Dim))),
+                Paragraph::new(Span::styled(msg, t.role(role))),
                 Rect {
                     y,
                     height: 1,
@@ -416,7 +610,15 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
         header_hits: hits,
         page,
         offset,
+        body_rows: lines
+            .iter()
+            .map(|l| match l {
+                BodyLine::Node(pos) => Some(*pos),
+                BodyLine::Group(_) => None,
+            })
+            .collect(),
         detail_max: 0,
+        help_max: 0,
     }
 }
 
@@ -426,10 +628,13 @@ fn draw_bottom(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
             Span::styled("/", t.role(Role::Header)),
             Span::raw(screen_safe(&app.input).into_owned()),
             Span::styled("█", t.role(Role::Dim)),
-            Span::styled(
-                "   enter apply · esc cancel · status: flavor: label: group: reason:",
-                t.role(Role::Dim),
-            ),
+            match &app.filter_error {
+                Some(e) => Span::styled(format!("   {}", screen_safe(e)), t.role(Role::Crit)),
+                None => Span::styled(
+                    "   enter apply · esc cancel · status: flavor: label: group: reason: · a,b either · !x not",
+                    t.role(Role::Dim),
+                ),
+            },
         ])
     } else if let Some(m) = &app.message {
         Line::from(Span::styled(
@@ -458,7 +663,8 @@ fn draw_bottom(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     f.render_widget(Paragraph::new(line), area);
 }
 
-fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
+/// The help overlay; returns how far it can scroll.
+fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> u16 {
     let w = area.width.saturating_sub(8).min(100);
     let actions: Vec<_> = app.keymap.bound().collect();
     let legend = status_legend(t);
@@ -498,15 +704,25 @@ fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     }
     lines.push(Line::default());
     lines.extend(legend);
+    // Lines wrap inside the borders: count the rows they take.
+    let inner = usize::from(popup.width.saturating_sub(2)).max(1);
+    let rows: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner)).sum();
+    let max = (rows as u16).saturating_sub(popup.height.saturating_sub(2));
+    let title = if max > 0 {
+        " keys (from the active keymap) · j/k scroll · ? closes "
+    } else {
+        " keys (from the active keymap) · ? closes "
+    };
     draw_popup(
         f,
         t,
         popup,
         lines,
-        " keys (from the active keymap) · ? closes ",
+        title,
         Role::Border,
-        app.detail_scroll,
+        app.detail_scroll.min(max),
     );
+    max
 }
 
 /// The statuses, worst first (the matrix's sort order), each in its theme style with what it

@@ -1,5 +1,5 @@
 //! Themes: semantic roles (ok, warn, blocked, crit, status-unknown, no-driver, unknown, info,
-//! dim, header, title, border, selected, badge, gauge, probing) mapped to styles, from
+//! dim, header, title, border, selected, badge, gauge, probing, changed) mapped to styles, from
 //! `themes/*.toml` (built in: default, light, high-contrast) or `<config dir>/themes/NAME.toml`.
 //! A user theme overrides only the roles it names. With `NO_COLOR` set (no-color.org) colours
 //! are dropped and the selection is shown reversed.
@@ -46,11 +46,13 @@ pub enum Role {
     Badge,
     Gauge,
     Probing,
+    /// A cell that differs from the `--compare` snapshot.
+    Changed,
 }
 
 impl Role {
     /// Every role, in the order themes list them.
-    pub const ALL: [Role; 16] = [
+    pub const ALL: [Role; 17] = [
         Role::Ok,
         Role::Warn,
         Role::Blocked,
@@ -67,6 +69,7 @@ impl Role {
         Role::Badge,
         Role::Gauge,
         Role::Probing,
+        Role::Changed,
     ];
 
     /// The role's name in theme files.
@@ -88,12 +91,13 @@ impl Role {
             Role::Badge => "badge",
             Role::Gauge => "gauge",
             Role::Probing => "probing",
+            Role::Changed => "changed",
         }
     }
 }
 
 /// The role names theme files may use.
-const ROLES: [&str; 16] = [
+const ROLES: [&str; 17] = [
     "ok",
     "warn",
     "blocked",
@@ -110,6 +114,7 @@ const ROLES: [&str; 16] = [
     "badge",
     "gauge",
     "probing",
+    "changed",
 ];
 
 #[derive(Debug, Clone, Default, Deserialize)]
