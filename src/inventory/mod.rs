@@ -14,6 +14,7 @@ pub mod k8s;
 pub mod range;
 pub mod slurm;
 pub mod source;
+pub mod ssh_config;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -44,6 +45,9 @@ pub struct Settings {
     pub recipe: Option<String>,
     /// How to drain the node before its upgrade.
     pub drain: Option<DrainSpec>,
+    /// Jump hosts, first to last, as `ssh -J` takes them: `user@bastion:22,b2` (`none`: no
+    /// jump host, even if ~/.ssh/config names one).
+    pub jump: Option<String>,
 }
 
 /// The scheduler that drains a node, and how (the `drain` key of a group, `[defaults]` or node).
@@ -96,6 +100,7 @@ struct RawNode {
     labels: BTreeMap<String, String>,
     recipe: Option<String>,
     drain: Option<DrainSpec>,
+    jump: Option<String>,
 }
 
 impl RawNode {
@@ -109,6 +114,7 @@ impl RawNode {
             labels: self.labels.clone(),
             recipe: self.recipe.clone(),
             drain: self.drain.clone(),
+            jump: self.jump.clone(),
         }
     }
 }
@@ -150,6 +156,53 @@ pub struct Node {
     /// Where the node was defined (`file:line`, or the command that listed it); `None` only
     /// for nodes made in code.
     pub origin: Option<Origin>,
+    /// Jump hosts, `ProxyCommand` and the other SSH options from the inventory's `jump` and
+    /// ~/.ssh/config (docs/ssh.md).
+    pub route: ssh_config::Route,
+}
+
+impl Node {
+    /// How the probe reaches this node ([`crate::probe::endpoint::Endpoint`]).
+    pub fn endpoint(&self) -> crate::probe::endpoint::Endpoint {
+        use crate::probe::endpoint::{Endpoint, Hop, Login};
+        let r = &self.route;
+        Endpoint {
+            name: self.name.clone(),
+            target: Hop {
+                host: self.host.clone(),
+                port: self.port,
+                login: Login {
+                    user: self.user.clone(),
+                    identity_files: self
+                        .identity_file
+                        .iter()
+                        .chain(&r.more_identity_files)
+                        .cloned()
+                        .collect(),
+                    identities_only: r.identities_only,
+                    certificate_file: self.certificate_file.clone(),
+                },
+                known_hosts: r.known_hosts.clone(),
+                host_key_policy: r.host_key_policy,
+            },
+            root: self.root.clone(),
+            jump: r.jump.clone(),
+            proxy_command: r.proxy_command.clone(),
+            connect_timeout: r.connect_timeout,
+        }
+    }
+}
+
+impl From<&Node> for crate::probe::endpoint::Endpoint {
+    fn from(n: &Node) -> Self {
+        n.endpoint()
+    }
+}
+
+impl From<Node> for crate::probe::endpoint::Endpoint {
+    fn from(n: Node) -> Self {
+        n.endpoint()
+    }
 }
 
 /// Where a node came from: a file and its 1-based line, or a command's output and its line
@@ -193,6 +246,7 @@ impl Node {
             recipe: None,
             drain: None,
             origin: None,
+            route: ssh_config::Route::default(),
         }
     }
 }
@@ -281,6 +335,7 @@ impl Inventory {
         let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         let mut nodes = Vec::new();
         let mut seen = BTreeSet::new();
+        let mut warn = ssh_config::Warnings::default();
         for rn in &raw.nodes {
             if rn.name.get_ref().trim().is_empty() {
                 return Err(at(rn.name.span(), "name is empty".into()));
@@ -352,20 +407,40 @@ impl Inventory {
                     return Err(at(rn.name.span(), format!("node `{name}` is listed twice")));
                 }
                 // ~/.ssh/config for this host, for what the inventory leaves unset.
-                let cfg = ssh.map(|c| c.query(&host));
+                let cfg = ssh.map(|c| ssh_config::query(c, &host, &mut warn));
                 let cfg = cfg.as_ref();
                 let explicit_port = layers.iter().rev().find_map(|s| s.port);
+                let original = host.clone();
+                let host = cfg.and_then(|c| c.host_name.clone()).unwrap_or(host);
+                let port = explicit_port
+                    .or_else(|| cfg.and_then(|c| c.port))
+                    .unwrap_or(port);
+                let user = pick(|s| s.user.as_ref())
+                    .or_else(|| cfg.and_then(|c| c.user.clone()))
+                    .unwrap_or_else(local_user);
+                let route = ssh_config::route(
+                    ssh,
+                    &cfg.cloned().unwrap_or_default(),
+                    &original,
+                    &host,
+                    port,
+                    &user,
+                    pick(|s| s.jump.as_ref()).as_deref(),
+                    &mut warn,
+                )
+                .map_err(|e| at(rn.name.span(), format!("node `{name}`: {e}")))?;
+                let mut route = route;
+                if identity_file.is_some() {
+                    // The inventory's key replaces ~/.ssh/config's keys.
+                    route.more_identity_files.clear();
+                }
                 nodes.push(Node {
-                    host: cfg.and_then(|c| c.host_name.clone()).unwrap_or(host),
-                    port: explicit_port
-                        .or_else(|| cfg.and_then(|c| c.port))
-                        .unwrap_or(port),
-                    user: pick(|s| s.user.as_ref())
-                        .or_else(|| cfg.and_then(|c| c.user.clone()))
-                        .unwrap_or_else(local_user),
+                    host,
+                    port,
+                    user,
                     identity_file: identity_file
                         .clone()
-                        .or_else(|| cfg.and_then(|c| c.identity_file.as_ref()?.first().cloned())),
+                        .or_else(|| cfg.and_then(|c| c.identity_files.first().cloned())),
                     certificate_file: certificate_file
                         .clone()
                         .or_else(|| cfg.and_then(|c| c.certificate_file.clone())),
@@ -380,6 +455,7 @@ impl Inventory {
                         line: Some(line_col(text, rn.name.span().start).0),
                         item: None,
                     }),
+                    route,
                     name,
                 });
             }
@@ -389,7 +465,7 @@ impl Inventory {
             nodes,
             known_hosts: raw.known_hosts.map(|k| expand_home(&k, &base)),
             read_only: raw.read_only,
-            warnings: Vec::new(),
+            warnings: warn.into_vec(),
         })
     }
 }

@@ -26,9 +26,9 @@ use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::endpoint::{Endpoint, Hop, Login};
 use super::known_hosts::{KnownHosts, Verdict, fingerprint};
 use super::{COMMAND, ProbeSettings, RawRun, RunEnd, new_boundary, probe_stdin};
-use crate::inventory::Node;
 use crate::model::Code;
 
 /// What to do with a host key that no known_hosts line names.
@@ -75,7 +75,7 @@ pub struct Unreachable {
 }
 
 impl Unreachable {
-    fn new(code: Code, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: Code, message: impl Into<String>) -> Self {
         Unreachable {
             code,
             message: message.into(),
@@ -85,19 +85,72 @@ impl Unreachable {
 
 /// Shared host-key state for one scan: the known_hosts files and the policy.
 pub struct HostKeys {
-    pub db: Mutex<KnownHosts>,
+    pub db: Arc<Mutex<KnownHosts>>,
     pub policy: HostKeyPolicy,
     /// Keys learned under `accept-new` during this scan, as messages for the user.
     pub learned: Mutex<Vec<String>>,
+    /// The files of `db` that a server's own `UserKnownHostsFile` does not replace (the
+    /// inventory's `known_hosts`, `--known-hosts`).
+    also: Vec<PathBuf>,
+    /// The known_hosts files of servers with their own `UserKnownHostsFile`, by file list,
+    /// each loaded once per scan.
+    per_server: Mutex<std::collections::HashMap<Vec<PathBuf>, Arc<Mutex<KnownHosts>>>>,
 }
 
 impl HostKeys {
     pub fn new(db: KnownHosts, policy: HostKeyPolicy) -> HostKeys {
         HostKeys {
-            db: Mutex::new(db),
+            db: Arc::new(Mutex::new(db)),
             policy,
             learned: Mutex::new(Vec::new()),
+            also: Vec::new(),
+            per_server: Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// Names the files of the scan's known_hosts that stay in use for a server with its own
+    /// `UserKnownHostsFile` (which replaces only ~/.ssh/known_hosts, as in OpenSSH).
+    pub fn keeping(mut self, files: Vec<PathBuf>) -> HostKeys {
+        self.also = files;
+        self
+    }
+
+    /// The known_hosts database for `hop`: the scan's, or, when the hop has its own
+    /// `UserKnownHostsFile`, those files plus [`HostKeys::keeping`]'s (loaded once; keys learned
+    /// under `accept-new` go where the scan's would, else to the hop's first file).
+    ///
+    /// Errors: a file that exists but cannot be read (`host-key-unknown`: no key can be
+    /// checked).
+    fn db_for(&self, hop: &Hop) -> Result<Arc<Mutex<KnownHosts>>, Unreachable> {
+        if hop.known_hosts.is_empty() {
+            return Ok(self.db.clone());
+        }
+        let mut sets = self
+            .per_server
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(db) = sets.get(&hop.known_hosts) {
+            return Ok(db.clone());
+        }
+        let learn_to = self
+            .db
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .learn_to
+            .clone()
+            .filter(|l| self.also.contains(l))
+            .or_else(|| hop.known_hosts.first().cloned());
+        let mut files = hop.known_hosts.clone();
+        files.extend(self.also.iter().cloned());
+        let db = KnownHosts::load(&files, learn_to).map_err(|e| {
+            Unreachable::new(
+                Code::HostKeyUnknown,
+                format!("UserKnownHostsFile of {}: {e}", hop.target()),
+            )
+        })?;
+        let db = Arc::new(Mutex::new(db));
+        sets.insert(hop.known_hosts.clone(), db.clone());
+        Ok(db)
     }
 }
 
@@ -105,6 +158,9 @@ struct Handler {
     host: String,
     port: u16,
     keys: Arc<HostKeys>,
+    /// The known_hosts of this server ([`HostKeys::db_for`]) and its policy.
+    db: Arc<Mutex<KnownHosts>>,
+    policy: HostKeyPolicy,
     /// Why the key was refused, for the report.
     refused: Arc<Mutex<Option<Unreachable>>>,
 }
@@ -126,7 +182,6 @@ impl client::Handler for Handler {
         let fp = fingerprint(&key);
         let alg = key.algorithm().to_string();
         let mut db = self
-            .keys
             .db
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -165,7 +220,7 @@ impl client::Handler for Handler {
                     self.host
                 ),
             ),
-            Verdict::Unknown if self.keys.policy == HostKeyPolicy::AcceptNew => {
+            Verdict::Unknown if self.policy == HostKeyPolicy::AcceptNew => {
                 match db.learn(&self.host, self.port, &key) {
                     Ok(file) => {
                         self.keys
@@ -233,11 +288,16 @@ fn cert_for(key: &Path, explicit: Option<&Path>) -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
-/// Public-key authentication: ssh-agent identities (keys and certificates) first, then the key
-/// files (the node's identity_file, else ~/.ssh/id_ed25519, id_ecdsa, id_rsa), with an OpenSSH
-/// certificate when one is configured or lies beside the key as `<key>-cert.pub`.
-async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<(), Unreachable> {
-    let user = node.user.clone();
+/// Public-key authentication as `login.user` on `host` (named in messages): ssh-agent
+/// identities (keys and certificates) first, then the key files (`login.identity_files`, else
+/// ~/.ssh/id_ed25519, id_ecdsa, id_rsa), with an OpenSSH certificate when one is configured or
+/// lies beside the key as `<key>-cert.pub`.
+async fn authenticate(
+    h: &mut client::Handle<Handler>,
+    host: &str,
+    login: &Login,
+) -> Result<(), Unreachable> {
+    let user = login.user.clone();
     let mut tried: Vec<String> = Vec::new();
     let mut problems: Vec<String> = Vec::new();
     let hash = h.best_supported_rsa_hash().await.ok().flatten().flatten();
@@ -245,32 +305,39 @@ async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<()
         Unreachable::new(Code::SshAuthFailed, format!("authentication failed: {e}"))
     };
 
-    // With an identity_file, offer only the agent key that matches it (like IdentitiesOnly),
-    // so a full agent does not use up the server's MaxAuthTries.
-    let wanted = node.identity_file.as_ref().and_then(|f| {
-        let mut pubf = f.as_os_str().to_owned();
-        pubf.push(".pub");
-        russh::keys::load_public_key(PathBuf::from(pubf))
-            .ok()
-            .or_else(|| {
-                load_secret_key(f, None)
-                    .ok()
-                    .map(|k| k.public_key().clone())
-            })
-    });
+    // With identity files, offer only the agent keys that match them (like IdentitiesOnly),
+    // so a full agent does not use up the server's MaxAuthTries; with `IdentitiesOnly` and no
+    // identity file, no agent key.
+    let wanted: Vec<russh::keys::PublicKey> = login
+        .identity_files
+        .iter()
+        .filter_map(|f| {
+            let mut pubf = f.as_os_str().to_owned();
+            pubf.push(".pub");
+            russh::keys::load_public_key(PathBuf::from(pubf))
+                .ok()
+                .or_else(|| {
+                    load_secret_key(f, None)
+                        .ok()
+                        .map(|k| k.public_key().clone())
+                })
+        })
+        .collect();
+    let restrict = login.identities_only || !login.identity_files.is_empty();
     if std::env::var_os("SSH_AUTH_SOCK").is_some() {
         match russh::keys::agent::client::AgentClient::connect_env().await {
             Ok(mut agent) => {
                 let ids = agent.request_identities().await.unwrap_or_default();
-                let ids = ids.into_iter().filter(|id| match (&wanted, id) {
-                    (Some(w), russh::keys::agent::AgentIdentity::PublicKey { key, .. }) => {
-                        key.key_data() == w.key_data()
-                    }
-                    (
-                        Some(w),
-                        russh::keys::agent::AgentIdentity::Certificate { certificate, .. },
-                    ) => certificate.public_key() == w.key_data(),
-                    (None, _) => true,
+                let ids = ids.into_iter().filter(|id| {
+                    !restrict
+                        || wanted.iter().any(|w| match id {
+                            russh::keys::agent::AgentIdentity::PublicKey { key, .. } => {
+                                key.key_data() == w.key_data()
+                            }
+                            russh::keys::agent::AgentIdentity::Certificate {
+                                certificate, ..
+                            } => certificate.public_key() == w.key_data(),
+                        })
                 });
                 for id in ids {
                     let res = match &id {
@@ -295,8 +362,7 @@ async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<()
                             return Err(Unreachable::new(
                                 Code::SshAuthFailed,
                                 format!(
-                                    "{user}@{}: the server closed the connection during authentication after {} key(s) ({e}); OpenSSH stops after MaxAuthTries (6) keys: set identity_file for this node",
-                                    node.host,
+                                    "{user}@{host}: the server closed the connection during authentication after {} key(s) ({e}); OpenSSH stops after MaxAuthTries (6) keys: set identity_file for this node",
                                     tried.len() + 1
                                 ),
                             ));
@@ -308,9 +374,10 @@ async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<()
         }
     }
 
-    let files = match &node.identity_file {
-        Some(f) => vec![f.clone()],
-        None => default_identities(),
+    let files = if login.identity_files.is_empty() {
+        default_identities()
+    } else {
+        login.identity_files.clone()
     };
     for path in files {
         let key = match load_secret_key(&path, None) {
@@ -328,7 +395,7 @@ async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<()
                 continue;
             }
         };
-        let res = match cert_for(&path, node.certificate_file.as_deref()) {
+        let res = match cert_for(&path, login.certificate_file.as_deref()) {
             Some(cert_path) => match load_openssh_certificate(&cert_path) {
                 Ok(cert) => h.authenticate_openssh_cert(&user, key, cert).await,
                 Err(e) => {
@@ -346,12 +413,9 @@ async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<()
             _ => tried.push(path.display().to_string()),
         }
     }
-    let mut msg = format!("{user}@{}: the server accepted none of", node.host);
+    let mut msg = format!("{user}@{host}: the server accepted none of");
     if tried.is_empty() {
-        msg = format!(
-            "{user}@{}: no usable key (no ssh-agent key, no identity file)",
-            node.host
-        );
+        msg = format!("{user}@{host}: no usable key (no ssh-agent key, no identity file)");
     } else {
         msg.push_str(&format!(" {}", tried.join(", ")));
     }
@@ -382,6 +446,9 @@ fn client_config(ssh: &SshSettings, with_certificates: bool) -> client::Config {
 /// An authenticated SSH connection to one node.
 pub struct Session {
     handle: client::Handle<Handler>,
+    /// The jump hosts' connections the node's runs through, first to last (kept open as long
+    /// as the session).
+    jumps: Vec<client::Handle<Handler>>,
     /// `host:port`, for messages.
     pub target: String,
 }
@@ -654,38 +721,39 @@ async fn open_tcp(host: &str, port: u16, limit: Duration) -> Result<TcpStream, U
     Err(Unreachable::new(code, format!("connect to {target}: {e}")))
 }
 
-/// Resolves the node's host name and opens a TCP connection (both within `connect_timeout`),
-/// checks the host key, and logs in (the handshake and login within `auth_timeout`).
-///
-/// Errors, as [`Unreachable`]: `ssh-resolve-failed` (the name does not resolve), `ssh-timeout`
-/// (no TCP answer, or the handshake and login did not finish), `ssh-refused` (connection
-/// refused, or the SSH handshake failed), `ssh-protocol-error` (the peer sent something that is
-/// no SSH-2 identification line, shown escaped, or closed without sending anything),
-/// `host-key-mismatch` / `host-key-unknown` (see [`Handler`]), `ssh-auth-failed`.
-pub async fn connect(
-    node: &Node,
+/// A byte stream an SSH connection runs over: TCP, a `direct-tcpip` channel through a jump
+/// host, or a `ProxyCommand`'s stdin and stdout.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// The SSH handshake, host-key check (against `hop`'s known_hosts and policy) and login on
+/// `stream`, within `limit`. Errors as for [`connect`].
+async fn handshake(
+    hop: &Hop,
+    stream: Box<dyn Io>,
     ssh: &SshSettings,
-    keys: Arc<HostKeys>,
-) -> Result<Session, Unreachable> {
-    let target = format!("{}:{}", node.host, node.port);
-    let tcp = open_tcp(&node.host, node.port, ssh.connect_timeout).await?;
-    let _ = tcp.set_nodelay(true);
+    keys: &Arc<HostKeys>,
+    limit: Duration,
+) -> Result<client::Handle<Handler>, Unreachable> {
+    let target = hop.target();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let stream = Recording {
-        inner: tcp,
+        inner: stream,
         seen: seen.clone(),
         done: false,
     };
     let refused = Arc::new(Mutex::new(None));
-    let with_certificates = keys
-        .db
+    let db = keys.db_for(hop)?;
+    let with_certificates = db
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .has_cert_authority(&node.host, node.port);
+        .has_cert_authority(&hop.host, hop.port);
     let handler = Handler {
-        host: node.host.clone(),
-        port: node.port,
-        keys,
+        host: hop.host.clone(),
+        port: hop.port,
+        keys: keys.clone(),
+        db,
+        policy: hop.host_key_policy.unwrap_or(keys.policy),
         refused: refused.clone(),
     };
     let config = Arc::new(client_config(ssh, with_certificates));
@@ -707,10 +775,10 @@ pub async fn connect(
                         )
                     })
             })?;
-        authenticate(&mut h, node).await?;
+        authenticate(&mut h, &hop.host, &hop.login).await?;
         Ok::<_, Unreachable>(h)
     };
-    match tokio::time::timeout(ssh.auth_timeout, handshake).await {
+    match tokio::time::timeout(limit, handshake).await {
         Err(_) => {
             let seen = seen
                 .lock()
@@ -721,13 +789,108 @@ pub async fn connect(
                 PeerStart::Nothing | PeerStart::Ssh => Err(Unreachable::new(
                     Code::SshTimeout,
                     format!(
-                        "{target} accepted the TCP connection but the SSH handshake and login did not finish within {} s",
-                        ssh.auth_timeout.as_secs()
+                        "{target} accepted the connection but the SSH handshake and login did not finish within {} s",
+                        limit.as_secs_f64().ceil()
                     ),
                 )),
             }
         }
-        Ok(r) => r.map(|handle| Session { handle, target }),
+        Ok(r) => r,
+    }
+}
+
+/// Opens a `direct-tcpip` channel from the jump host `via` (named `jump` in messages) to
+/// `to`, within `limit`: the jump host resolves and connects.
+async fn open_through(
+    via: &client::Handle<Handler>,
+    jump: &str,
+    to: &Hop,
+    limit: Duration,
+) -> Result<Box<dyn Io>, Unreachable> {
+    let opened = via.channel_open_direct_tcpip(to.host.clone(), u32::from(to.port), "127.0.0.1", 0);
+    match tokio::time::timeout(limit, opened).await {
+        Err(_) => Err(Unreachable::new(
+            Code::SshTimeout,
+            format!(
+                "jump host {jump}: connect to {}: no answer within {} s",
+                to.target(),
+                limit.as_secs_f64().ceil()
+            ),
+        )),
+        Ok(Err(e)) => Err(Unreachable::new(
+            Code::SshRefused,
+            format!("jump host {jump}: cannot connect to {}: {e}", to.target()),
+        )),
+        Ok(Ok(ch)) => Ok(Box::new(ch.into_stream())),
+    }
+}
+
+/// Connects to the node of `ep` (directly, through its `ProxyCommand`, or through its jump
+/// hosts, each hop's host key checked against its own known_hosts entry and each hop logged
+/// in), and logs in. Name resolution + TCP connect (or each `direct-tcpip` channel) is bounded
+/// by `ConnectTimeout` (else `[ssh] connect_timeout`), each handshake + login by
+/// `auth_timeout`, and the whole chain by the two added together (what one direct connection
+/// gets).
+///
+/// Errors, as [`Unreachable`]: `ssh-resolve-failed` (the name does not resolve), `ssh-timeout`
+/// (no TCP answer, or the handshake and login did not finish), `ssh-refused` (connection
+/// refused, the SSH handshake failed, a jump host could not open the next connection, the
+/// `ProxyCommand` could not start or ended), `ssh-protocol-error` (the peer sent something that
+/// is no SSH-2 identification line, shown escaped, or closed without sending anything),
+/// `host-key-mismatch` / `host-key-unknown` (see [`Handler`]), `ssh-auth-failed`. A failure at
+/// a jump host starts `jump host HOST:PORT: `.
+pub async fn connect(
+    ep: &Endpoint,
+    ssh: &SshSettings,
+    keys: Arc<HostKeys>,
+) -> Result<Session, Unreachable> {
+    let connect_timeout = ep.connect_timeout.unwrap_or(ssh.connect_timeout);
+    let whole = connect_timeout + ssh.auth_timeout;
+    let deadline = tokio::time::Instant::now() + whole;
+    let left = |limit: Duration| {
+        limit.min(deadline.saturating_duration_since(tokio::time::Instant::now()))
+    };
+    let hops: Vec<&Hop> = ep.jump.iter().chain([&ep.target]).collect();
+    let mut handles: Vec<client::Handle<Handler>> = Vec::with_capacity(hops.len());
+    for (i, hop) in hops.iter().enumerate() {
+        let last = i + 1 == hops.len();
+        let at_jump = |u: Unreachable| {
+            if last {
+                u
+            } else {
+                Unreachable::new(u.code, format!("jump host {}: {}", hop.target(), u.message))
+            }
+        };
+        let stream: Box<dyn Io> = match (handles.last(), i) {
+            (Some(via), _) => {
+                open_through(via, &hops[i - 1].target(), hop, left(connect_timeout)).await?
+            }
+            (None, _) => match &ep.proxy_command {
+                Some(cmd) => Box::new(super::proxy::spawn(cmd).map_err(at_jump)?),
+                None => {
+                    let tcp = open_tcp(&hop.host, hop.port, left(connect_timeout))
+                        .await
+                        .map_err(at_jump)?;
+                    let _ = tcp.set_nodelay(true);
+                    Box::new(tcp)
+                }
+            },
+        };
+        let h = handshake(hop, stream, ssh, &keys, left(ssh.auth_timeout))
+            .await
+            .map_err(at_jump)?;
+        handles.push(h);
+    }
+    match handles.pop() {
+        Some(handle) => Ok(Session {
+            handle,
+            jumps: handles,
+            target: ep.target.target(),
+        }),
+        None => Err(Unreachable::new(
+            Code::SshRefused,
+            "no SSH server to connect to",
+        )),
     }
 }
 
@@ -810,13 +973,21 @@ impl Session {
         })
     }
 
-    /// Closes the connection (within 2 s); the remote shell and what it still runs end.
+    /// Closes the connection, then the jump hosts' from the last to the first (each within
+    /// 2 s); the remote shell and what it still runs end, and a `ProxyCommand` is killed.
     pub async fn close(self) {
         let _ = tokio::time::timeout(
             Duration::from_secs(2),
             self.handle.disconnect(Disconnect::ByApplication, "", "en"),
         )
         .await;
+        for jump in self.jumps.iter().rev() {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(2),
+                jump.disconnect(Disconnect::ByApplication, "", "en"),
+            )
+            .await;
+        }
     }
 }
 
@@ -824,7 +995,7 @@ impl Session {
 /// arrived before it is kept. Connection, host key and authentication failures are
 /// [`Unreachable`].
 pub async fn run_ssh(
-    node: &Node,
+    node: &Endpoint,
     probe: &ProbeSettings,
     ssh: &SshSettings,
     keys: Arc<HostKeys>,
