@@ -329,10 +329,18 @@ fn nodes_behind_one_and_two_jump_hosts_with_host_keys_checked_at_every_hop() {
     let ssh_config = format!(
         "Host j1\n  HostName 198.18.60.2\n  Port 2222\n  User {u}\n\
          Host j2\n  HostName 198.18.60.10\n  Port 2222\n  ProxyJump j1\n\
-         Host deep\n  HostName 198.18.60.14\n  Port 2222\n  ProxyJump {u}@j2\n"
+         Host deep\n  HostName 198.18.60.14\n  Port 2222\n  ProxyJump {u}@j2\n\
+         Host *\n  ForwardAgent yes\n\
+         Match user nobody\n  Port 1\n"
     );
     let (doc, stderr) = b.snapshot(&inventory, &ssh_config);
 
+    // What gpufleet does not honour is said once, not once per node or hop.
+    assert_eq!(stderr.matches("`ForwardAgent`").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(":15: `Match user nobody`: Match blocks are not honoured"),
+        "{stderr}"
+    );
     // Without the jump host the node cannot be reached at all: the network proves isolation.
     assert_eq!(status(&doc, "direct"), "unreachable", "{stderr}");
     for name in ["one-hop", "two-hops", "from-ssh-config"] {
@@ -378,11 +386,26 @@ fn an_unknown_jump_host_key_and_a_dead_jump_host_are_per_hop_reasons() {
     let inventory = format!(
         "{}\
          [[nodes]]\nname = \"unknown-second-hop\"\nhost = \"198.18.61.14\"\nport = 2222\nroot = \"{r1}\"\njump = \"{u}@198.18.61.2:2222,{u}@198.18.61.10:2222\"\n\
-         [[nodes]]\nname = \"nothing-behind\"\nhost = \"198.18.61.14\"\nport = 2222\nroot = \"{r1}\"\njump = \"{u}@198.18.61.2:2222\"\n",
+         [[nodes]]\nname = \"nothing-behind\"\nhost = \"198.18.61.14\"\nport = 2222\nroot = \"{r1}\"\njump = \"{u}@198.18.61.2:2222\"\n\
+         [[nodes]]\nname = \"own-known-hosts\"\nhost = \"198.18.61.14\"\nport = 2222\nroot = \"{r1}\"\njump = \"{u}@198.18.61.2:2222,j2k\"\n",
         b.header(),
         r1 = b.root(1),
     );
-    let (doc, stderr) = b.snapshot(&inventory, "");
+    // j2 under the name `j2k` has its own UserKnownHostsFile, which holds its key: that hop
+    // is checked against that file (and the inventory's), and the chain goes through.
+    let j2_known = b.path("j2_known_hosts");
+    std::fs::write(&j2_known, b.sshds[2].known_hosts_line() + "\n").unwrap();
+    let ssh_config = format!(
+        "Host j2k\n  HostName 198.18.61.10\n  Port 2222\n  UserKnownHostsFile {}\n",
+        j2_known.display()
+    );
+    let (doc, stderr) = b.snapshot(&inventory, &ssh_config);
+    assert_ne!(
+        status(&doc, "own-known-hosts"),
+        "unreachable",
+        "{}",
+        reason_message(&doc, "own-known-hosts")
+    );
     assert_eq!(
         codes(node(&doc, "unknown-second-hop")),
         ["host-key-unknown"],
