@@ -462,3 +462,59 @@ fn a_proxy_command_carries_the_connection_and_is_gone_afterwards() {
         .unwrap();
     assert!(left.stdout.is_empty(), "left running: {:?}", left);
 }
+
+#[test]
+fn inventory_list_shows_each_nodes_resolved_jump_chain_and_bad_jump_lists_are_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(
+        home.join(".ssh/config"),
+        "Host edge\n  HostName 198.18.63.2\n  User ops\n  Port 2200\n\
+         Host inner\n  ProxyJump edge\n\
+         Host gpu*\n  ProxyCommand nc -X connect -x proxy:3128 %h %p\n",
+    )
+    .unwrap();
+    let inv = tmp.path().join("inventory.toml");
+    let list = |text: &str| {
+        std::fs::write(&inv, text).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(["inventory", "list", "--format", "json", "-i"])
+            .arg(&inv)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", &home)
+            .env("USER", "me")
+            .output()
+            .unwrap()
+    };
+    let out = list(
+        "[defaults]\nuser = \"root\"\n\
+         [[nodes]]\nname = \"a\"\nhost = \"10.0.0.1\"\njump = \"inner:22,root@[fd00::9]:2022\"\n\
+         [[nodes]]\nname = \"gpu7\"\n",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // inner's own ProxyJump (edge, resolved through the config) comes first.
+    assert_eq!(
+        doc[0]["jump"],
+        serde_json::json!(["ops@198.18.63.2:2200", "me@inner:22", "root@[fd00::9]:2022"])
+    );
+    assert_eq!(doc[0]["proxy_command"], serde_json::Value::Null);
+    assert_eq!(
+        doc[1]["proxy_command"],
+        "nc -X connect -x proxy:3128 gpu7 22"
+    );
+    // A malformed jump list names the node's file:line.
+    let out = list("[[nodes]]\nname = \"a\"\njump = \"ops@\"\n");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("inventory.toml:2:") && err.contains("jump host \"ops@\""),
+        "{err}"
+    );
+}

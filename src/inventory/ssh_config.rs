@@ -12,24 +12,6 @@ use ssh2_config::{HostParams, ParseRule, SshConfig};
 use crate::probe::endpoint::{Hop, Login, parse_jump_list};
 use crate::probe::ssh::HostKeyPolicy;
 
-/// The directives gpufleet acts on (lower case, as OpenSSH compares them).
-pub const HONOURED: [&str; 14] = [
-    "host",
-    "include",
-    "hostname",
-    "port",
-    "user",
-    "identityfile",
-    "certificatefile",
-    "identitiesonly",
-    "proxyjump",
-    "proxycommand",
-    "userknownhostsfile",
-    "stricthostkeychecking",
-    "connecttimeout",
-    "ignoreunknown",
-];
-
 /// How many jump hosts a chain may have, jump hosts' own `ProxyJump` included (a loop in the
 /// config ends here).
 const MAX_HOPS: usize = 8;

@@ -734,6 +734,7 @@ async fn handshake(
     ssh: &SshSettings,
     keys: &Arc<HostKeys>,
     limit: Duration,
+    tcp: bool,
 ) -> Result<client::Handle<Handler>, Unreachable> {
     let target = hop.target();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -789,7 +790,8 @@ async fn handshake(
                 PeerStart::Nothing | PeerStart::Ssh => Err(Unreachable::new(
                     Code::SshTimeout,
                     format!(
-                        "{target} accepted the connection but the SSH handshake and login did not finish within {} s",
+                        "{target} accepted the {} but the SSH handshake and login did not finish within {} s",
+                        if tcp { "TCP connection" } else { "connection" },
                         limit.as_secs_f64().ceil()
                     ),
                 )),
@@ -861,11 +863,13 @@ pub async fn connect(
                 Unreachable::new(u.code, format!("jump host {}: {}", hop.target(), u.message))
             }
         };
-        let stream: Box<dyn Io> = match (handles.last(), i) {
-            (Some(via), _) => {
+        let tcp = handles.is_empty() && ep.proxy_command.is_none();
+        let stream: Box<dyn Io> = match handles.last() {
+            // The error is the jump host's already ("jump host …: cannot connect to …").
+            Some(via) => {
                 open_through(via, &hops[i - 1].target(), hop, left(connect_timeout)).await?
             }
-            (None, _) => match &ep.proxy_command {
+            None => match &ep.proxy_command {
                 Some(cmd) => Box::new(super::proxy::spawn(cmd).map_err(at_jump)?),
                 None => {
                     let tcp = open_tcp(&hop.host, hop.port, left(connect_timeout))
@@ -876,7 +880,7 @@ pub async fn connect(
                 }
             },
         };
-        let h = handshake(hop, stream, ssh, &keys, left(ssh.auth_timeout))
+        let h = handshake(hop, stream, ssh, &keys, left(ssh.auth_timeout), tcp)
             .await
             .map_err(at_jump)?;
         handles.push(h);
