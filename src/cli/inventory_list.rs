@@ -60,7 +60,7 @@ Examples:
 pub(super) fn load(
     paths: &Paths,
     arg: &Path,
-    ssh: Option<&ssh2_config::SshConfig>,
+    ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
 ) -> anyhow::Result<Inventory> {
     let inv = crate::inventory::source::load(
         arg,

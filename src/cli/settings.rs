@@ -297,7 +297,9 @@ impl Settings {
 
     /// The OpenSSH client config to read: `--ssh-config FILE` (an error if it does not parse),
     /// `none`, or ~/.ssh/config when it exists (a warning if it does not parse).
-    fn ssh_config(paths: &Paths) -> anyhow::Result<Option<ssh2_config::SshConfig>> {
+    fn ssh_config(
+        paths: &Paths,
+    ) -> anyhow::Result<Option<crate::inventory::ssh_config::ClientConfig>> {
         let (path, explicit) = match &paths.ssh_config {
             Some(p) if p.as_os_str() == "none" => return Ok(None),
             Some(p) => (p.clone(), true),

@@ -303,7 +303,7 @@ impl Inventory {
     /// as `ssh` would: the inventory's own values win.
     pub fn load_with_ssh_config(
         path: &Path,
-        ssh: Option<&ssh2_config::SshConfig>,
+        ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
     ) -> Result<Inventory, InventoryError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| InventoryError(format!("{}: {e}", path.display())))?;
@@ -319,7 +319,7 @@ impl Inventory {
     pub fn parse_with(
         text: &str,
         path: &Path,
-        ssh: Option<&ssh2_config::SshConfig>,
+        ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
     ) -> Result<Inventory, InventoryError> {
         let at = |span: std::ops::Range<usize>, msg: String| {
             let (line, col) = line_col(text, span.start);
@@ -407,7 +407,8 @@ impl Inventory {
                     return Err(at(rn.name.span(), format!("node `{name}` is listed twice")));
                 }
                 // ~/.ssh/config for this host, for what the inventory leaves unset.
-                let cfg = ssh.map(|c| ssh_config::query(c, &host, &mut warn));
+                let own_user = pick(|s| s.user.as_ref());
+                let cfg = ssh.map(|c| ssh_config::query(c, &host, own_user.as_deref(), &mut warn));
                 let cfg = cfg.as_ref();
                 let explicit_port = layers.iter().rev().find_map(|s| s.port);
                 let original = host.clone();
@@ -415,7 +416,7 @@ impl Inventory {
                 let port = explicit_port
                     .or_else(|| cfg.and_then(|c| c.port))
                     .unwrap_or(port);
-                let user = pick(|s| s.user.as_ref())
+                let user = own_user
                     .or_else(|| cfg.and_then(|c| c.user.clone()))
                     .unwrap_or_else(local_user);
                 let route = ssh_config::route(
@@ -805,12 +806,7 @@ labels = { rack = "r2" }
     #[test]
     fn ssh_config_fills_what_the_inventory_leaves_unset() {
         let text = "Host gpu*\n  User ops\n  Port 2222\n  IdentityFile /keys/fleet\nHost gpu01\n  HostName 10.0.0.1\n";
-        let ssh = ssh2_config::SshConfig::default()
-            .parse(
-                &mut text.as_bytes(),
-                ssh2_config::ParseRule::ALLOW_UNKNOWN_FIELDS,
-            )
-            .unwrap();
+        let (ssh, _) = ssh_config::parse(text, Path::new("/ssh_config")).unwrap();
         let i = Inventory::parse_with(
             "[[nodes]]\nname = \"gpu0[1-2]\"\n[[nodes]]\nname = \"gpu03\"\nuser = \"me\"\nport = 22\n",
             Path::new("/inv.toml"),

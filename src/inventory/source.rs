@@ -133,7 +133,7 @@ pub struct NodeSpec {
 /// names the node's origin.
 pub fn resolve(
     specs: Vec<NodeSpec>,
-    ssh: Option<&ssh2_config::SshConfig>,
+    ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
     warn: &mut super::ssh_config::Warnings,
 ) -> Result<Vec<Node>, InventoryError> {
     let mut seen: BTreeMap<String, Option<Origin>> = BTreeMap::new();
@@ -166,7 +166,7 @@ pub fn resolve(
         if s.port == Some(0) {
             return Err(at(format!("node `{}`: port 0 is not a port", s.name)));
         }
-        let cfg = ssh.map(|c| super::ssh_config::query(c, &host, warn));
+        let cfg = ssh.map(|c| super::ssh_config::query(c, &host, s.user.as_deref(), warn));
         let cfg = cfg.as_ref();
         let original = host.clone();
         let host = cfg.and_then(|c| c.host_name.clone()).unwrap_or(host);
@@ -268,7 +268,7 @@ pub fn detect(path: &Path, text: &str) -> Option<InventoryFormat> {
 pub fn load(
     arg: &Path,
     format: Option<InventoryFormat>,
-    ssh: Option<&ssh2_config::SshConfig>,
+    ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
     stdin: &mut dyn Read,
 ) -> Result<Inventory, InventoryError> {
     let source = Source::parse(arg);
@@ -330,7 +330,7 @@ pub fn from_text(
     path: &Path,
     text: &str,
     kind: InventoryFormat,
-    ssh: Option<&ssh2_config::SshConfig>,
+    ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
 ) -> Result<Inventory, InventoryError> {
     let (specs, warnings) = match kind {
         InventoryFormat::Toml => return Inventory::parse_with(text, path, ssh),

@@ -16,47 +16,230 @@ use crate::probe::ssh::HostKeyPolicy;
 /// config ends here).
 const MAX_HOPS: usize = 8;
 
-/// Reads an OpenSSH client config file. `Match` blocks are not honoured: each `Match` line is
-/// read as a block that applies to no host (so its lines never leak into the `Host` block
-/// above it, as they would in `ssh2-config`), with a warning naming its line.
+/// An OpenSSH client config as gpufleet reads it: `ssh2-config` for everything but `Match`,
+/// which it does not know; gpufleet evaluates `Match` blocks of the main file itself (see
+/// [`Criterion`]) and asks `ssh2-config` again with the blocks that match turned on.
+pub struct ClientConfig {
+    /// The file's lines, each `Match` line replaced by `Host !*` (a block for no host).
+    lines: Vec<String>,
+    /// The `Match` blocks: their line index and criteria (`None`: one gpufleet cannot evaluate,
+    /// warned at load; the block then applies to no host).
+    blocks: Vec<(usize, Option<Vec<Criterion>>)>,
+    /// The config with every `Match` block off.
+    base: SshConfig,
+    /// The config per set of matching blocks, parsed once each.
+    variants: std::sync::Mutex<std::collections::HashMap<Vec<bool>, SshConfig>>,
+    /// `Match exec` results by expanded command line, run once each.
+    execs: std::sync::Mutex<std::collections::HashMap<String, bool>>,
+}
+
+/// One `Match` criterion (ssh_config(5) "Match"), negated with `!`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Criterion {
+    /// `all` (and `final`: gpufleet reads the config once, as OpenSSH's final pass).
+    All(bool),
+    /// `host PATTERNS`: the host name after `HostName`.
+    Host(bool, String),
+    /// `originalhost PATTERNS`: the name as given.
+    OriginalHost(bool, String),
+    /// `user PATTERNS`: the remote user.
+    User(bool, String),
+    /// `localuser PATTERNS`.
+    LocalUser(bool, String),
+    /// `exec COMMAND`: `sh -c COMMAND` (tokens `%h %p %r %n %u %d %%` expanded) exits 0.
+    Exec(bool, String),
+}
+
+/// Splits a `Match` line's arguments into criteria. `None` for a criterion gpufleet does not
+/// evaluate (`canonical`, `tagged`, `localnetwork`, …) or a malformed line.
+fn criteria(args: &str) -> Option<Vec<Criterion>> {
+    let words = shlex::split(args)?;
+    let mut out = Vec::new();
+    let mut it = words.into_iter();
+    while let Some(w) = it.next() {
+        let (neg, name) = match w.strip_prefix('!') {
+            Some(n) => (true, n.to_ascii_lowercase()),
+            None => (false, w.to_ascii_lowercase()),
+        };
+        let c = match name.as_str() {
+            "all" | "final" => Criterion::All(neg),
+            "host" => Criterion::Host(neg, it.next()?),
+            "originalhost" => Criterion::OriginalHost(neg, it.next()?),
+            "user" => Criterion::User(neg, it.next()?),
+            "localuser" => Criterion::LocalUser(neg, it.next()?),
+            "exec" => Criterion::Exec(neg, it.next()?),
+            _ => return None,
+        };
+        out.push(c);
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// ssh_config(5) "PATTERNS": a comma-separated list of `*`/`?` patterns, `!` negating; matches
+/// when one pattern matches and no negated one does.
+fn pattern_list(list: &str, s: &str) -> bool {
+    let mut hit = false;
+    for p in list.split(',') {
+        let (neg, p) = match p.strip_prefix('!') {
+            Some(p) => (true, p),
+            None => (false, p),
+        };
+        if ssh2_config::HostClause::new(p.to_string(), false).intersects(s) {
+            if neg {
+                return false;
+            }
+            hit = true;
+        }
+    }
+    hit
+}
+
+fn parse_lines(lines: &[String], path: &Path) -> Result<SshConfig, String> {
+    let text = lines.join("\n");
+    SshConfig::default()
+        .parse(
+            &mut std::io::BufReader::new(text.as_bytes()),
+            ParseRule::ALLOW_UNKNOWN_FIELDS | ParseRule::ALLOW_UNSUPPORTED_FIELDS,
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Reads an OpenSSH client config file: [`parse`] on its text.
 ///
-/// Returns the config and its warnings. Errors: the file cannot be read or does not parse
-/// (`file: message`).
-pub fn load(path: &Path) -> Result<(SshConfig, Vec<String>), String> {
+/// Errors: the file cannot be read or does not parse (`file: message`).
+pub fn load(path: &Path) -> Result<(ClientConfig, Vec<String>), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     parse(&text, path)
 }
 
-/// [`load`] on text already read; `path` names it in messages.
-pub fn parse(text: &str, path: &Path) -> Result<(SshConfig, Vec<String>), String> {
+/// Parses a client config; `path` names it in messages. `Match` blocks with criteria gpufleet
+/// cannot evaluate are warned (with `file:line`) and apply to no host.
+///
+/// Returns the config and its warnings. Errors: text `ssh2-config` does not parse.
+pub fn parse(text: &str, path: &Path) -> Result<(ClientConfig, Vec<String>), String> {
     let mut warnings = Vec::new();
-    let mut out = String::with_capacity(text.len());
+    let mut lines = Vec::new();
+    let mut blocks = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        let word = line
-            .trim_start()
-            .split(|c: char| c.is_whitespace() || c == '=')
-            .next()
-            .unwrap_or("");
-        if word.eq_ignore_ascii_case("match") {
-            warnings.push(format!(
-                "{}:{}: `{}`: Match blocks are not honoured by gpufleet; the lines under it are ignored (write them under a `Host` line)",
-                path.display(),
-                i + 1,
-                crate::model::text::terminal_safe(line.trim())
-            ));
-            out.push_str("Host !*\n");
+        let t = line.trim_start();
+        let word_end = t
+            .find(|c: char| c.is_whitespace() || c == '=')
+            .unwrap_or(t.len());
+        if t[..word_end].eq_ignore_ascii_case("match") {
+            let args = t[word_end..].trim_start_matches(|c: char| c.is_whitespace() || c == '=');
+            let args = args.split(" #").next().unwrap_or("").trim();
+            let parsed = criteria(args);
+            if parsed.is_none() {
+                warnings.push(format!(
+                    "{}:{}: `{}`: gpufleet evaluates Match all, host, originalhost, user, localuser and exec only; this block is ignored",
+                    path.display(),
+                    i + 1,
+                    crate::model::text::terminal_safe(line.trim())
+                ));
+            }
+            blocks.push((lines.len(), parsed));
+            lines.push("Host !*".to_string());
         } else {
-            out.push_str(line);
-            out.push('\n');
+            lines.push(line.to_string());
         }
     }
-    let cfg = SshConfig::default()
-        .parse(
-            &mut std::io::BufReader::new(out.as_bytes()),
-            ParseRule::ALLOW_UNKNOWN_FIELDS | ParseRule::ALLOW_UNSUPPORTED_FIELDS,
-        )
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok((cfg, warnings))
+    let base = parse_lines(&lines, path)?;
+    Ok((
+        ClientConfig {
+            lines,
+            blocks,
+            base,
+            variants: Default::default(),
+            execs: Default::default(),
+        },
+        warnings,
+    ))
+}
+
+impl ClientConfig {
+    /// Whether the criteria all hold for a connection to `original` (`host` after HostName) as
+    /// `user` on `port`.
+    fn holds(&self, cs: &[Criterion], original: &str, host: &str, user: &str, port: u16) -> bool {
+        cs.iter().all(|c| match c {
+            Criterion::All(neg) => !neg,
+            Criterion::Host(neg, p) => pattern_list(p, host) != *neg,
+            Criterion::OriginalHost(neg, p) => pattern_list(p, original) != *neg,
+            Criterion::User(neg, p) => pattern_list(p, user) != *neg,
+            Criterion::LocalUser(neg, p) => pattern_list(p, &super::local_user()) != *neg,
+            Criterion::Exec(neg, cmd) => {
+                let Ok(cmd) = expand_tokens(cmd, host, port, user, original) else {
+                    return false;
+                };
+                let mut execs = self
+                    .execs
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let ok = *execs.entry(cmd.clone()).or_insert_with(|| {
+                    std::process::Command::new("sh")
+                        .arg("-c")
+                        .arg(&cmd)
+                        .stdin(std::process::Stdio::null())
+                        .stdout(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::null())
+                        .status()
+                        .is_ok_and(|s| s.success())
+                });
+                ok != *neg
+            }
+        })
+    }
+
+    /// `ssh2-config`'s answer for `original`, with the `Match` blocks that hold for it turned
+    /// on. `user` is the login user the inventory gives, if any (else the config's `User`,
+    /// else the local user).
+    fn params(&self, original: &str, user: Option<&str>) -> HostParams {
+        let base = self.base.query(original);
+        if self.blocks.is_empty() {
+            return base;
+        }
+        let host = base
+            .host_name
+            .clone()
+            .unwrap_or_else(|| original.to_string());
+        let user = user
+            .map(str::to_string)
+            .or_else(|| base.user.clone())
+            .unwrap_or_else(super::local_user);
+        let port = base.port.unwrap_or(22);
+        let on: Vec<bool> = self
+            .blocks
+            .iter()
+            .map(|(_, c)| {
+                c.as_ref()
+                    .is_some_and(|c| self.holds(c, original, &host, &user, port))
+            })
+            .collect();
+        if !on.contains(&true) {
+            return base;
+        }
+        let mut variants = self
+            .variants
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(v) = variants.get(&on) {
+            return v.query(original);
+        }
+        let mut lines = self.lines.clone();
+        for ((at, _), yes) in self.blocks.iter().zip(&on) {
+            if *yes {
+                lines[*at] = "Host *".to_string();
+            }
+        }
+        // The same text as `base` but for `Host` lines: it parses.
+        match parse_lines(&lines, Path::new("")) {
+            Ok(v) => {
+                let p = v.query(original);
+                variants.insert(on, v);
+                p
+            }
+            Err(_) => base,
+        }
+    }
 }
 
 /// The warnings of one inventory load: one per directive that gpufleet does not honour (the
@@ -108,10 +291,16 @@ fn yes(args: &[String]) -> Option<bool> {
     }
 }
 
-/// Queries `cfg` for `host` (the name as given, before `HostName`), warning once for each
-/// directive that applies and is not honoured.
-pub fn query(cfg: &SshConfig, host: &str, warn: &mut Warnings) -> HostSettings {
-    let p: HostParams = cfg.query(host);
+/// Queries `cfg` for `host` (the name as given, before `HostName`) logging in as `user` (the
+/// inventory's, when it gives one), warning once for each directive that applies and is not
+/// honoured.
+pub fn query(
+    cfg: &ClientConfig,
+    host: &str,
+    user: Option<&str>,
+    warn: &mut Warnings,
+) -> HostSettings {
+    let p: HostParams = cfg.params(host, user);
     let mut s = HostSettings {
         host_name: p.host_name.clone(),
         port: p.port,
@@ -240,13 +429,15 @@ pub struct Route {
 /// One jump host `[user@]host[:port]` resolved through `cfg` as `ssh` resolves it (its
 /// `HostName`, `Port`, `User`, keys and known_hosts options).
 fn hop(
-    cfg: Option<&SshConfig>,
+    cfg: Option<&ClientConfig>,
     user: Option<String>,
     host: &str,
     port: Option<u16>,
     warn: &mut Warnings,
 ) -> (Hop, Option<String>) {
-    let s = cfg.map(|c| query(c, host, warn)).unwrap_or_default();
+    let s = cfg
+        .map(|c| query(c, host, user.as_deref(), warn))
+        .unwrap_or_default();
     let hop = Hop {
         host: s.host_name.clone().unwrap_or_else(|| host.to_string()),
         port: port.or(s.port).unwrap_or(22),
@@ -271,7 +462,7 @@ fn hop(
 /// `ProxyJump` comes before it, as in OpenSSH. Errors: a malformed list, or more than
 /// [`MAX_HOPS`] hosts (a loop).
 pub fn jump_chain(
-    cfg: Option<&SshConfig>,
+    cfg: Option<&ClientConfig>,
     list: &str,
     warn: &mut Warnings,
 ) -> Result<Vec<Hop>, String> {
@@ -305,7 +496,7 @@ pub fn jump_chain(
 /// Errors: a malformed jump list, a jump loop, an unknown `%` token.
 #[allow(clippy::too_many_arguments)]
 pub fn route(
-    cfg: Option<&SshConfig>,
+    cfg: Option<&ClientConfig>,
     settings: &HostSettings,
     original: &str,
     host: &str,
@@ -351,7 +542,7 @@ pub fn route(
 mod tests {
     use super::*;
 
-    fn cfg(text: &str) -> (SshConfig, Vec<String>) {
+    fn cfg(text: &str) -> (ClientConfig, Vec<String>) {
         parse(text, Path::new("/home/op/.ssh/config")).unwrap()
     }
 
@@ -364,7 +555,7 @@ mod tests {
         );
         assert!(w.is_empty(), "{w:?}");
         let mut warn = Warnings::default();
-        let s = query(&c, "gpu01", &mut warn);
+        let s = query(&c, "gpu01", None, &mut warn);
         assert!(s.identities_only);
         assert_eq!(s.connect_timeout, Some(Duration::from_secs(7)));
         let r = route(Some(&c), &s, "gpu01", "gpu01", 22, "root", None, &mut warn).unwrap();
@@ -409,7 +600,7 @@ mod tests {
     fn proxy_command_tokens_expand_and_unknown_ones_are_refused() {
         let (c, _) = cfg("Host gpu*\n  ProxyCommand ssh -W %h:%p -l %r gw  %n 100%% \"a  b\"\n");
         let mut warn = Warnings::default();
-        let s = query(&c, "gpu01", &mut warn);
+        let s = query(&c, "gpu01", None, &mut warn);
         let r = route(
             Some(&c),
             &s,
@@ -436,21 +627,14 @@ mod tests {
     }
 
     #[test]
-    fn unhonoured_directives_warn_once_each_and_match_blocks_apply_to_nobody() {
+    fn unhonoured_directives_warn_once_each() {
         let (c, w) = cfg(
-            "Host gpu*\n  User ops\n  ForwardAgent yes\n  LocalForward 8080 x:80\n  Frobnicate 1\n\
-             Match host gpu01 exec \"true\"\n  User evil\n  Port 2\n",
+            "Host gpu*\n  User ops\n  ForwardAgent yes\n  LocalForward 8080 x:80\n  Frobnicate 1\n",
         );
-        assert_eq!(w.len(), 1);
-        assert!(
-            w[0].starts_with("/home/op/.ssh/config:6: `Match host gpu01 exec \"true\"`: Match blocks are not honoured"),
-            "{w:?}"
-        );
+        assert!(w.is_empty());
         let mut warn = Warnings::default();
         for host in ["gpu01", "gpu02", "gpu03"] {
-            let s = query(&c, host, &mut warn);
-            // The Match block's lines did not leak into `Host gpu*`.
-            assert_eq!((s.user.as_deref(), s.port), (Some("ops"), None));
+            query(&c, host, None, &mut warn);
         }
         let w = warn.into_vec();
         assert_eq!(w.len(), 3, "{w:?}");
@@ -463,19 +647,62 @@ mod tests {
     }
 
     #[test]
+    fn match_host_user_exec_and_all_are_evaluated_per_host_in_file_order() {
+        let (c, w) = cfg("Host gpu*\n  User ops\n\
+             Match host 10.0.0.* !originalhost gpu03\n  Port 2201\n\
+             Match exec \"test %n = gpu02\"\n  Port 2202\n  User evil\n\
+             Match user root\n  IdentityFile /k/root\n\
+             Match canonical\n  Port 9\n\
+             Match all\n  Port 2299\n\
+             Host gpu01\n  HostName 10.0.0.1\nHost gpu03\n  HostName 10.0.0.3\n");
+        // Only the criterion gpufleet cannot evaluate is warned, with its line.
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("/home/op/.ssh/config:10: `Match canonical`"),
+            "{w:?}"
+        );
+        let mut warn = Warnings::default();
+        let q = |h: &str, u: Option<&str>, warn: &mut Warnings| {
+            let s = query(&c, h, u, warn);
+            (s.user, s.port, s.identity_files)
+        };
+        // gpu01: HostName 10.0.0.1 matches `host 10.0.0.*`; `User ops` came first and stays.
+        assert_eq!(
+            q("gpu01", None, &mut warn),
+            (Some("ops".into()), Some(2201), vec![])
+        );
+        // gpu02: only its exec block (and `all`) hold; the first Port obtained wins.
+        assert_eq!(
+            q("gpu02", None, &mut warn),
+            (Some("ops".into()), Some(2202), vec![])
+        );
+        // gpu03: `!originalhost gpu03` turns the first block off.
+        assert_eq!(
+            q("gpu03", None, &mut warn),
+            (Some("ops".into()), Some(2299), vec![])
+        );
+        // `Match user` sees the inventory's user.
+        assert_eq!(
+            q("other", Some("root"), &mut warn),
+            (None, Some(2299), vec![PathBuf::from("/k/root")])
+        );
+        assert!(warn.into_vec().is_empty());
+    }
+
+    #[test]
     fn strictness_and_known_hosts_files_are_read() {
         let (c, _) = cfg(
             "Host a\n  StrictHostKeyChecking accept-new\n  UserKnownHostsFile /x/kh1 /x/kh2\nHost b\n  StrictHostKeyChecking no\n",
         );
         let mut warn = Warnings::default();
-        let a = query(&c, "a", &mut warn);
+        let a = query(&c, "a", None, &mut warn);
         assert_eq!(a.host_key_policy, Some(HostKeyPolicy::AcceptNew));
         assert_eq!(
             a.known_hosts,
             [PathBuf::from("/x/kh1"), PathBuf::from("/x/kh2")]
         );
         assert!(warn.0.is_empty());
-        let b = query(&c, "b", &mut warn);
+        let b = query(&c, "b", None, &mut warn);
         assert_eq!(b.host_key_policy, Some(HostKeyPolicy::AcceptNew));
         assert!(warn.into_vec()[0].contains("taken as accept-new"));
     }
