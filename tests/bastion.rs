@@ -266,11 +266,21 @@ impl Bastions {
     }
 
     fn snapshot(&self, inventory: &str, ssh_config: &str) -> (serde_json::Value, String) {
+        self.snapshot_with(inventory, ssh_config, &[])
+    }
+
+    fn snapshot_with(
+        &self,
+        inventory: &str,
+        ssh_config: &str,
+        args: &[&str],
+    ) -> (serde_json::Value, String) {
         std::fs::write(self.path("inventory.toml"), inventory).unwrap();
         std::fs::write(self.path("home/.ssh/config"), ssh_config).unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
             .args(["snapshot", "--format", "json", "-i"])
             .arg(self.path("inventory.toml"))
+            .args(args)
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("HOME", self.path("home"))
@@ -418,6 +428,26 @@ fn an_unknown_jump_host_key_and_a_dead_jump_host_are_per_hop_reasons() {
             && msg.contains("[198.18.61.10]:2222"),
         "{msg}"
     );
+    // StrictHostKeyChecking accept-new for j2 in ~/.ssh/config: a --host-key-policy flag
+    // still wins (as `ssh -o` does); without it, j2's key is learned and the chain goes through.
+    let accept = "Host 198.18.61.10\n  StrictHostKeyChecking accept-new\n";
+    let (doc, _) = b.snapshot_with(&inventory, accept, &["--host-key-policy", "strict"]);
+    assert_eq!(
+        codes(node(&doc, "unknown-second-hop")),
+        ["host-key-unknown"]
+    );
+    let (doc, stderr) = b.snapshot(&inventory, accept);
+    assert_ne!(
+        status(&doc, "unknown-second-hop"),
+        "unreachable",
+        "{}\n{stderr}",
+        reason_message(&doc, "unknown-second-hop")
+    );
+    let known = std::fs::read_to_string(b.path("known_hosts")).unwrap();
+    assert!(
+        known.contains(&b.sshds[2].known_hosts_line()),
+        "{known}\n{stderr}"
+    );
     // j1 cannot reach n2 (no route from j1 to 198.18.61.12/30): the jump host says so.
     assert_eq!(status(&doc, "nothing-behind"), "unreachable");
     let msg = reason_message(&doc, "nothing-behind");
@@ -456,11 +486,19 @@ fn a_proxy_command_carries_the_connection_and_is_gone_afterwards() {
         std::fs::read_to_string(&marker).unwrap().trim(),
         format!("{u}@198.18.62.6:2222")
     );
-    // gpufleet has exited: no `ssh -W` of this test is left running.
-    let left = Command::new("pgrep")
-        .args(["-f", "--", &format!("-W 198.18.62.6:2222 {u}@198.18.62.2")])
-        .output()
-        .unwrap();
+    // gpufleet has exited: no `ssh -W` of this test is left running (it was killed with the
+    // connection; waited for, up to 5 s, as the kill is asynchronous).
+    let start = Instant::now();
+    let left = loop {
+        let left = Command::new("pgrep")
+            .args(["-f", "--", &format!("-W 198.18.62.6:2222 {u}@198.18.62.2")])
+            .output()
+            .unwrap();
+        if left.stdout.is_empty() || start.elapsed() > Duration::from_secs(5) {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert!(left.stdout.is_empty(), "left running: {:?}", left);
 }
 

@@ -257,9 +257,11 @@ impl Settings {
         }
         if let Some(c) = args.connect_timeout {
             ssh.connect_timeout = Duration::from_secs(c);
+            ssh.flags.connect_timeout = true;
         }
         if let Some(p) = args.host_key_policy {
             ssh.host_key_policy = p.into();
+            ssh.flags.host_key_policy = true;
         }
         ssh
     }

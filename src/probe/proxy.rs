@@ -1,7 +1,7 @@
 //! OpenSSH `ProxyCommand`: a local command whose stdin and stdout carry the SSH connection
 //! (`ssh -W %h:%p bastion`, `nc -X connect -x proxy:3128 %h %p`, a cloud CLI's tunnel).
 //!
-//! Run as OpenSSH runs it (`sh -c` with the command line, tokens already expanded; see
+//! Run as OpenSSH runs it (`sh -c "exec …"` with the command line, tokens already expanded; see
 //! docs/ssh.md), with its stderr kept (the first 4 KiB, shown, escaped, when the connection
 //! fails), and killed when the connection ends (the stream owns the child, spawned with
 //! `kill_on_drop`).
@@ -29,13 +29,14 @@ pub struct ProxyStream {
     stderr: Arc<Mutex<Vec<u8>>>,
 }
 
-/// Starts `command` (a shell command line) under `sh -c`.
+/// Starts `command` (a shell command line) as OpenSSH does: `sh -c "exec COMMAND"`, so that
+/// the process killed with the connection is the command itself, not a shell above it.
 ///
 /// Errors: `ssh-refused` when it cannot be started (no `sh`, no pipes).
 pub fn spawn(command: &str) -> Result<ProxyStream, Unreachable> {
     let mut child = Command::new("sh")
         .arg("-c")
-        .arg(command)
+        .arg(format!("exec {command}"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

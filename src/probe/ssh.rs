@@ -53,6 +53,17 @@ pub struct SshSettings {
     pub host_key_policy: HostKeyPolicy,
     /// Nodes probed at once.
     pub concurrency: usize,
+    /// Set when `connect_timeout` / `host_key_policy` came from a command-line flag: they then
+    /// win over a host's own `ConnectTimeout` / `StrictHostKeyChecking` from ~/.ssh/config, as
+    /// `ssh -o` wins over the config file.
+    pub flags: FlagsWin,
+}
+
+/// Which [`SshSettings`] came from flags (and so win over per-host ~/.ssh/config values).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlagsWin {
+    pub connect_timeout: bool,
+    pub host_key_policy: bool,
 }
 
 impl Default for SshSettings {
@@ -63,6 +74,7 @@ impl Default for SshSettings {
             keepalive: Duration::from_secs(15),
             host_key_policy: HostKeyPolicy::Strict,
             concurrency: 64,
+            flags: FlagsWin::default(),
         }
     }
 }
@@ -754,7 +766,10 @@ async fn handshake(
         port: hop.port,
         keys: keys.clone(),
         db,
-        policy: hop.host_key_policy.unwrap_or(keys.policy),
+        policy: match hop.host_key_policy {
+            Some(p) if !ssh.flags.host_key_policy => p,
+            _ => keys.policy,
+        },
         refused: refused.clone(),
     };
     let config = Arc::new(client_config(ssh, with_certificates));
@@ -846,7 +861,10 @@ pub async fn connect(
     ssh: &SshSettings,
     keys: Arc<HostKeys>,
 ) -> Result<Session, Unreachable> {
-    let connect_timeout = ep.connect_timeout.unwrap_or(ssh.connect_timeout);
+    let connect_timeout = match ep.connect_timeout {
+        Some(t) if !ssh.flags.connect_timeout => t,
+        _ => ssh.connect_timeout,
+    };
     let whole = connect_timeout + ssh.auth_timeout;
     let deadline = tokio::time::Instant::now() + whole;
     let left = |limit: Duration| {
