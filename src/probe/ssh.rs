@@ -1,4 +1,6 @@
-//! The probe over SSH (russh): one connection and one exec per node per scan.
+//! The probe over SSH (russh): one connection and one exec per node per scan, directly, through
+//! a `ProxyCommand` (`super::proxy`), or through jump hosts (`direct-tcpip` channels, each hop's
+//! host key checked and each hop logged in; docs/ssh.md).
 //!
 //! Following docs/architecture.md decision 6: russh has no connect timeout (name resolution +
 //! TCP connect, then handshake + authentication, each run under a tokio timeout here), keepalive
