@@ -8,7 +8,7 @@
 //!   (`inventory list`), `diff`, `completions` (`completions`, `man`), `policy` (`policy check`, `policy generate`): the
 //!   subcommands.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -61,6 +61,7 @@ Examples:
   gpufleet paths                             where gpufleet reads and writes its files";
 
 #[derive(Debug, Parser)]
+#[command(next_help_heading = "Global options")]
 #[command(name = "gpufleet", version = crate::VERSION, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
 pub struct Cli {
     /// Config file [default: ~/.config/gpufleet/config.toml]
@@ -102,7 +103,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Probe nodes once and print a report: table, JSON, JSON Lines or CSV
+    /// Probe nodes once and print a report: table, JSON, JSON Lines, CSV or Prometheus text
     #[command(after_help = snapshot::SNAPSHOT_HELP)]
     Snapshot(snapshot::SnapshotArgs),
     /// Interactive fleet matrix: scan results stream in; sort, filter, drill into evidence
@@ -148,7 +149,7 @@ pub enum Command {
     /// What changed between two snapshots, per node; exit 1 when anything did
     #[command(after_help = diff::DIFF_HELP)]
     Diff(diff::DiffArgs),
-    /// Print shell completions (bash, zsh, fish)
+    /// Print shell completions (bash, zsh, fish, elvish, powershell)
     #[command(after_help = completions::COMPLETIONS_HELP)]
     Completions(completions::CompletionsArgs),
     /// Print the man page (roff)
@@ -204,17 +205,21 @@ pub fn run(cli: Cli, given: Given) -> ExitCode {
             eprintln!("gpufleet: interrupted");
             ExitCode::from(130)
         }
-        // The reader went away (`| head`): stop quietly, as other Unix tools do.
+        // The reader went away (`| head`): stop quietly (no message), with the status a shell
+        // shows for a process SIGPIPE ended.
         Err(e)
             if e.chain().any(|c| {
                 c.downcast_ref::<std::io::Error>()
                     .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
             }) =>
         {
-            ExitCode::SUCCESS
+            // As a C tool killed by SIGPIPE: 128 + 13. Never 0: a `--check` or `policy check`
+            // whose reader left early has not passed (`set -o pipefail` sees it).
+            ExitCode::from(141)
         }
         Err(e) => {
-            eprintln!("gpufleet: {e:#}");
+            // Not `eprintln!`: it panics when stderr is gone (a closed terminal).
+            let _ = writeln!(std::io::stderr(), "gpufleet: {e:#}");
             ExitCode::from(2)
         }
     }

@@ -33,6 +33,11 @@ pub enum Column {
     RolloutLock,
     /// The rollout that drained the node and has not given it back (CSV).
     DrainedBy,
+    /// The GPU Operator's upgrade of the node, from the inventory's node labels (a Kubernetes
+    /// inventory): the `nvidia.com/gpu-driver-upgrade-state` value, and `skip` when
+    /// `nvidia.com/gpu-driver-upgrade.skip=true` (docs/domain.md, "GPU Operator upgrade
+    /// labels"). The matrix only: it is not a fact of the report.
+    OperatorUpgrade,
 }
 
 /// How rows sort by a column.
@@ -48,6 +53,8 @@ pub enum SortKey {
     ComputeCapability,
     /// The number of GPUs, then the text.
     GpuCount,
+    /// The row's cell text (a column from the inventory, not from the report).
+    Cell,
 }
 
 /// What the registry knows of a column.
@@ -94,7 +101,7 @@ const fn csv_only(column: Column, pos: u8, name: &'static str) -> Spec {
 }
 
 /// Every column, in display order.
-pub const COLUMNS: [Spec; 17] = [
+pub const COLUMNS: [Spec; 18] = [
     Spec {
         max: 40,
         ..spec(Column::Node, "NODE", Some((0, "name")))
@@ -112,6 +119,15 @@ pub const COLUMNS: [Spec; 17] = [
         priority: 1,
         optional: true,
         ..spec(Column::Rollout, "ROLLOUT", None)
+    },
+    Spec {
+        min: 6,
+        max: 24,
+        priority: 1,
+        optional: true,
+        in_table: false,
+        sort: SortKey::Cell,
+        ..spec(Column::OperatorUpgrade, "GPU-OPERATOR", None)
     },
     Spec {
         min: 6,
@@ -182,6 +198,24 @@ pub const COLUMNS: [Spec; 17] = [
     csv_only(Column::RolloutLock, 13, "rollout_lock"),
     csv_only(Column::DrainedBy, 14, "drained_by"),
 ];
+
+/// The [`Column::OperatorUpgrade`] cell of a node with these inventory labels: the upgrade
+/// state (empty when unset or empty), `skip` when the skip label is `true`; raw label text
+/// (the caller escapes it).
+pub fn operator_upgrade_cell(labels: &std::collections::BTreeMap<String, String>) -> String {
+    use crate::actions::drain::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
+    let state = labels
+        .get(UPGRADE_STATE_LABEL)
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty());
+    let skip = labels.get(UPGRADE_SKIP_LABEL).map(String::as_str) == Some("true");
+    match (state, skip) {
+        (Some(s), true) => format!("{s}, skip"),
+        (Some(s), false) => s.to_string(),
+        (None, true) => "skip".into(),
+        (None, false) => String::new(),
+    }
+}
 
 impl Column {
     /// This column's entry in [`COLUMNS`].
@@ -300,6 +334,7 @@ impl Column {
                 }
             }
             Column::RolloutLock | Column::DrainedBy => self.csv_value(n),
+            Column::OperatorUpgrade => String::new(),
         }
     }
 
@@ -321,7 +356,11 @@ impl Column {
                 .map(|d| d.flavor.as_str().to_string())
                 .unwrap_or_default(),
             Column::Driver => driver.and_then(|d| d.version.clone()).unwrap_or_default(),
-            Column::Gpus => n.gpu_summary().unwrap_or_default(),
+            // `none` when known to have no GPU (empty is unknown).
+            Column::Gpus => n
+                .gpu_summary()
+                .map(|s| if s.is_empty() { "none".into() } else { s })
+                .unwrap_or_default(),
             Column::MinCc => n.min_compute_capability().unwrap_or_default(),
             Column::DmaBuf => opt_bool(n.dma_buf.as_ref().and_then(|d| d.kernel_support)),
             Column::PeermemLoaded => opt_bool(n.peermem.as_ref().and_then(|p| p.loaded)),
@@ -354,6 +393,7 @@ impl Column {
                 .as_ref()
                 .and_then(|r| r.drained_by.clone())
                 .unwrap_or_default(),
+            Column::OperatorUpgrade => String::new(),
         }
     }
 
@@ -383,6 +423,8 @@ impl Column {
                 let count = |n: &NodeReport| n.gpus.as_ref().map(Vec::len);
                 opt(count(a), count(b)).then_with(text)
             }
+            // The row sorts these (App::sort_key_cmp): the report does not hold them.
+            SortKey::Cell => Ordering::Equal,
         }
     }
 }
@@ -411,6 +453,7 @@ mod tests {
             Column::Rollout,
             Column::RolloutLock,
             Column::DrainedBy,
+            Column::OperatorUpgrade,
         ];
         for c in all {
             assert_eq!(COLUMNS.iter().filter(|s| s.column == c).count(), 1, "{c:?}");
@@ -437,6 +480,6 @@ mod tests {
             ]
         );
         assert_eq!(Column::table().count(), 11);
-        assert_eq!(Column::matrix().count(), 12);
+        assert_eq!(Column::matrix().count(), 13);
     }
 }

@@ -265,7 +265,13 @@ pub fn read(path: &Path) -> Result<Vec<NodeReport>, String> {
 
 /// [`read`] on text already read; `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Result<Vec<NodeReport>, String> {
-    let at = |e: serde_json::Error| format!("{file}:{}:{}: {e}", e.line(), e.column());
+    let at = |e: serde_json::Error| {
+        format!(
+            "{file}:{}:{}: not a gpufleet snapshot (JSON or JSON Lines from `gpufleet snapshot`): {e}",
+            e.line(),
+            e.column()
+        )
+    };
     // JSON Lines: a first line that is a whole object with a `type` (older gpufleet wrote
     // `data` before `type`).
     let first_line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");

@@ -154,3 +154,21 @@ fn version_names_the_git_revision_in_a_checkout() {
         _ => assert_eq!(v, format!("gpufleet {}", env!("CARGO_PKG_VERSION"))),
     }
 }
+
+/// `gpufleet completions zsh | head -1`: the reader goes away; gpufleet stops quietly with the
+/// status of a process SIGPIPE ended (141), never a panic.
+#[test]
+fn a_reader_that_leaves_early_is_not_a_panic() {
+    // The reader is gone before gpufleet writes (it closes its end at once): every write fails.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["completions", "zsh"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+}

@@ -166,7 +166,7 @@ fn prometheus_export_of_a_real_scan_passes_promtool_and_a_strict_reader() {
     assert_eq!(left.len(), 1);
 
     // Prometheus's own checker.
-    let mut promtool = Command::new("promtool")
+    let mut promtool = Command::new(support::need("promtool"))
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -304,13 +304,27 @@ fn output_file_is_written_atomically_for_every_format() {
             "{format}: no colour codes in a file"
         );
     }
-    // Without --format, a file gets JSON.
+    // Without --format, a file with no known extension gets JSON...
     let path = dir.join("default");
     let out = f.gpufleet(&["snapshot", "-i", &invp, "-o", &path.display().to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(doc["nodes"][0]["status"], "ready");
+    // ... and a file named for its format gets that format (node_exporter reads *.prom).
+    let path = dir.join("gpufleet.prom");
+    let out = f.gpufleet(&["snapshot", "-i", &invp, "-o", &path.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let body = std::fs::read_to_string(&path).unwrap();
+    assert!(body.contains("# TYPE gpufleet_node_info gauge"), "{body}");
+    let path = dir.join("fleet.csv");
+    let out = f.gpufleet(&["snapshot", "-i", &invp, "-o", &path.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .starts_with("name,status,kernel")
+    );
     let names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -45,6 +45,18 @@ fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Every process below `pid`, children first.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = children_of(pid);
+    let mut i = 0;
+    while i < out.len() {
+        let more = children_of(out[i]);
+        out.extend(more);
+        i += 1;
+    }
+    out
+}
+
 #[test]
 fn hang_after_auth_is_said_as_such() {
     let (_t, node) = scratch("h200-open-580-k6.18-real");
@@ -88,9 +100,17 @@ fn drop_mid_output(setup: impl FnOnce(&Path), suffix: &str, octet: u8) -> Value 
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // The probe is in the shim's `sleep 300` (not merely logging in) before the drop.
+    support::wait_until(
+        "the probe to reach the file",
+        Duration::from_secs(20),
+        || {
+            descendants(sshd).iter().any(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c == b"sleep\x00300\x00")
+            })
+        },
+    );
     let sessions = children_of(sshd);
-    assert!(!sessions.is_empty(), "no SSH session to drop");
     for p in sessions {
         let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
     }

@@ -213,7 +213,7 @@ fn csv_formulas_from_a_node_are_neutralized() {
 
 /// The pane's title: an OSC 0 that got through would have set it.
 fn pane_title(tmux: &Tmux) -> String {
-    let out = Command::new("tmux")
+    let out = Command::new(support::need("tmux"))
         .args([
             "-L",
             &tmux.socket,

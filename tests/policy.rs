@@ -360,11 +360,29 @@ fn kubectl_stand_in(dir: &Path, fail_with: Option<&str>) -> PathBuf {
         "metadata": {"name": "kernel-module-params", "namespace": "gpu-operator"},
         "data": {"nvidia.conf": "NVreg_EnableGpuFirmwareLogs=2\n"}});
     std::fs::write(dir.join("cm.json"), list(vec![cm]).to_string()).expect("write");
+    let node = |name: &str, labels: Value| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels}})
+    };
+    let nodes = list(vec![
+        node(
+            "gpu-a",
+            serde_json::json!({"nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu-driver-upgrade-state": "drain-required"}),
+        ),
+        node(
+            "gpu-b",
+            serde_json::json!({"nvidia.com/gpu-driver-upgrade-state": "upgrade-done",
+                "nvidia.com/gpu-driver-upgrade.skip": "true"}),
+        ),
+        node("cpu-c", serde_json::json!({"kubernetes.io/os": "linux"})),
+    ]);
+    std::fs::write(dir.join("nodes.json"), nodes.to_string()).expect("write");
     let fail = fail_with
         .map(|m| format!("echo '{m}' >&2; exit 1\n"))
         .unwrap_or_default();
     let script = format!(
-        "#!/bin/sh\n# kubectl stand-in: fixed JSON, tests gpufleet's reading, not kubectl.\necho \"$*\" >> '{d}/calls'\n{fail}case \"$2\" in\n  clusterpolicies.nvidia.com) cat '{d}/cp.json' ;;\n  nvidiadrivers.nvidia.com) echo 'error: the server doesn'\"'\"'t have a resource type \"nvidiadrivers\"' >&2; exit 1 ;;\n  machineconfigs.*) cat '{d}/mc.json' ;;\n  machineconfigpools.*) cat '{d}/mcp.json' ;;\n  configmaps) cat '{d}/cm.json' ;;\n  *) echo \"unexpected: $*\" >&2; exit 1 ;;\nesac\n",
+        "#!/bin/sh\n# kubectl stand-in: fixed JSON, tests gpufleet's reading, not kubectl.\necho \"$*\" >> '{d}/calls'\n{fail}case \"$2\" in\n  clusterpolicies.nvidia.com) cat '{d}/cp.json' ;;\n  nvidiadrivers.nvidia.com) echo 'error: the server doesn'\"'\"'t have a resource type \"nvidiadrivers\"' >&2; exit 1 ;;\n  machineconfigs.*) cat '{d}/mc.json' ;;\n  machineconfigpools.*) cat '{d}/mcp.json' ;;\n  configmaps) cat '{d}/cm.json' ;;\n  nodes) cat '{d}/nodes.json' ;;\n  *) echo \"unexpected: $*\" >&2; exit 1 ;;\nesac\n",
         d = dir.display()
     );
     let bin = dir.join("kubectl");
@@ -429,7 +447,34 @@ fn kubectl_objects_are_read_and_checked_with_a_stand_in_kubectl() {
             .iter()
             .any(|f| f["code"] == "module-config-not-given")
     );
+    // Each node's GPU Operator upgrade labels, per node; none for a node without them.
+    let node_says = |node: &str| -> Vec<String> {
+        findings
+            .iter()
+            .filter(|f| f["code"] == "gpu-operator-upgrade-state" && f["node"] == node)
+            .map(|f| f["message"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let a = node_says("gpu-a");
+    assert!(
+        a.len() == 1
+            && a[0].contains("state: drain-required; skip label: not set")
+            && a[0].contains("drain refuses"),
+        "{a:?}"
+    );
+    let b = node_says("gpu-b");
+    assert!(
+        b.len() == 1
+            && b[0].contains("state: upgrade-done; skip label: true")
+            && b[0].contains("leaves this node's driver alone"),
+        "{b:?}"
+    );
+    assert!(node_says("cpu-c").is_empty());
     let calls = std::fs::read_to_string(dir.path().join("calls")).expect("calls");
+    assert!(
+        calls.contains("get nodes -o json --request-timeout=30s --context=prod"),
+        "{calls}"
+    );
     assert!(
         calls.contains(
             "get clusterpolicies.nvidia.com -o json --request-timeout=30s --context=prod"

@@ -384,11 +384,10 @@ fn the_deadline_kills_the_whole_probe_tree() {
     let path = format!("{}:{tools}", node.join("bin").display());
     let out = gpufleet(&node, &path, &["--format", "json", "--deadline", "3"]);
     assert!(out.status.success());
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(
-        processes_running(&["sleep", "123.451"]),
-        Vec::<u32>::new(),
-        "a hung child outlived gpufleet"
+    support::wait_until(
+        "the hung child to go with gpufleet",
+        Duration::from_secs(2),
+        || processes_running(&["sleep", "123.451"]).is_empty(),
     );
 }
 
@@ -420,8 +419,11 @@ fn ctrl_c_stops_the_probe_and_exits_130() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
     assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(processes_running(&["sleep", "123.452"]), Vec::<u32>::new());
+    support::wait_until(
+        "the probe's child to go with gpufleet",
+        Duration::from_secs(2),
+        || processes_running(&["sleep", "123.452"]).is_empty(),
+    );
 }
 
 fn nix_kill(pid: u32, sig: &str) {

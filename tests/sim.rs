@@ -172,7 +172,7 @@ fn inventory_nodes(inventory: &Path) -> Vec<(String, u16, String)> {
 
 /// OpenSSH's client with `key` (and only it), the simulator's known_hosts checked strictly.
 fn ssh(key: &Path, known_hosts: &Path, port: u16, command: &str, stdin: &[u8]) -> Output {
-    let mut child = Command::new("ssh")
+    let mut child = Command::new(support::need("ssh"))
         .args([
             "-F",
             "/dev/null",
@@ -247,7 +247,7 @@ fn probe_as_command(boundary: &str) -> String {
 
 /// OpenSSH's client through the simulator's ssh_config, by node name.
 fn ssh_by_name(config: &Path, name: &str, command: &str) -> Output {
-    Command::new("ssh")
+    Command::new(support::need("ssh"))
         .arg("-F")
         .arg(config)
         .arg(name)

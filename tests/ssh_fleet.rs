@@ -242,7 +242,7 @@ fn ssh_agent_keys_certificates_and_encrypted_keys() {
 
     // 1. The key only in a real ssh-agent.
     let sock = fleet.tmp.path().join("agent.sock");
-    let mut agent = std::process::Command::new("ssh-agent")
+    let mut agent = std::process::Command::new(support::need("ssh-agent"))
         .args(["-D", "-a"])
         .arg(&sock)
         .stdout(Stdio::null())
@@ -252,7 +252,7 @@ fn ssh_agent_keys_certificates_and_encrypted_keys() {
     while !sock.exists() && start.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let add = std::process::Command::new("ssh-add")
+    let add = std::process::Command::new(support::need("ssh-add"))
         .arg(&fleet.user_key)
         .env("SSH_AUTH_SOCK", &sock)
         .stderr(Stdio::null())
@@ -297,7 +297,7 @@ fn ssh_agent_keys_certificates_and_encrypted_keys() {
     keygen(&ca, "");
     let certified = fleet.tmp.path().join("id_cert");
     keygen(&certified, "");
-    let sign = std::process::Command::new("ssh-keygen")
+    let sign = std::process::Command::new(support::need("ssh-keygen"))
         .args(["-q", "-s"])
         .arg(&ca)
         .args(["-I", "gpufleet-test", "-n", &local_user(), "-V", "-5m:+1h"])
@@ -516,7 +516,7 @@ fn host_certificates_signed_by_a_trusted_ca_are_accepted_and_bad_ones_refused() 
     let mut known_hosts = String::new();
     for (i, (signer, principals, validity)) in certs.iter().enumerate() {
         let sshd = &fleet.nodes[i].1;
-        let st = std::process::Command::new("ssh-keygen")
+        let st = std::process::Command::new(support::need("ssh-keygen"))
             .args(["-q", "-s"])
             .arg(signer)
             .args([

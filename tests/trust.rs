@@ -320,10 +320,10 @@ fn nothing_of_a_local_probe_outlives_the_deadline_when_gpufleet_is_killed() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-        std::thread::sleep(Duration::from_millis(1500));
-        assert!(
-            !processes_holding(t.path().as_os_str().as_encoded_bytes()).is_empty(),
-            "without {without:?}: the probe is not running: the test would prove nothing"
+        support::wait_until(
+            &format!("the probe to run (without {without:?})"),
+            Duration::from_secs(10),
+            || !processes_holding(t.path().as_os_str().as_encoded_bytes()).is_empty(),
         );
         sigkill(&mut child);
         let left = left_behind_at(start, 7, t.path());
@@ -363,10 +363,10 @@ fn nothing_of_a_probe_over_ssh_outlives_the_deadline_when_gpufleet_is_killed() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(2000));
-    assert!(
-        !processes_holding(t.path().as_os_str().as_encoded_bytes()).is_empty(),
-        "the probe is not running on the node: the test would prove nothing"
+    support::wait_until(
+        "the probe to run on the node",
+        Duration::from_secs(10),
+        || !processes_holding(t.path().as_os_str().as_encoded_bytes()).is_empty(),
     );
     sigkill(&mut child);
     let left = left_behind_at(start, 7, t.path());
@@ -384,11 +384,15 @@ fn quitting_the_tui_kills_a_local_probe_at_once() {
         manifest().join("config/config.example.toml").display()
     );
     let tmux = Tmux::start(&cmd);
-    std::thread::sleep(Duration::from_millis(1500));
     // By environment only: tmux's own command line holds the marker too. gpufleet and every
     // process of its probe have it in PATH.
     let marker = t.path().as_os_str().as_encoded_bytes().to_vec();
     let holding = || processes_with(&marker, &["environ"]);
+    support::wait_until(
+        "the probe to reach nvidia-smi",
+        Duration::from_secs(10),
+        || holding().iter().any(|(_, c)| c.starts_with("sleep 300")),
+    );
     let before = holding();
     assert!(
         before.iter().any(|(_, c)| c.starts_with("sleep 300")),

@@ -550,3 +550,42 @@ fn the_confirmed_plan_shows_long_commands_whole() {
     assert!(joined.contains("nvidia-open-END"), "{screen}");
     assert!(joined.contains("apt-get install -y pkg"), "{screen}");
 }
+
+/// The GPU Operator's upgrade labels (a Kubernetes inventory's node labels) get a column only
+/// when some node has them; hostile label text is escaped.
+#[test]
+fn gpu_operator_upgrade_column_only_when_a_node_has_the_labels() {
+    let mut a = app(false);
+    let plain = render(&mut a, 200, 20);
+    assert!(!plain.contains("GPU-OPERATOR"), "{plain}");
+    let labels = [
+        ("nvidia.com/gpu-driver-upgrade-state", "drain-required"),
+        ("nvidia.com/gpu-driver-upgrade.skip", "true"),
+    ];
+    a.rows[1]
+        .labels
+        .insert(labels[0].0.into(), labels[0].1.into());
+    a.rows[2]
+        .labels
+        .insert(labels[1].0.into(), labels[1].1.into());
+    a.rows[3]
+        .labels
+        .insert(labels[0].0.into(), "\u{1b}[2Jx".into());
+    for r in a.rows.iter_mut() {
+        r.refresh();
+    }
+    a.dirty = true;
+    a.ensure_view();
+    let screen = render(&mut a, 200, 20);
+    assert!(screen.contains("GPU-OPERATOR"), "{screen}");
+    let row = |name: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("{name}: {screen}"))
+            .to_string()
+    };
+    assert!(row(&a.rows[1].name).contains("drain-required"));
+    assert!(row(&a.rows[2].name).contains("skip"));
+    assert!(!screen.contains('\u{1b}'));
+}

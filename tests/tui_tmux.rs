@@ -159,7 +159,7 @@ fn sigterm_and_resize_restore_the_terminal() {
     tmux.wait_for("scanned 1/1");
     let screen = tmux.wait_for("migrate");
     assert!(screen.contains("h100-open-555-k6.6-peermem"), "{screen}");
-    let resized = Command::new("tmux")
+    let resized = Command::new(support::need("tmux"))
         .args([
             "-L",
             &tmux.socket,
@@ -174,7 +174,11 @@ fn sigterm_and_resize_restore_the_terminal() {
         .status()
         .unwrap();
     assert!(resized.success());
-    std::thread::sleep(Duration::from_millis(500));
+    support::wait_until(
+        "the TUI to redraw at 90 columns",
+        Duration::from_secs(5),
+        || tmux.screen().lines().all(|l| l.chars().count() <= 90),
+    );
     let screen = tmux.screen();
     assert!(screen.lines().all(|l| l.chars().count() <= 90), "{screen}");
     assert!(

@@ -439,12 +439,18 @@ fn sigkill_mid_wave_then_resume_repeats_no_completed_step() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Kill it while the slow step runs (after both drains).
-    let start = Instant::now();
-    while f.drains().len() < 2 && start.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1500));
+    // Kill it while the slow step runs on both nodes (after both drains).
+    support::wait_until(
+        "the slow step to start on both nodes",
+        Duration::from_secs(30),
+        || {
+            f.journal()
+                .iter()
+                .filter(|e| e["step"] == "step:slow" && e["phase"] == "start")
+                .count()
+                == 2
+        },
+    );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let before = f.journal();
@@ -566,6 +572,51 @@ fn a_node_without_a_drain_setting_is_refused_before_anything_happens() {
     );
 }
 
+/// The GPU Operator's upgrade labels, through a recording kubectl stand-in (no API server can
+/// run here): a node the Operator is upgrading, or told to skip, is never cordoned.
+#[test]
+fn kubernetes_drain_refuses_nodes_the_gpu_operator_upgrades_or_skips_recording_kubectl_stand_in() {
+    for (labels, said) in [
+        (
+            "cordon-required\\n\\n",
+            "gpu-driver-upgrade-state=cordon-required",
+        ),
+        ("\\ntrue\\n", "gpu-driver-upgrade.skip=true"),
+    ] {
+        let f = UpgradeFleet::start(1, 191, "1", "");
+        f.inventory(&["fixture"], "");
+        let bin = f.fleet.tmp.path().join("kubectl-stand-in");
+        std::fs::create_dir_all(&bin).unwrap();
+        let log = f.fleet.tmp.path().join("kubectl.log");
+        std::fs::write(
+            bin.join("kubectl"),
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\ncase \"$*\" in *upgrade-state*) printf '{labels}' ;; *unschedulable*) echo true ;; esac\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        Command::new("chmod")
+            .arg("+x")
+            .arg(bin.join("kubectl"))
+            .status()
+            .unwrap();
+        f.set_drain(r#"drain = { backend = "kubernetes" }"#);
+        let out = f
+            .command(&["upgrade", "--canary", "--yes"])
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .output()
+            .unwrap();
+        assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+        assert!(text(&out).contains(said), "{}", text(&out));
+        let calls = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            calls.lines().all(|l| l.starts_with("get node node0")),
+            "only the labels were read: {calls}"
+        );
+    }
+}
+
 #[test]
 fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
     let f = UpgradeFleet::start(1, 190, "1", "");
@@ -576,7 +627,7 @@ fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
     std::fs::write(
         bin.join("kubectl"),
         format!(
-            "#!/bin/sh\necho \"$*\" >> {}\ncase \"$*\" in *\" get node \"*) echo true ;; esac\n",
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\ncase \"$*\" in *unschedulable*) echo true ;; esac\n",
             log.display()
         ),
     )
@@ -599,6 +650,7 @@ fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
     assert_eq!(
         calls.lines().collect::<Vec<_>>(),
         [
+            r#"--context=prod get node node0.k8s.local -o jsonpath={.metadata.labels.nvidia\.com/gpu-driver-upgrade-state}{"\n"}{.metadata.labels.nvidia\.com/gpu-driver-upgrade\.skip}{"\n"}"#,
             "--context=prod cordon node0.k8s.local",
             "--context=prod drain node0.k8s.local --ignore-daemonsets --delete-emptydir-data --timeout=900s",
             "--context=prod get node node0.k8s.local -o jsonpath={.spec.unschedulable}",

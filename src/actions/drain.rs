@@ -5,6 +5,8 @@
 //! - kubernetes: `kubectl cordon NODE`, `kubectl drain NODE --ignore-daemonsets
 //!   --delete-emptydir-data --timeout=Ns` (which waits for the pods to go), `kubectl uncordon`;
 //!   `--kubeconfig`/`--context` when set.
+//!   Before it, the node's GPU Operator upgrade labels are read ([`operator_guard_command`]):
+//!   a node the Operator is upgrading, or is told to skip, is refused ([`operator_guard`]).
 //! - slurm: `scontrol update NodeName=X State=DRAIN Reason="..."`, then `sinfo -h -N -n X -o %T`
 //!   until it says `drained`; `scontrol update NodeName=X State=RESUME`.
 //! - command: the inventory's own `drain`, `status` and `uncordon` shell commands with `{node}`.
@@ -154,6 +156,65 @@ pub fn uncordon_commands(spec: &DrainSpec, node: &Node) -> Vec<Local> {
     }
 }
 
+/// The GPU Operator's per-node upgrade state label (docs/domain.md, "GPU Operator upgrade
+/// labels"): empty or absent when no upgrade is under way; `upgrade-done` once finished.
+pub const UPGRADE_STATE_LABEL: &str = "nvidia.com/gpu-driver-upgrade-state";
+/// The label that tells the GPU Operator to leave a node's driver alone (`true`).
+pub const UPGRADE_SKIP_LABEL: &str = "nvidia.com/gpu-driver-upgrade.skip";
+
+/// Kubernetes only: `kubectl get node NAME -o jsonpath=…` printing the upgrade state label,
+/// a newline, the skip label and a newline (empty lines when unset).
+pub fn operator_guard_command(spec: &DrainSpec, node: &Node) -> Option<Local> {
+    if spec.backend != DrainBackend::Kubernetes {
+        return None;
+    }
+    let name = scheduler_name(spec, node);
+    let path = |label: &str| format!("{{.metadata.labels.{}}}", label.replace('.', "\\."));
+    Some(kubectl(
+        spec,
+        &[
+            "get",
+            "node",
+            &name,
+            "-o",
+            &format!(
+                "jsonpath={}{{\"\\n\"}}{}{{\"\\n\"}}",
+                path(UPGRADE_STATE_LABEL),
+                path(UPGRADE_SKIP_LABEL)
+            ),
+        ],
+    ))
+}
+
+/// Whether gpufleet may cordon the node, from [`operator_guard_command`]'s output: refused
+/// (with the reason) when the skip label is `true`, when an upgrade state other than
+/// `upgrade-done` is set (the Operator uncordons a node cordoned during its upgrade: GPU
+/// Operator release notes), or when the labels could not be read (unknown is not "none").
+pub fn operator_guard(out: &LocalOutput) -> Result<(), String> {
+    if !out.success {
+        return Err(format!(
+            "cannot read the node's GPU Operator upgrade labels ({}); not cordoning a node whose upgrade state is unknown",
+            crate::model::text::terminal_safe(&out.output)
+        ));
+    }
+    let mut lines = out.output.lines().map(str::trim);
+    let state = lines.next().unwrap_or("");
+    let skip = lines.next().unwrap_or("");
+    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
+    if skip == "true" {
+        return Err(format!(
+            "the node has {UPGRADE_SKIP_LABEL}=true (its driver is to be left alone); remove the label to upgrade it with gpufleet"
+        ));
+    }
+    if !state.is_empty() && state != "upgrade-done" {
+        return Err(format!(
+            "the GPU Operator is upgrading the node ({UPGRADE_STATE_LABEL}={}): it would undo a cordon; wait for upgrade-done, or set {UPGRADE_SKIP_LABEL}=true and let gpufleet upgrade it",
+            safe(state)
+        ));
+    }
+    Ok(())
+}
+
 /// Exit status and combined output of one local command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalOutput {
@@ -244,6 +305,52 @@ mod tests {
             uncordon_commands(&spec, &node())[0].to_string(),
             "kubectl --context=prod uncordon gpu01.cluster.local"
         );
+    }
+
+    #[test]
+    fn operator_guard_reads_the_upgrade_labels() {
+        let spec = DrainSpec {
+            backend: DrainBackend::Kubernetes,
+            ..Default::default()
+        };
+        let Some(Local::Argv(argv)) = operator_guard_command(&spec, &node()) else {
+            panic!("an argv")
+        };
+        assert_eq!(
+            argv,
+            [
+                "kubectl",
+                "get",
+                "node",
+                "gpu01",
+                "-o",
+                r#"jsonpath={.metadata.labels.nvidia\.com/gpu-driver-upgrade-state}{"\n"}{.metadata.labels.nvidia\.com/gpu-driver-upgrade\.skip}{"\n"}"#
+            ]
+        );
+        let out = |output: &str, success| LocalOutput {
+            success,
+            code: Some(if success { 0 } else { 1 }),
+            output: output.into(),
+        };
+        assert!(operator_guard(&out("", true)).is_ok());
+        assert!(operator_guard(&out("upgrade-done\n", true)).is_ok());
+        assert!(operator_guard(&out("\nfalse", true)).is_ok());
+        let e = operator_guard(&out("drain-required\n", true)).unwrap_err();
+        assert!(
+            e.contains("upgrading the node") && e.contains("drain-required"),
+            "{e}"
+        );
+        let e = operator_guard(&out("\ntrue", true)).unwrap_err();
+        assert!(e.contains("gpu-driver-upgrade.skip=true"), "{e}");
+        let e = operator_guard(&out("Error from server (NotFound)", false)).unwrap_err();
+        assert!(e.contains("unknown"), "{e}");
+        let e = operator_guard(&out("\u{1b}[2J", true)).unwrap_err();
+        assert!(!e.contains('\u{1b}'), "{e}");
+        let slurm = DrainSpec {
+            backend: DrainBackend::Slurm,
+            ..Default::default()
+        };
+        assert!(operator_guard_command(&slurm, &node()).is_none());
     }
 
     #[test]

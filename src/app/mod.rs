@@ -158,6 +158,8 @@ pub enum Msg {
     },
     /// An export finished: the file written, or why not.
     Exported(Result<String, String>),
+    /// A line for the status bar (a collected snapshot that could not be read again).
+    Notice(String),
     /// The plan for an upgrade (its lines for people, and the plan itself), or why there is
     /// none.
     UpgradePlanned(Result<(Vec<String>, Box<crate::actions::rollout::Plan>), String>),
@@ -282,6 +284,10 @@ pub fn cell(row: &Row, c: Column) -> &str {
 
 /// Cell text of `row` in column `c` (through [`screen_safe`]; empty until the first report).
 fn compute_cell(row: &Row, c: Column) -> String {
+    if c == Column::OperatorUpgrade {
+        let cell = crate::columns::operator_upgrade_cell(&row.labels);
+        return crate::snapshot::clip(&screen_safe(&cell), 64);
+    }
     if c == Column::Node && row.marked {
         return format!("✓ {}", screen_safe(&row.name));
     }
@@ -405,6 +411,13 @@ impl App {
         let by_group = group(a).cmp(&group(b));
         if by_group != Ordering::Equal {
             return by_group;
+        }
+        if self.sort.spec().sort == crate::columns::SortKey::Cell {
+            let (x, y) = (compute_cell(a, self.sort), compute_cell(b, self.sort));
+            // Empty cells last.
+            let ord = (x.is_empty(), x).cmp(&(y.is_empty(), y));
+            let ord = if self.descending { ord.reverse() } else { ord };
+            return ord.then_with(|| a.name.cmp(&b.name));
         }
         // Rows without a report yet sort after those with one.
         let ord = match (&a.report, &b.report) {

@@ -128,6 +128,10 @@ impl App {
                 self.dirty = true;
                 self.start_scan(Some(names))
             }
+            Msg::Notice(m) => {
+                self.message = Some(m);
+                Vec::new()
+            }
             Msg::Exported(r) => {
                 self.message = Some(match r {
                     Ok(path) => format!("exported {} nodes to {path}", self.view.len()),

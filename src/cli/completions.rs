@@ -5,7 +5,7 @@ use clap::{Args, CommandFactory};
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
-    /// The shell: bash, zsh, fish (also elvish, powershell)
+    /// The shell: bash, zsh, fish, elvish or powershell
     #[arg(value_enum, value_name = "SHELL")]
     pub shell: clap_complete::Shell,
 }
@@ -17,8 +17,15 @@ Install:
   fish  gpufleet completions fish > ~/.config/fish/completions/gpufleet.fish";
 
 pub(super) fn completions(args: &CompletionsArgs) -> anyhow::Result<u8> {
+    use std::io::Write;
     let mut cmd = super::Cli::command();
-    clap_complete::generate(args.shell, &mut cmd, "gpufleet", &mut std::io::stdout());
+    // Into memory first: clap_complete panics on a write error (`| head` closing the pipe);
+    // a write error here is returned and said like any other.
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut cmd, "gpufleet", &mut script);
+    let mut out = std::io::stdout().lock();
+    out.write_all(&script)?;
+    out.flush()?;
     Ok(0)
 }
 

@@ -79,7 +79,8 @@ pub struct CheckArgs {
 
     /// Also read the cluster's ClusterPolicies, NVIDIADrivers, MachineConfigs (those writing
     /// modprobe.d / modules-load.d files), MachineConfigPools and the module-parameter
-    /// ConfigMaps, with `kubectl get … -o json` (your kubeconfig and context)
+    /// ConfigMaps, and each node's GPU Operator upgrade state and skip labels, with
+    /// `kubectl get … -o json` (your kubeconfig and context)
     #[arg(long)]
     pub kubectl: bool,
 
@@ -106,19 +107,10 @@ pub struct CheckArgs {
     pub format: PolicyFormat,
 }
 
-/// The nodes of several snapshot files, one per name (the newest `scanned_at` wins).
+/// The nodes of several snapshot files, one per name (the newest `scanned_at` wins):
+/// [`crate::snapshot::collected::load_reports`].
 pub fn load_nodes(files: &[PathBuf]) -> Result<Vec<crate::model::NodeReport>, String> {
-    let mut nodes: Vec<crate::model::NodeReport> = Vec::new();
-    for f in files {
-        for n in policy::against::load_snapshot(f).map_err(|e| e.to_string())? {
-            match nodes.iter_mut().find(|m| m.name == n.name) {
-                Some(m) if m.scanned_at < n.scanned_at => *m = n,
-                Some(_) => {}
-                None => nodes.push(n),
-            }
-        }
-    }
-    Ok(nodes)
+    crate::snapshot::collected::load_reports(files)
 }
 
 pub fn run(args: &PolicyArgs) -> anyhow::Result<u8> {
@@ -171,7 +163,10 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
             bin: a.kubectl_bin.clone(),
             context: a.context.clone(),
         };
-        match policy::kubectl::read_cluster(&k) {
+        match policy::kubectl::read_cluster(&k).and_then(|(d, mut n)| {
+            n.extend(policy::kubectl::node_upgrade_labels(&k)?);
+            Ok((d, n))
+        }) {
             Ok((d, n)) => {
                 docs.extend(d);
                 notes = n;

@@ -284,6 +284,12 @@ impl Settings {
                 path.display()
             );
         }
+        if using && args.name.is_some() {
+            anyhow::bail!(
+                "--name applies to local mode (--local); the inventory {} names its nodes",
+                path.display()
+            );
+        }
         if !explicit && !path.exists() {
             if !(args.node.is_empty() && args.group.is_empty() && args.label.is_empty()) {
                 anyhow::bail!("--node, --group and --label need an inventory (-i FILE)");
@@ -370,6 +376,34 @@ impl Settings {
         Ok(root)
     }
 
+    /// Local mode's node name: `--name`, else `$NODE_NAME` (set from the pod's
+    /// `spec.nodeName` by a DaemonSet), else `$SLURMD_NODENAME` (set by slurmd for a job step),
+    /// else `None` (the report takes the node's hostname). Empty variables are skipped.
+    ///
+    /// Errors: a name that is empty or holds whitespace or control characters (it would not
+    /// be one node name in tables, CSV or Prometheus labels); the error names its origin.
+    pub fn local_name(args: &ScanArgs) -> anyhow::Result<Option<String>> {
+        let from_env = |var: &'static str| {
+            std::env::var_os(var)
+                .filter(|v| !v.is_empty())
+                .map(|v| (v.to_string_lossy().into_owned(), format!("${var}")))
+        };
+        let found = match &args.name {
+            Some(n) => Some((n.clone(), "--name".to_string())),
+            None => from_env("NODE_NAME").or_else(|| from_env("SLURMD_NODENAME")),
+        };
+        let Some((name, origin)) = found else {
+            return Ok(None);
+        };
+        if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            anyhow::bail!(
+                "{origin} {}: not a node name (empty, or whitespace or control characters in it)",
+                crate::model::text::terminal_safe(&format!("{name:?}"))
+            );
+        }
+        Ok(Some(name))
+    }
+
     /// The selected nodes and a scan over them, with SSH settings, host keys and thresholds.
     ///
     /// Errors: a selector that matches nothing or is malformed; an unreadable known_hosts file.
@@ -434,6 +468,11 @@ pub struct ScanArgs {
     /// Local mode: read every probed path under DIR (a host filesystem mounted elsewhere) [default: /]
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+
+    /// Local mode: the node's name in its report [default: $NODE_NAME, then $SLURMD_NODENAME,
+    /// then the node's hostname] (a pod's hostname is the pod's, not the node's)
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
 
     /// Only these nodes (names, ranges like gpu[001-008], globs like 'gpu0*'); repeatable
     #[arg(short, long, value_name = "NAME")]

@@ -146,10 +146,18 @@ pub struct DemoArgs {
 /// `gpufleet demo`: the simulator on its own runtime, then the TUI (or, when stdout is not a
 /// terminal, a snapshot table) on its inventory. Exit code 0 unless something could not start.
 pub fn demo_cmd(s: &super::Settings, args: &DemoArgs) -> anyhow::Result<u8> {
-    let temp = sim::private_temp_dir("demo")?;
-    let result = demo_in(s, args, &temp);
-    let _ = std::fs::remove_dir_all(&temp);
-    result
+    let temp = RemovedOnDrop(sim::private_temp_dir("demo")?);
+    demo_in(s, args, &temp.0)
+}
+
+/// A folder removed when dropped, also when a panic unwinds (an `eprintln!` to a terminal that
+/// was closed panics): the demo's private key never outlives it.
+struct RemovedOnDrop(PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn demo_in(s: &super::Settings, args: &DemoArgs, temp: &std::path::Path) -> anyhow::Result<u8> {
@@ -165,6 +173,13 @@ fn demo_in(s: &super::Settings, args: &DemoArgs, temp: &std::path::Path) -> anyh
     // The simulator's nodes are tasks of this runtime's worker threads; they serve while the
     // TUI or the scan runs on its own, and stop when it is dropped.
     let rt = crate::rt::build()?;
+    // A closed terminal (SIGHUP) can end the TUI in a panic that aborts (its restore writes to
+    // the gone terminal from the panic hook): the private files go at the signal itself.
+    let private = temp.to_path_buf();
+    rt.spawn(async move {
+        crate::rt::stop_requested().await;
+        let _ = std::fs::remove_dir_all(&private);
+    });
     let running = rt.block_on(sim::start(&opts, Some(temp), &mut std::io::stderr()))?;
     eprintln!("{}", running.summary);
     // Only the simulator's files: the user's known_hosts, ssh_config and journal stay untouched.

@@ -18,6 +18,7 @@ Which nodes:
   no inventory (and none at ~/.config/gpufleet/inventory.toml), or --local: this machine
   -i FILE: every node of the inventory, narrowed by --node, --group and --label
   (several values of one selector are a union; different selectors intersect)
+  --from FILE...: no probe; snapshots collected elsewhere (a DaemonSet, srun), merged by node
 
 Exit codes:
   0  the snapshot was produced, whatever the statuses
@@ -31,7 +32,10 @@ Examples:
   gpufleet snapshot
   gpufleet snapshot -i fleet.toml --node 'gpu[001-016]' --format jsonl
   gpufleet snapshot -i fleet.toml --label rack=r2 --host-key-policy accept-new
-  gpufleet snapshot --root /host --nvidia-smi-timeout 5";
+  gpufleet snapshot --root /host --nvidia-smi-timeout 5
+  gpufleet snapshot --local --root /host --name \"$NODE_NAME\" -f prometheus -o /textfile/gpufleet.prom
+  srun -N \"$SLURM_NNODES\" --ntasks-per-node=1 gpufleet snapshot --local --format jsonl > fleet.jsonl
+  gpufleet snapshot --from fleet.jsonl /collected/*.json --check";
 
 #[derive(Debug, Args, Default)]
 pub struct SnapshotArgs {
@@ -51,10 +55,51 @@ pub struct SnapshotArgs {
     #[arg(long, requires = "check")]
     pub allow_no_driver: bool,
 
+    /// Show snapshots collected elsewhere instead of probing: `gpufleet snapshot --format json`
+    /// or `--format jsonl` files (schema 1 or 2; a DaemonSet's files, an srun's JSON Lines),
+    /// merged by node name, the newest scanned_at per node winning
+    #[arg(
+        long,
+        value_name = "FILE",
+        num_args = 1..,
+        conflicts_with_all = FROM_CONFLICTS
+    )]
+    pub from: Vec<PathBuf>,
+
     /// Write to FILE instead of stdout, atomically (temp file in the same folder, fsync,
-    /// rename): for node_exporter's textfile collector or cron [default format: json]
+    /// rename): for node_exporter's textfile collector or cron [default format: by the
+    /// extension: .prom prometheus, .csv, .jsonl, .txt table, else json]
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+/// The scan flags that `--from` (no scan) conflicts with (their clap ids).
+pub(super) const FROM_CONFLICTS: [&str; 11] = [
+    "local",
+    "root",
+    "name",
+    "node",
+    "group",
+    "label",
+    "nvidia_smi_timeout",
+    "deadline",
+    "concurrency",
+    "connect_timeout",
+    "host_key_policy",
+];
+
+/// `--from` reads files, not an inventory: an inventory named by `-i` or
+/// `$GPUFLEET_INVENTORY` is a usage error (a default inventory file is ignored).
+pub(super) fn from_files(
+    s: &Settings,
+    files: &[PathBuf],
+) -> anyhow::Result<Vec<crate::model::NodeReport>> {
+    if s.explicit_inventory() {
+        anyhow::bail!(
+            "--from shows collected snapshots; it takes no inventory (-i or $GPUFLEET_INVENTORY)"
+        );
+    }
+    crate::snapshot::collected::load_reports(files).map_err(anyhow::Error::msg)
 }
 
 /// `--format`'s values (clap's side of [`Format`]).
@@ -84,20 +129,38 @@ impl From<FormatArg> for Format {
     }
 }
 
+/// The format a `--output` file's extension names: `.prom` Prometheus, `.csv`, `.jsonl`,
+/// `.txt` a table; anything else JSON.
+fn format_of_file(file: &std::path::Path) -> Format {
+    match file.extension().and_then(|e| e.to_str()) {
+        Some("prom") => Format::Prometheus,
+        Some("csv") => Format::Csv,
+        Some("jsonl") | Some("ndjson") => Format::Jsonl,
+        Some("txt") => Format::Table,
+        _ => Format::Json,
+    }
+}
+
 /// Runs `gpufleet snapshot`; returns the exit code (see [`SNAPSHOT_HELP`]).
 pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
+    let collected = if args.from.is_empty() {
+        None
+    } else {
+        Some(from_files(s, &args.from)?)
+    };
     let mut settings = s.probe(&args.scan)?;
     let thresholds = s.config.thresholds();
     let stdout = std::io::stdout();
-    let format = args
-        .format
-        .map(Format::from)
-        .unwrap_or(if stdout.is_terminal() {
-            Format::Table
-        } else {
-            Format::Json
-        });
-    let inventory = s.inventory(&args.scan)?;
+    let format = match (args.format, &args.output) {
+        (Some(f), _) => Format::from(f),
+        (None, Some(file)) => format_of_file(file),
+        (None, None) if stdout.is_terminal() => Format::Table,
+        (None, None) => Format::Json,
+    };
+    let inventory = match collected {
+        Some(_) => None,
+        None => s.inventory(&args.scan)?,
+    };
     let mut file = args
         .output
         .as_deref()
@@ -109,9 +172,16 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
         None => Box::new(stdout.lock()),
     };
     let mut sink = snapshot::sink(format, out);
-    let nodes = match inventory {
-        None => {
+    let nodes = match (collected, inventory) {
+        (Some(nodes), _) => {
+            for n in &nodes {
+                sink.node(n)?;
+            }
+            nodes
+        }
+        (None, None) => {
             settings.root = Settings::local_root(&args.scan)?;
+            let name = Settings::local_name(&args.scan)?;
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -123,11 +193,11 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
                 ))
                 .map_err(|e| anyhow::anyhow!("cannot start sh for the local probe: {e}"))?
                 .ok_or(Interrupted)?;
-            let node = probe::report(None, &run, &thresholds, scanned_at);
+            let node = probe::report(name, &run, &thresholds, scanned_at);
             sink.node(&node)?;
             vec![node]
         }
-        Some(inv) => {
+        (None, Some(inv)) => {
             let (scan, selected) = s.scan(&args.scan, &inv, settings)?;
             let drained = s.drained_nodes();
             scan_fleet(scan, selected, &drained, &mut *sink)?

@@ -1,5 +1,7 @@
 //! `gpufleet tui` (and plain `gpufleet` in a terminal): the interactive fleet matrix.
 
+use std::path::PathBuf;
+
 use clap::Args;
 
 use super::{ScanArgs, Settings};
@@ -13,7 +15,9 @@ e / E export JSON / CSV · q quit. Keys can be changed under [keys] in the confi
 Examples:
   gpufleet tui                               this machine
   gpufleet tui -i fleet.toml --read-only     the fleet, read-only
-  gpufleet tui -i fleet.toml -g h100 --refresh 300 --theme high-contrast";
+  gpufleet tui -i fleet.toml -g h100 --refresh 300 --theme high-contrast
+  gpufleet tui --from fleet.jsonl /collected/*.json   snapshots collected by srun or a DaemonSet
+                                             (R reads the files again; read-only)";
 
 #[derive(Debug, Args, Default)]
 pub struct TuiArgs {
@@ -28,6 +32,16 @@ pub struct TuiArgs {
     #[arg(long, value_name = "NAME")]
     pub theme: Option<String>,
 
+    /// Show snapshots collected elsewhere instead of probing (JSON or JSON Lines, schema 1 or
+    /// 2; merged by node name, newest scanned_at wins); a rescan reads the files again
+    #[arg(
+        long,
+        value_name = "FILE",
+        num_args = 1..,
+        conflicts_with_all = super::snapshot::FROM_CONFLICTS
+    )]
+    pub from: Vec<PathBuf>,
+
     /// Rescan every SECS seconds after a scan ends [default: off]
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub refresh: Option<u64>,
@@ -38,10 +52,20 @@ pub fn run(s: &Settings, args: &TuiArgs) -> anyhow::Result<u8> {
     let config = &s.config;
     use crate::app::{App, Keymap, Row};
     use crate::runtime::Target;
+    let collected = if args.from.is_empty() {
+        None
+    } else {
+        Some(super::snapshot::from_files(s, &args.from)?)
+    };
     let mut settings = s.probe(&args.scan)?;
     let thresholds = config.thresholds();
-    let inventory = s.inventory(&args.scan)?;
-    let read_only_sources = s.read_only(args.read_only, inventory.as_ref());
+    let inventory = match collected {
+        Some(_) => None,
+        None => s.inventory(&args.scan)?,
+    };
+    // Collected snapshots (--from) change nothing: the session is read-only.
+    let read_only_sources =
+        s.read_only(args.read_only || !args.from.is_empty(), inventory.as_ref());
     let read_only = crate::actions::permit::WritePermit::new(read_only_sources).is_err();
     let theme_name = args
         .theme
@@ -50,14 +74,38 @@ pub fn run(s: &Settings, args: &TuiArgs) -> anyhow::Result<u8> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let theme = s.theme(&theme_name, no_color)?;
     let (keymap, problems) = Keymap::new(&config.keys, read_only);
-    let (target, rows, source) = match &inventory {
-        None => {
+    let (target, rows, source) = match (&inventory, collected) {
+        (_, Some(reports)) => {
+            let names: Vec<String> = reports.iter().map(|r| r.name.clone()).collect();
+            let rows = names.iter().map(|n| Row::new(n.clone())).collect();
+            let source = format!(
+                "{} ({} nodes)",
+                args.from
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                names.len()
+            );
+            (
+                Target::Files {
+                    files: args.from.clone(),
+                    names,
+                },
+                rows,
+                source,
+            )
+        }
+        (None, None) => {
             settings.root = Settings::local_root(&args.scan)?;
-            let name = std::fs::read_to_string(settings.root.join("proc/sys/kernel/hostname"))
-                .ok()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "localhost".into());
+            let hostname = || {
+                std::fs::read_to_string(settings.root.join("proc/sys/kernel/hostname"))
+                    .ok()
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "localhost".into())
+            };
+            let name = Settings::local_name(&args.scan)?.unwrap_or_else(hostname);
             let rows = vec![Row::new(name.clone())];
             (
                 Target::Local {
@@ -69,7 +117,7 @@ pub fn run(s: &Settings, args: &TuiArgs) -> anyhow::Result<u8> {
                 "local".to_string(),
             )
         }
-        Some(inv) => {
+        (Some(inv), None) => {
             let (scan, selected) = s.scan(&args.scan, inv, settings)?;
             let rows = selected
                 .iter()

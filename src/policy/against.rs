@@ -4,67 +4,10 @@
 //! compared: a node whose driver or parameters are unknown (`null`) gets an info saying so, never
 //! a conclusion.
 
-use std::path::Path;
-
 use crate::model::driver::Flavor;
 use crate::model::report::NodeReport;
 
 use super::{Doc, DriverPolicy, Finding, ModuleType, Severity, src};
-
-/// A snapshot file that could not be read (exit code 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}: {1}")]
-pub struct SnapshotError(pub String, pub String);
-
-/// The nodes of a `gpufleet snapshot` document: JSON (schema 1 or 2, `{"nodes": [...]}`) or
-/// JSON Lines (`{"type": "node", "data": {...}}` lines).
-pub fn load_snapshot(path: &Path) -> Result<Vec<NodeReport>, SnapshotError> {
-    let shown = path.display().to_string();
-    let text =
-        std::fs::read_to_string(path).map_err(|e| SnapshotError(shown.clone(), e.to_string()))?;
-    parse_snapshot(&text).map_err(|e| SnapshotError(shown, e))
-}
-
-/// See [`load_snapshot`].
-pub fn parse_snapshot(text: &str) -> Result<Vec<NodeReport>, String> {
-    #[derive(serde::Deserialize)]
-    struct Doc {
-        schema_version: u32,
-        nodes: Vec<NodeReport>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Line {
-        r#type: String,
-        data: serde_json::Value,
-    }
-    if let Ok(d) = serde_json::from_str::<Doc>(text) {
-        if !(1..=crate::model::report::SCHEMA_VERSION).contains(&d.schema_version) {
-            return Err(format!(
-                "snapshot schema_version {} is not 1 or 2",
-                d.schema_version
-            ));
-        }
-        return Ok(d.nodes);
-    }
-    let mut nodes = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let l: Line = serde_json::from_str(line)
-            .map_err(|e| format!("line {}: not a snapshot (JSON or JSON Lines): {e}", i + 1))?;
-        if l.r#type == "node" {
-            nodes.push(
-                serde_json::from_value(l.data).map_err(|e| format!("line {}: node: {e}", i + 1))?,
-            );
-        }
-    }
-    if nodes.is_empty() {
-        return Err("no nodes: not a gpufleet snapshot".into());
-    }
-    Ok(nodes)
-}
 
 #[allow(clippy::too_many_arguments)]
 fn finding(
@@ -260,12 +203,5 @@ mod tests {
         assert!(same_value("0x10", "16"));
         assert!(same_value("\"/var/tmp\"", "/var/tmp"));
         assert!(!same_value("1", "0"));
-    }
-
-    #[test]
-    fn garbage_is_not_a_snapshot() {
-        assert!(parse_snapshot("{\"nodes\": 3}").is_err());
-        assert!(parse_snapshot("hello\n").is_err());
-        assert!(parse_snapshot("{\"schema_version\": 9, \"nodes\": []}").is_err());
     }
 }

@@ -163,3 +163,52 @@ pub fn read_cluster(k: &Kubectl) -> Result<(Vec<Doc>, Vec<Finding>), KubectlErro
     }
     Ok((docs, notes))
 }
+
+/// Each node's GPU Operator upgrade labels (`kubectl get nodes -o json`): an info finding per
+/// node that has the upgrade state label ([`crate::actions::drain::UPGRADE_STATE_LABEL`]) or the
+/// skip label, saying both (a node with neither gets none: the Operator is not upgrading it, or
+/// its automatic upgrades are off). gpufleet's kubernetes drain refuses such nodes
+/// ([`crate::actions::drain::operator_guard`]).
+///
+/// Errors: kubectl fails or prints no objects.
+pub fn node_upgrade_labels(k: &Kubectl) -> Result<Vec<Finding>, KubectlError> {
+    use crate::actions::drain::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
+    let nodes = k.get(&["nodes"])?.unwrap_or_default();
+    let mut out = Vec::new();
+    for n in &nodes {
+        let labels = n.node.at("metadata.labels");
+        let label = |key: &str| {
+            labels
+                .and_then(|l| l.get(key))
+                .and_then(super::yaml::Node::as_str)
+                .map(str::to_string)
+        };
+        let (state, skip) = (label(UPGRADE_STATE_LABEL), label(UPGRADE_SKIP_LABEL));
+        if state.is_none() && skip.is_none() {
+            continue;
+        }
+        let name = n.name().to_string();
+        let upgrading = state
+            .as_deref()
+            .is_some_and(|s| !s.is_empty() && s != "upgrade-done");
+        let skipped = skip.as_deref() == Some("true");
+        let mut message = format!(
+            "GPU Operator upgrade state: {}; skip label: {}",
+            state.as_deref().filter(|s| !s.is_empty()).unwrap_or("none"),
+            skip.as_deref().unwrap_or("not set")
+        );
+        if upgrading {
+            message.push_str(
+                " (the Operator is upgrading this node: gpufleet's kubernetes drain refuses it)",
+            );
+        } else if skipped {
+            message.push_str(" (the Operator leaves this node's driver alone: gpufleet's kubernetes drain refuses it)");
+        }
+        let mut f = note("gpu-operator-upgrade-state", message);
+        f.object = format!("Node/{name}");
+        f.source = super::src::UPGRADE_LABELS;
+        f.node = Some(name);
+        out.push(f);
+    }
+    Ok(out)
+}

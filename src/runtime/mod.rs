@@ -37,6 +37,13 @@ pub enum Target {
         nodes: Vec<Node>,
         journal: Option<PathBuf>,
     },
+    /// Snapshots collected elsewhere (`gpufleet tui --from`): a scan reads `files` again
+    /// (merged by node name, newest `scanned_at` wins) and shows the reports of `names`, the
+    /// nodes found when the TUI started; a node no longer in the files keeps its last report.
+    Files {
+        files: Vec<PathBuf>,
+        names: Vec<String>,
+    },
 }
 
 impl Target {
@@ -44,6 +51,7 @@ impl Target {
         match self {
             Target::Local { name, .. } => vec![name.clone()],
             Target::Fleet { nodes, .. } => nodes.iter().map(|n| n.name.clone()).collect(),
+            Target::Files { names, .. } => names.clone(),
         }
     }
 }
@@ -251,6 +259,36 @@ fn spawn_scan(
                     });
                 }
             }
+            Target::Files { files, .. } => {
+                let files = files.clone();
+                let read = tokio::task::spawn_blocking(move || {
+                    crate::snapshot::collected::load_reports(&files)
+                })
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r);
+                match read {
+                    Ok(reports) => {
+                        let wanted: std::collections::HashSet<&String> = names.iter().collect();
+                        for report in reports.into_iter().filter(|r| wanted.contains(&r.name)) {
+                            let _ = tx
+                                .send(Msg::NodeDone {
+                                    generation,
+                                    report: Box::new(report),
+                                    raw: None,
+                                })
+                                .await;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx
+                            .send(Msg::Notice(format!(
+                                "cannot read the snapshots again: {e}; the reports shown are those read before"
+                            )))
+                            .await;
+                    }
+                }
+            }
         }
         while tasks.join_next().await.is_some() {}
         let _ = tx.send(Msg::ScanFinished { generation }).await;
@@ -320,7 +358,11 @@ pub fn run(
     let _ = execute!(std::io::stdout(), EnableMouseCapture);
     let result = rt.block_on(event_loop(&mut terminal, &mut app, &theme, target, upgrade));
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
-    ratatui::restore();
+    // Not `ratatui::restore()`: it `eprintln!`s its error, which panics when the terminal is
+    // gone (a closed window), and its panic hook would then panic again and abort.
+    let _ = ratatui::try_restore();
+    // The TUI's panic hooks restore a terminal that is not ours any more: back to the default.
+    drop(std::panic::take_hook());
     result
 }
 

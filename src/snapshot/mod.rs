@@ -1,6 +1,7 @@
 //! Headless output: the snapshot as a table, JSON, JSON Lines, CSV or Prometheus text, and its
 //! exit code (docs/domain.md "Snapshot JSON", "Prometheus"); [`AtomicFile`] for `--output`.
 
+pub mod collected;
 mod output;
 mod prometheus;
 

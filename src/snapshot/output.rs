@@ -30,6 +30,12 @@ impl AtomicFile {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
+        if !dir.is_dir() {
+            return Err(with_path(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("the folder {} does not exist", dir.display()),
+            )));
+        }
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

@@ -128,7 +128,7 @@ pub fn check_expected(fixture: &Path, node: &Value) -> Vec<String> {
 }
 
 pub fn keygen(path: &Path, passphrase: &str) {
-    let st = Command::new("ssh-keygen")
+    let st = Command::new(need("ssh-keygen"))
         .args([
             "-q",
             "-t",
@@ -168,13 +168,56 @@ pub fn free_port(addr: &str) -> u16 {
         .port()
 }
 
-fn sshd_binary() -> PathBuf {
-    for p in ["/usr/sbin/sshd", "/usr/bin/sshd"] {
-        if Path::new(p).exists() {
-            return p.into();
+/// Polls `cond` every 20 ms until it holds. Panics naming `what` when `limit` passes first: a
+/// test waits on a condition, never on a fixed sleep.
+pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < limit,
+            "waited {limit:?} for {what}: it did not happen"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The Debian package that installs the program `name` (what `scripts/test.sh` installs).
+fn package_of(name: &str) -> &str {
+    match name {
+        "sshd" => "openssh-server",
+        "ssh" | "ssh-keygen" | "ssh-agent" | "ssh-add" => "openssh-client",
+        "scontrol" | "sinfo" | "srun" | "squeue" => "slurm-client",
+        "munge" | "unmunge" | "munged" | "mungekey" => "munge",
+        "ip" => "iproute2",
+        "promtool" => "prometheus",
+        "runuser" => "util-linux",
+        other => other,
+    }
+}
+
+/// The program `name` from PATH, /usr/sbin or /sbin. When it is not installed the test binary
+/// stops at once with one line naming the package to install (exit status 2; no panic and no
+/// backtrace): `scripts/test.sh` installs every package the suite needs.
+pub fn need(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file());
+    match found {
+        Some(p) => p,
+        None => {
+            eprintln!(
+                "gpufleet tests: `{name}` is not installed: apt-get install {} (or run scripts/test.sh as root, which installs what the tests need)",
+                package_of(name)
+            );
+            std::process::exit(2)
         }
     }
-    panic!("sshd not found: install openssh-server (.ci/run does)");
+}
+
+fn sshd_binary() -> PathBuf {
+    need("sshd")
 }
 
 /// One real sshd on `addr:port`, stopped (by PID) on drop.
@@ -493,7 +536,7 @@ impl Tmux {
             socket: format!("gpufleet-test-{}-{n}", std::process::id()),
             session: "tui".into(),
         };
-        let ok = Command::new("tmux")
+        let ok = Command::new(need("tmux"))
             .args([
                 "-L",
                 &t.socket,
@@ -516,11 +559,17 @@ impl Tmux {
     pub fn keys(&self, keys: &[&str]) {
         let mut args = vec!["-L", &self.socket, "send-keys", "-t", &self.session];
         args.extend_from_slice(keys);
-        assert!(Command::new("tmux").args(&args).status().unwrap().success());
+        assert!(
+            Command::new(need("tmux"))
+                .args(&args)
+                .status()
+                .unwrap()
+                .success()
+        );
     }
 
     pub fn screen(&self) -> String {
-        let out = Command::new("tmux")
+        let out = Command::new(need("tmux"))
             .args([
                 "-L",
                 &self.socket,
@@ -553,7 +602,7 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
+        let _ = Command::new(need("tmux"))
             .args(["-L", &self.socket, "kill-server"])
             .status();
     }

@@ -1,7 +1,7 @@
 //! A real Slurm cluster for tests (tests/upgrade.rs drains through it, tests/inventories.rs
 //! lists it): slurmctld here, one slurmd per node in its own network namespace.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -19,11 +19,7 @@ pub struct Slurm {
 
 /// A system binary by name, wherever Debian puts it (sbin may be missing from PATH in CI).
 pub fn sbin(name: &str) -> PathBuf {
-    ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
-        .iter()
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{name} is not installed (.ci/run installs it)"))
+    super::need(name)
 }
 
 impl Slurm {

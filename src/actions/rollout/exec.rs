@@ -609,12 +609,17 @@ impl Executor {
             }
             Step::Unlock { root, sudo } => self.unlock(rollout, node, root, *sudo).await,
             Step::Drain {
+                guard,
                 commands,
                 until,
                 check,
                 timeout_s,
             } => {
                 let timeout = Duration::from_secs(*timeout_s);
+                if let Some(g) = guard {
+                    let out = drain::run(&self.permit, g, Duration::from_secs(60)).await?;
+                    drain::operator_guard(&out)?;
+                }
                 let said = self.here(commands, timeout).await?;
                 if let Some(status) = until {
                     let start = Instant::now();

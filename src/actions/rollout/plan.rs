@@ -79,6 +79,11 @@ pub enum Step {
     },
     /// Take the node out of service here; then run `until` until `check` says drained.
     Drain {
+        /// Run first (kubernetes): reads the node's GPU Operator upgrade labels; the drain is
+        /// refused while the Operator is upgrading the node or told to skip it
+        /// ([`drain::operator_guard`]). Absent in journals older than it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        guard: Option<Local>,
         commands: Vec<Local>,
         until: Option<Local>,
         check: DrainCheck,
@@ -162,9 +167,18 @@ impl Step {
                 vec![s]
             }
             Step::Drain {
-                commands, until, ..
+                guard,
+                commands,
+                until,
+                ..
             } => {
-                let mut v: Vec<String> = commands.iter().map(|c| c.to_string()).collect();
+                let mut v: Vec<String> = guard
+                    .iter()
+                    .map(|g| {
+                        format!("refused while the GPU Operator upgrades the node or skips it: {g}")
+                    })
+                    .collect();
+                v.extend(commands.iter().map(|c| c.to_string()));
                 v.extend(until.iter().map(|c| format!("until drained: {c}")));
                 v
             }
@@ -321,6 +335,7 @@ pub fn node_plan(
     let drains = spec.backend != DrainBackend::None;
     if drains {
         steps.push(Step::Drain {
+            guard: drain::operator_guard_command(spec, node),
             commands: drain::drain_commands(spec, node, timeout, &reason),
             until: drain::status_command(spec, node),
             check: DrainCheck::of(spec.backend),
