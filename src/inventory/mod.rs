@@ -161,50 +161,6 @@ pub struct Node {
     pub route: ssh_config::Route,
 }
 
-impl Node {
-    /// How the probe reaches this node ([`crate::probe::endpoint::Endpoint`]).
-    pub fn endpoint(&self) -> crate::probe::endpoint::Endpoint {
-        use crate::probe::endpoint::{Endpoint, Hop, Login};
-        let r = &self.route;
-        Endpoint {
-            name: self.name.clone(),
-            target: Hop {
-                host: self.host.clone(),
-                port: self.port,
-                login: Login {
-                    user: self.user.clone(),
-                    identity_files: self
-                        .identity_file
-                        .iter()
-                        .chain(&r.more_identity_files)
-                        .cloned()
-                        .collect(),
-                    identities_only: r.identities_only,
-                    certificate_file: self.certificate_file.clone(),
-                },
-                known_hosts: r.known_hosts.clone(),
-                host_key_policy: r.host_key_policy,
-            },
-            root: self.root.clone(),
-            jump: r.jump.clone(),
-            proxy_command: r.proxy_command.clone(),
-            connect_timeout: r.connect_timeout,
-        }
-    }
-}
-
-impl From<&Node> for crate::probe::endpoint::Endpoint {
-    fn from(n: &Node) -> Self {
-        n.endpoint()
-    }
-}
-
-impl From<Node> for crate::probe::endpoint::Endpoint {
-    fn from(n: Node) -> Self {
-        n.endpoint()
-    }
-}
-
 /// Where a node came from: a file and its 1-based line, or a command's output and its line
 /// (`scontrol show nodes --oneliner:3`), or a command and the item it printed
 /// (`kubectl get nodes -o json: items[2]`).
