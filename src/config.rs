@@ -520,6 +520,7 @@ impl Config {
             keepalive: Duration::from_secs(s.keepalive),
             host_key_policy: s.host_key_policy,
             concurrency: s.concurrency,
+            flags: Default::default(),
         }
     }
 

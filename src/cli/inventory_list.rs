@@ -60,7 +60,7 @@ Examples:
 pub(super) fn load(
     paths: &Paths,
     arg: &Path,
-    ssh: Option<&ssh2_config::SshConfig>,
+    ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
 ) -> anyhow::Result<Inventory> {
     let inv = crate::inventory::source::load(
         arg,
@@ -120,6 +120,8 @@ pub(super) fn run(s: &super::Settings, cmd: &InventoryCommand) -> anyhow::Result
                         "labels": n.labels,
                         "canary": n.canary,
                         "drain": n.drain.as_ref().map(|d| format!("{:?}", d.backend).to_lowercase()),
+                        "jump": n.route.jump.iter().map(|h| format!("{}@{}", h.login.user, h.target())).collect::<Vec<_>>(),
+                        "proxy_command": n.route.proxy_command,
                         "source": n.origin.as_ref().map(|o| o.to_string()),
                     })
                 })

@@ -257,9 +257,11 @@ impl Settings {
         }
         if let Some(c) = args.connect_timeout {
             ssh.connect_timeout = Duration::from_secs(c);
+            ssh.flags.connect_timeout = true;
         }
         if let Some(p) = args.host_key_policy {
             ssh.host_key_policy = p.into();
+            ssh.flags.host_key_policy = true;
         }
         ssh
     }
@@ -303,8 +305,9 @@ impl Settings {
 
     /// The OpenSSH client config to read: `--ssh-config FILE` (an error if it does not parse),
     /// `none`, or ~/.ssh/config when it exists (a warning if it does not parse).
-    fn ssh_config(paths: &Paths) -> anyhow::Result<Option<ssh2_config::SshConfig>> {
-        use ssh2_config::{ParseRule, SshConfig};
+    fn ssh_config(
+        paths: &Paths,
+    ) -> anyhow::Result<Option<crate::inventory::ssh_config::ClientConfig>> {
         let (path, explicit) = match &paths.ssh_config {
             Some(p) if p.as_os_str() == "none" => return Ok(None),
             Some(p) => (p.clone(), true),
@@ -313,21 +316,20 @@ impl Settings {
                 _ => return Ok(None),
             },
         };
-        let parsed = std::fs::File::open(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|f| {
-                SshConfig::default()
-                    .parse(
-                        &mut std::io::BufReader::new(f),
-                        ParseRule::ALLOW_UNKNOWN_FIELDS,
-                    )
-                    .map_err(|e| e.to_string())
-            });
+        let parsed = crate::inventory::ssh_config::load(&path);
         match parsed {
-            Ok(c) => Ok(Some(c)),
-            Err(e) if explicit => anyhow::bail!("--ssh-config {}: {e}", path.display()),
+            Ok((c, warnings)) => {
+                for w in warnings {
+                    eprintln!(
+                        "gpufleet: warning: {}",
+                        crate::model::text::terminal_safe(&w)
+                    );
+                }
+                Ok(Some(c))
+            }
+            Err(e) if explicit => anyhow::bail!("--ssh-config {e}"),
             Err(e) => {
-                eprintln!("gpufleet: warning: {}: {e}; not used", path.display());
+                eprintln!("gpufleet: warning: {e}; not used");
                 Ok(None)
             }
         }
@@ -439,7 +441,13 @@ impl Settings {
                 f.display()
             );
         }
-        let keys = Arc::new(HostKeys::new(db, ssh.host_key_policy));
+        let keeping: Vec<PathBuf> = inv
+            .known_hosts
+            .iter()
+            .chain(&paths.known_hosts)
+            .cloned()
+            .collect();
+        let keys = Arc::new(HostKeys::new(db, ssh.host_key_policy).keeping(keeping));
         let scan = Arc::new(Scan {
             probe: settings,
             ssh,

@@ -14,6 +14,7 @@ pub mod k8s;
 pub mod range;
 pub mod slurm;
 pub mod source;
+pub mod ssh_config;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -44,6 +45,9 @@ pub struct Settings {
     pub recipe: Option<String>,
     /// How to drain the node before its upgrade.
     pub drain: Option<DrainSpec>,
+    /// Jump hosts, first to last, as `ssh -J` takes them: `user@bastion:22,b2` (`none`: no
+    /// jump host, even if ~/.ssh/config names one).
+    pub jump: Option<String>,
 }
 
 /// The scheduler that drains a node, and how (the `drain` key of a group, `[defaults]` or node).
@@ -96,6 +100,7 @@ struct RawNode {
     labels: BTreeMap<String, String>,
     recipe: Option<String>,
     drain: Option<DrainSpec>,
+    jump: Option<String>,
 }
 
 impl RawNode {
@@ -109,6 +114,7 @@ impl RawNode {
             labels: self.labels.clone(),
             recipe: self.recipe.clone(),
             drain: self.drain.clone(),
+            jump: self.jump.clone(),
         }
     }
 }
@@ -150,6 +156,9 @@ pub struct Node {
     /// Where the node was defined (`file:line`, or the command that listed it); `None` only
     /// for nodes made in code.
     pub origin: Option<Origin>,
+    /// Jump hosts, `ProxyCommand` and the other SSH options from the inventory's `jump` and
+    /// ~/.ssh/config (docs/ssh.md).
+    pub route: ssh_config::Route,
 }
 
 /// Where a node came from: a file and its 1-based line, or a command's output and its line
@@ -193,6 +202,7 @@ impl Node {
             recipe: None,
             drain: None,
             origin: None,
+            route: ssh_config::Route::default(),
         }
     }
 }
@@ -249,7 +259,7 @@ impl Inventory {
     /// as `ssh` would: the inventory's own values win.
     pub fn load_with_ssh_config(
         path: &Path,
-        ssh: Option<&ssh2_config::SshConfig>,
+        ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
     ) -> Result<Inventory, InventoryError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| InventoryError(format!("{}: {e}", path.display())))?;
@@ -265,7 +275,7 @@ impl Inventory {
     pub fn parse_with(
         text: &str,
         path: &Path,
-        ssh: Option<&ssh2_config::SshConfig>,
+        ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
     ) -> Result<Inventory, InventoryError> {
         let at = |span: std::ops::Range<usize>, msg: String| {
             let (line, col) = line_col(text, span.start);
@@ -281,6 +291,7 @@ impl Inventory {
         let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         let mut nodes = Vec::new();
         let mut seen = BTreeSet::new();
+        let mut warn = ssh_config::Warnings::default();
         for rn in &raw.nodes {
             if rn.name.get_ref().trim().is_empty() {
                 return Err(at(rn.name.span(), "name is empty".into()));
@@ -352,20 +363,41 @@ impl Inventory {
                     return Err(at(rn.name.span(), format!("node `{name}` is listed twice")));
                 }
                 // ~/.ssh/config for this host, for what the inventory leaves unset.
-                let cfg = ssh.map(|c| c.query(&host));
+                let own_user = pick(|s| s.user.as_ref());
+                let cfg = ssh.map(|c| ssh_config::query(c, &host, own_user.as_deref(), &mut warn));
                 let cfg = cfg.as_ref();
                 let explicit_port = layers.iter().rev().find_map(|s| s.port);
+                let original = host.clone();
+                let host = cfg.and_then(|c| c.host_name.clone()).unwrap_or(host);
+                let port = explicit_port
+                    .or_else(|| cfg.and_then(|c| c.port))
+                    .unwrap_or(port);
+                let user = own_user
+                    .or_else(|| cfg.and_then(|c| c.user.clone()))
+                    .unwrap_or_else(local_user);
+                let route = ssh_config::route(
+                    ssh,
+                    &cfg.cloned().unwrap_or_default(),
+                    &original,
+                    &host,
+                    port,
+                    &user,
+                    pick(|s| s.jump.as_ref()).as_deref(),
+                    &mut warn,
+                )
+                .map_err(|e| at(rn.name.span(), format!("node `{name}`: {e}")))?;
+                let mut route = route;
+                if identity_file.is_some() {
+                    // The inventory's key replaces ~/.ssh/config's keys.
+                    route.more_identity_files.clear();
+                }
                 nodes.push(Node {
-                    host: cfg.and_then(|c| c.host_name.clone()).unwrap_or(host),
-                    port: explicit_port
-                        .or_else(|| cfg.and_then(|c| c.port))
-                        .unwrap_or(port),
-                    user: pick(|s| s.user.as_ref())
-                        .or_else(|| cfg.and_then(|c| c.user.clone()))
-                        .unwrap_or_else(local_user),
+                    host,
+                    port,
+                    user,
                     identity_file: identity_file
                         .clone()
-                        .or_else(|| cfg.and_then(|c| c.identity_file.as_ref()?.first().cloned())),
+                        .or_else(|| cfg.and_then(|c| c.identity_files.first().cloned())),
                     certificate_file: certificate_file
                         .clone()
                         .or_else(|| cfg.and_then(|c| c.certificate_file.clone())),
@@ -382,6 +414,7 @@ impl Inventory {
                         line: Some(line_col(text, rn.name.span().start).0),
                         item: None,
                     }),
+                    route,
                     name,
                 });
             }
@@ -391,7 +424,7 @@ impl Inventory {
             nodes,
             known_hosts: raw.known_hosts.map(|k| expand_home(&k, &base)),
             read_only: raw.read_only,
-            warnings: Vec::new(),
+            warnings: warn.into_vec(),
         })
     }
 }
@@ -791,12 +824,7 @@ labels = { canary = "yes" }
     #[test]
     fn ssh_config_fills_what_the_inventory_leaves_unset() {
         let text = "Host gpu*\n  User ops\n  Port 2222\n  IdentityFile /keys/fleet\nHost gpu01\n  HostName 10.0.0.1\n";
-        let ssh = ssh2_config::SshConfig::default()
-            .parse(
-                &mut text.as_bytes(),
-                ssh2_config::ParseRule::ALLOW_UNKNOWN_FIELDS,
-            )
-            .unwrap();
+        let (ssh, _) = ssh_config::parse(text, Path::new("/ssh_config")).unwrap();
         let i = Inventory::parse_with(
             "[[nodes]]\nname = \"gpu0[1-2]\"\n[[nodes]]\nname = \"gpu03\"\nuser = \"me\"\nport = 22\n",
             Path::new("/inv.toml"),

@@ -133,7 +133,8 @@ pub struct NodeSpec {
 /// names the node's origin.
 pub fn resolve(
     specs: Vec<NodeSpec>,
-    ssh: Option<&ssh2_config::SshConfig>,
+    ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
+    warn: &mut super::ssh_config::Warnings,
 ) -> Result<Vec<Node>, InventoryError> {
     let mut seen: BTreeMap<String, Option<Origin>> = BTreeMap::new();
     let mut nodes = Vec::with_capacity(specs.len());
@@ -165,20 +166,39 @@ pub fn resolve(
         if s.port == Some(0) {
             return Err(at(format!("node `{}`: port 0 is not a port", s.name)));
         }
-        let cfg = ssh.map(|c| c.query(&host));
+        let cfg = ssh.map(|c| super::ssh_config::query(c, &host, s.user.as_deref(), warn));
         let cfg = cfg.as_ref();
+        let original = host.clone();
+        let host = cfg.and_then(|c| c.host_name.clone()).unwrap_or(host);
+        let port = s.port.or_else(|| cfg.and_then(|c| c.port)).unwrap_or(22);
+        let user = s
+            .user
+            .clone()
+            .or_else(|| cfg.and_then(|c| c.user.clone()))
+            .unwrap_or_else(local_user);
+        let mut route = super::ssh_config::route(
+            ssh,
+            &cfg.cloned().unwrap_or_default(),
+            &original,
+            &host,
+            port,
+            &user,
+            None,
+            warn,
+        )
+        .map_err(|e| at(format!("node `{}`: {e}", s.name)))?;
+        if s.identity_file.is_some() {
+            // The inventory's key replaces ~/.ssh/config's keys.
+            route.more_identity_files.clear();
+        }
         nodes.push(Node {
-            host: cfg.and_then(|c| c.host_name.clone()).unwrap_or(host),
-            port: s.port.or_else(|| cfg.and_then(|c| c.port)).unwrap_or(22),
-            user: s
-                .user
-                .clone()
-                .or_else(|| cfg.and_then(|c| c.user.clone()))
-                .unwrap_or_else(local_user),
+            host,
+            port,
+            user,
             identity_file: s
                 .identity_file
                 .clone()
-                .or_else(|| cfg.and_then(|c| c.identity_file.as_ref()?.first().cloned())),
+                .or_else(|| cfg.and_then(|c| c.identity_files.first().cloned())),
             certificate_file: cfg.and_then(|c| c.certificate_file.clone()),
             root: s.root.clone().unwrap_or_else(|| "/".to_string()),
             labels: s.labels,
@@ -187,6 +207,7 @@ pub fn resolve(
             recipe: None,
             drain: s.drain,
             origin: s.origin,
+            route,
             name: s.name,
         });
     }
@@ -247,7 +268,7 @@ pub fn detect(path: &Path, text: &str) -> Option<InventoryFormat> {
 pub fn load(
     arg: &Path,
     format: Option<InventoryFormat>,
-    ssh: Option<&ssh2_config::SshConfig>,
+    ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
     stdin: &mut dyn Read,
 ) -> Result<Inventory, InventoryError> {
     let source = Source::parse(arg);
@@ -291,9 +312,13 @@ pub fn load(
             return from_text(p, &text, kind, ssh);
         }
     };
+    let mut warn = super::ssh_config::Warnings::default();
+    let nodes = resolve(specs, ssh, &mut warn)?;
+    let mut warnings = warnings;
+    warnings.extend(warn.into_vec());
     Ok(Inventory {
         path: inv_path,
-        nodes: resolve(specs, ssh)?,
+        nodes,
         known_hosts: None,
         read_only: false,
         warnings,
@@ -305,7 +330,7 @@ pub fn from_text(
     path: &Path,
     text: &str,
     kind: InventoryFormat,
-    ssh: Option<&ssh2_config::SshConfig>,
+    ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
 ) -> Result<Inventory, InventoryError> {
     let (specs, warnings) = match kind {
         InventoryFormat::Toml => return Inventory::parse_with(text, path, ssh),
@@ -321,9 +346,13 @@ pub fn from_text(
             Vec::new(),
         ),
     };
+    let mut warn = super::ssh_config::Warnings::default();
+    let nodes = resolve(specs, ssh, &mut warn)?;
+    let mut warnings = warnings;
+    warnings.extend(warn.into_vec());
     Ok(Inventory {
         path: path.to_path_buf(),
-        nodes: resolve(specs, ssh)?,
+        nodes,
         known_hosts: None,
         read_only: false,
         warnings,
@@ -490,22 +519,26 @@ mod tests {
             origin: o(line),
             ..Default::default()
         };
-        let n = resolve(vec![spec("a", 1)], None).unwrap();
+        let n = resolve(vec![spec("a", 1)], None, &mut Default::default()).unwrap();
         assert_eq!(
             (n[0].host.as_str(), n[0].port, n[0].root.as_str()),
             ("a", 22, "/")
         );
         assert_eq!(n[0].origin.as_ref().unwrap().to_string(), "inv:1");
-        let e = resolve(vec![spec("a", 1), spec("a", 7)], None)
-            .unwrap_err()
-            .0;
+        let e = resolve(
+            vec![spec("a", 1), spec("a", 7)],
+            None,
+            &mut Default::default(),
+        )
+        .unwrap_err()
+        .0;
         assert_eq!(e, "inv:7: node `a` is listed twice (first at inv:1)");
         let bad = NodeSpec {
             host: Some("a b".into()),
             ..spec("x", 3)
         };
         assert!(
-            resolve(vec![bad], None)
+            resolve(vec![bad], None, &mut Default::default())
                 .unwrap_err()
                 .0
                 .starts_with("inv:3: host \"a b\"")

@@ -14,7 +14,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::model::{self, Code, NodeReport, Thresholds};
 
+pub mod endpoint;
 pub mod known_hosts;
+pub mod proxy;
 pub mod scan;
 pub mod ssh;
 

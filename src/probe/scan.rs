@@ -8,9 +8,9 @@ use std::time::Instant;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
+use super::endpoint::Endpoint;
 use super::ssh::{HostKeys, SshSettings, run_ssh};
 use super::{ProbeSettings, RawRun, report};
-use crate::inventory::Node;
 use crate::model::{NodeReport, Thresholds};
 
 /// RFC 3339 UTC timestamp with seconds, for `scanned_at` and `generated_at`.
@@ -29,13 +29,15 @@ pub struct Scan {
 
 impl Scan {
     /// Probes one node; never fails: an unreachable node is a report too.
-    pub async fn node(&self, node: &Node) -> NodeReport {
+    pub async fn node(&self, node: impl Into<Endpoint>) -> NodeReport {
         self.probe_node(node).await.0
     }
 
     /// Probes one node and also returns the raw probe output (`None` when unreachable), for
     /// views that show the evidence.
-    pub async fn probe_node(&self, node: &Node) -> (NodeReport, Option<RawRun>) {
+    pub async fn probe_node(&self, node: impl Into<Endpoint>) -> (NodeReport, Option<RawRun>) {
+        let node: Endpoint = node.into();
+        let node = &node;
         let scanned_at = now_rfc3339();
         let start = Instant::now();
         let mut probe = self.probe.clone();
@@ -61,10 +63,14 @@ impl Scan {
 
     /// [`Scan::probe_node`] in its own task, so that a bug (a panic) in one node's scan becomes
     /// that node's `probe-output-invalid` report instead of a missing node.
-    pub async fn probe_guarded(self: Arc<Self>, node: Node) -> (NodeReport, Option<RawRun>) {
+    pub async fn probe_guarded(
+        self: Arc<Self>,
+        node: impl Into<Endpoint>,
+    ) -> (NodeReport, Option<RawRun>) {
+        let node: Endpoint = node.into();
         let name = node.name.clone();
         let scan = self.clone();
-        match tokio::spawn(async move { scan.probe_node(&node).await }).await {
+        match tokio::spawn(async move { scan.probe_node(node).await }).await {
             Ok(r) => r,
             Err(e) => (
                 NodeReport::unreachable(
@@ -82,7 +88,11 @@ impl Scan {
 
     /// Scans `nodes`, at most `ssh.concurrency` at a time, sending each report on `tx` as it
     /// finishes (in completion order). Returns when every node is done or `tx` is closed.
-    pub async fn run(self: Arc<Self>, nodes: Vec<Node>, tx: mpsc::Sender<NodeReport>) {
+    pub async fn run<N: Into<Endpoint>>(
+        self: Arc<Self>,
+        nodes: Vec<N>,
+        tx: mpsc::Sender<NodeReport>,
+    ) {
         let permits = Arc::new(Semaphore::new(crate::rt::concurrency_for(
             self.ssh.concurrency,
         )));
@@ -93,6 +103,7 @@ impl Scan {
                 break;
             };
             let (scan, tx) = (self.clone(), tx.clone());
+            let node: Endpoint = node.into();
             tasks.spawn(async move {
                 let _permit = permit;
                 let (report, _) = scan.probe_guarded(node).await;

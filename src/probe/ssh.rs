@@ -1,4 +1,6 @@
-//! The probe over SSH (russh): one connection and one exec per node per scan.
+//! The probe over SSH (russh): one connection and one exec per node per scan, directly, through
+//! a `ProxyCommand` (`super::proxy`), or through jump hosts (`direct-tcpip` channels, each hop's
+//! host key checked and each hop logged in; docs/ssh.md).
 //!
 //! Following docs/architecture.md decision 6: russh has no connect timeout (name resolution +
 //! TCP connect, then handshake + authentication, each run under a tokio timeout here), keepalive
@@ -11,24 +13,26 @@
 //! `Disconnected`).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::pin::Pin;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use russh::client;
 use russh::keys::PublicKeyOrCertificate;
 use russh::keys::ssh_key::HashAlg;
-use russh::keys::{PrivateKeyWithHashAlg, load_openssh_certificate, load_secret_key};
 use russh::{ChannelMsg, Disconnect};
 use serde::Deserialize;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
+mod auth;
+mod peer;
+
+use self::auth::authenticate;
+use self::peer::{PeerStart, Recording, handshake_failure, not_ssh, peer_start};
+use super::endpoint::{Endpoint, Hop};
 use super::known_hosts::{KnownHosts, Verdict, fingerprint};
 use super::{COMMAND, ProbeSettings, RawRun, RunEnd, new_boundary, probe_stdin};
-use crate::inventory::Node;
 use crate::model::Code;
 
 /// What to do with a host key that no known_hosts line names.
@@ -53,6 +57,17 @@ pub struct SshSettings {
     pub host_key_policy: HostKeyPolicy,
     /// Nodes probed at once.
     pub concurrency: usize,
+    /// Set when `connect_timeout` / `host_key_policy` came from a command-line flag: they then
+    /// win over a host's own `ConnectTimeout` / `StrictHostKeyChecking` from ~/.ssh/config, as
+    /// `ssh -o` wins over the config file.
+    pub flags: FlagsWin,
+}
+
+/// Which [`SshSettings`] came from flags (and so win over per-host ~/.ssh/config values).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlagsWin {
+    pub connect_timeout: bool,
+    pub host_key_policy: bool,
 }
 
 impl Default for SshSettings {
@@ -63,6 +78,7 @@ impl Default for SshSettings {
             keepalive: Duration::from_secs(15),
             host_key_policy: HostKeyPolicy::Strict,
             concurrency: 64,
+            flags: FlagsWin::default(),
         }
     }
 }
@@ -75,7 +91,7 @@ pub struct Unreachable {
 }
 
 impl Unreachable {
-    fn new(code: Code, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: Code, message: impl Into<String>) -> Self {
         Unreachable {
             code,
             message: message.into(),
@@ -85,19 +101,72 @@ impl Unreachable {
 
 /// Shared host-key state for one scan: the known_hosts files and the policy.
 pub struct HostKeys {
-    pub db: Mutex<KnownHosts>,
+    pub db: Arc<Mutex<KnownHosts>>,
     pub policy: HostKeyPolicy,
     /// Keys learned under `accept-new` during this scan, as messages for the user.
     pub learned: Mutex<Vec<String>>,
+    /// The files of `db` that a server's own `UserKnownHostsFile` does not replace (the
+    /// inventory's `known_hosts`, `--known-hosts`).
+    also: Vec<PathBuf>,
+    /// The known_hosts files of servers with their own `UserKnownHostsFile`, by file list,
+    /// each loaded once per scan.
+    per_server: Mutex<std::collections::HashMap<Vec<PathBuf>, Arc<Mutex<KnownHosts>>>>,
 }
 
 impl HostKeys {
     pub fn new(db: KnownHosts, policy: HostKeyPolicy) -> HostKeys {
         HostKeys {
-            db: Mutex::new(db),
+            db: Arc::new(Mutex::new(db)),
             policy,
             learned: Mutex::new(Vec::new()),
+            also: Vec::new(),
+            per_server: Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// Names the files of the scan's known_hosts that stay in use for a server with its own
+    /// `UserKnownHostsFile` (which replaces only ~/.ssh/known_hosts, as in OpenSSH).
+    pub fn keeping(mut self, files: Vec<PathBuf>) -> HostKeys {
+        self.also = files;
+        self
+    }
+
+    /// The known_hosts database for `hop`: the scan's, or, when the hop has its own
+    /// `UserKnownHostsFile`, those files plus [`HostKeys::keeping`]'s (loaded once; keys learned
+    /// under `accept-new` go where the scan's would, else to the hop's first file).
+    ///
+    /// Errors: a file that exists but cannot be read (`host-key-unknown`: no key can be
+    /// checked).
+    fn db_for(&self, hop: &Hop) -> Result<Arc<Mutex<KnownHosts>>, Unreachable> {
+        if hop.known_hosts.is_empty() {
+            return Ok(self.db.clone());
+        }
+        let mut sets = self
+            .per_server
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(db) = sets.get(&hop.known_hosts) {
+            return Ok(db.clone());
+        }
+        let learn_to = self
+            .db
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .learn_to
+            .clone()
+            .filter(|l| self.also.contains(l))
+            .or_else(|| hop.known_hosts.first().cloned());
+        let mut files = hop.known_hosts.clone();
+        files.extend(self.also.iter().cloned());
+        let db = KnownHosts::load(&files, learn_to).map_err(|e| {
+            Unreachable::new(
+                Code::HostKeyUnknown,
+                format!("UserKnownHostsFile of {}: {e}", hop.target()),
+            )
+        })?;
+        let db = Arc::new(Mutex::new(db));
+        sets.insert(hop.known_hosts.clone(), db.clone());
+        Ok(db)
     }
 }
 
@@ -105,6 +174,9 @@ struct Handler {
     host: String,
     port: u16,
     keys: Arc<HostKeys>,
+    /// The known_hosts of this server ([`HostKeys::db_for`]) and its policy.
+    db: Arc<Mutex<KnownHosts>>,
+    policy: HostKeyPolicy,
     /// Why the key was refused, for the report.
     refused: Arc<Mutex<Option<Unreachable>>>,
 }
@@ -126,7 +198,6 @@ impl client::Handler for Handler {
         let fp = fingerprint(&key);
         let alg = key.algorithm().to_string();
         let mut db = self
-            .keys
             .db
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -165,7 +236,7 @@ impl client::Handler for Handler {
                     self.host
                 ),
             ),
-            Verdict::Unknown if self.keys.policy == HostKeyPolicy::AcceptNew => {
+            Verdict::Unknown if self.policy == HostKeyPolicy::AcceptNew => {
                 match db.learn(&self.host, self.port, &key) {
                     Ok(file) => {
                         self.keys
@@ -212,155 +283,6 @@ impl client::Handler for Handler {
     }
 }
 
-fn default_identities() -> Vec<PathBuf> {
-    let Some(home) = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf()) else {
-        return Vec::new();
-    };
-    ["id_ed25519", "id_ecdsa", "id_rsa"]
-        .iter()
-        .map(|n| home.join(".ssh").join(n))
-        .filter(|p| p.exists())
-        .collect()
-}
-
-fn cert_for(key: &Path, explicit: Option<&Path>) -> Option<PathBuf> {
-    if let Some(c) = explicit {
-        return Some(c.to_path_buf());
-    }
-    let mut s = key.as_os_str().to_owned();
-    s.push("-cert.pub");
-    let p = PathBuf::from(s);
-    p.exists().then_some(p)
-}
-
-/// Public-key authentication: ssh-agent identities (keys and certificates) first, then the key
-/// files (the node's identity_file, else ~/.ssh/id_ed25519, id_ecdsa, id_rsa), with an OpenSSH
-/// certificate when one is configured or lies beside the key as `<key>-cert.pub`.
-async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<(), Unreachable> {
-    let user = node.user.clone();
-    let mut tried: Vec<String> = Vec::new();
-    let mut problems: Vec<String> = Vec::new();
-    let hash = h.best_supported_rsa_hash().await.ok().flatten().flatten();
-    let fail = |e: russh::Error| {
-        Unreachable::new(Code::SshAuthFailed, format!("authentication failed: {e}"))
-    };
-
-    // With an identity_file, offer only the agent key that matches it (like IdentitiesOnly),
-    // so a full agent does not use up the server's MaxAuthTries.
-    let wanted = node.identity_file.as_ref().and_then(|f| {
-        let mut pubf = f.as_os_str().to_owned();
-        pubf.push(".pub");
-        russh::keys::load_public_key(PathBuf::from(pubf))
-            .ok()
-            .or_else(|| {
-                load_secret_key(f, None)
-                    .ok()
-                    .map(|k| k.public_key().clone())
-            })
-    });
-    if std::env::var_os("SSH_AUTH_SOCK").is_some() {
-        match russh::keys::agent::client::AgentClient::connect_env().await {
-            Ok(mut agent) => {
-                let ids = agent.request_identities().await.unwrap_or_default();
-                let ids = ids.into_iter().filter(|id| match (&wanted, id) {
-                    (Some(w), russh::keys::agent::AgentIdentity::PublicKey { key, .. }) => {
-                        key.key_data() == w.key_data()
-                    }
-                    (
-                        Some(w),
-                        russh::keys::agent::AgentIdentity::Certificate { certificate, .. },
-                    ) => certificate.public_key() == w.key_data(),
-                    (None, _) => true,
-                });
-                for id in ids {
-                    let res = match &id {
-                        russh::keys::agent::AgentIdentity::PublicKey { key, .. } => {
-                            h.authenticate_publickey_with(&user, key.clone(), hash, &mut agent)
-                                .await
-                        }
-                        russh::keys::agent::AgentIdentity::Certificate { certificate, .. } => {
-                            h.authenticate_certificate_with(
-                                &user,
-                                certificate.clone(),
-                                hash,
-                                &mut agent,
-                            )
-                            .await
-                        }
-                    };
-                    match res {
-                        Ok(r) if r.success() => return Ok(()),
-                        Ok(_) => tried.push("an ssh-agent key".into()),
-                        Err(e) => {
-                            return Err(Unreachable::new(
-                                Code::SshAuthFailed,
-                                format!(
-                                    "{user}@{}: the server closed the connection during authentication after {} key(s) ({e}); OpenSSH stops after MaxAuthTries (6) keys: set identity_file for this node",
-                                    node.host,
-                                    tried.len() + 1
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-            Err(e) => problems.push(format!("ssh-agent at $SSH_AUTH_SOCK: {e}")),
-        }
-    }
-
-    let files = match &node.identity_file {
-        Some(f) => vec![f.clone()],
-        None => default_identities(),
-    };
-    for path in files {
-        let key = match load_secret_key(&path, None) {
-            Ok(k) => Arc::new(k),
-            Err(russh::keys::Error::KeyIsEncrypted) => {
-                problems.push(format!(
-                    "{} is passphrase-protected and no ssh-agent offered it: run `ssh-add {}`",
-                    path.display(),
-                    path.display()
-                ));
-                continue;
-            }
-            Err(e) => {
-                problems.push(format!("{}: {e}", path.display()));
-                continue;
-            }
-        };
-        let res = match cert_for(&path, node.certificate_file.as_deref()) {
-            Some(cert_path) => match load_openssh_certificate(&cert_path) {
-                Ok(cert) => h.authenticate_openssh_cert(&user, key, cert).await,
-                Err(e) => {
-                    problems.push(format!("{}: {e}", cert_path.display()));
-                    continue;
-                }
-            },
-            None => {
-                h.authenticate_publickey(&user, PrivateKeyWithHashAlg::new(key, hash))
-                    .await
-            }
-        };
-        match res.map_err(fail)? {
-            r if r.success() => return Ok(()),
-            _ => tried.push(path.display().to_string()),
-        }
-    }
-    let mut msg = format!("{user}@{}: the server accepted none of", node.host);
-    if tried.is_empty() {
-        msg = format!(
-            "{user}@{}: no usable key (no ssh-agent key, no identity file)",
-            node.host
-        );
-    } else {
-        msg.push_str(&format!(" {}", tried.join(", ")));
-    }
-    if !problems.is_empty() {
-        msg.push_str(&format!("; {}", problems.join("; ")));
-    }
-    Err(Unreachable::new(Code::SshAuthFailed, msg))
-}
-
 /// The russh client configuration. With `with_certificates` (a `@cert-authority` line matches
 /// the host), the `*-cert-v01@openssh.com` host key algorithms are offered ahead of the plain
 /// ones, as OpenSSH does, so a server with a `HostCertificate` presents it.
@@ -382,6 +304,9 @@ fn client_config(ssh: &SshSettings, with_certificates: bool) -> client::Config {
 /// An authenticated SSH connection to one node.
 pub struct Session {
     handle: client::Handle<Handler>,
+    /// The jump hosts' connections the node's runs through, first to last (kept open as long
+    /// as the session).
+    jumps: Vec<client::Handle<Handler>>,
     /// `host:port`, for messages.
     pub target: String,
 }
@@ -408,198 +333,6 @@ impl ExecOutput {
             (None, None) => None,
         }
     }
-}
-
-/// How many of the peer's first bytes [`Recording`] keeps: room for the identification line
-/// and the 20 lines of at most 255 bytes that russh lets come before it (RFC 4253 §4.2).
-const PEER_BYTES_KEPT: usize = 8192;
-
-/// How many characters of the peer's first bytes (escaped) a message shows.
-const PEER_BYTES_SHOWN: usize = 80;
-
-/// A stream that keeps a copy of the first bytes read from it (up to [`PEER_BYTES_KEPT`], and
-/// only until an SSH identification line has arrived), so that a handshake that fails before
-/// the key exchange can say what the peer sent. Writes pass through untouched.
-struct Recording<S> {
-    inner: S,
-    seen: Arc<Mutex<Vec<u8>>>,
-    /// Set once nothing more needs keeping; reads then cost nothing extra.
-    done: bool,
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Recording<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let res = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if !this.done
-            && let Poll::Ready(Ok(())) = res
-        {
-            let new = &buf.filled()[before..];
-            let mut seen = this
-                .seen
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let room = PEER_BYTES_KEPT.saturating_sub(seen.len());
-            seen.extend_from_slice(&new[..new.len().min(room)]);
-            this.done = seen.len() >= PEER_BYTES_KEPT || peer_start(&seen) == PeerStart::Ssh;
-        }
-        res
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Recording<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(
-        self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
-
-/// What a peer's first bytes say about it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PeerStart {
-    /// Nothing arrived.
-    Nothing,
-    /// An SSH-2 identification line (`SSH-2.0-…` or `SSH-1.99-…`, RFC 4253 §4.2) arrived, or is
-    /// arriving (the last, unfinished line starts like one).
-    Ssh,
-    /// An identification line of SSH protocol 1 only (`SSH-1.5-…`).
-    Ssh1,
-    /// Bytes that are no SSH identification.
-    Other,
-}
-
-/// Classifies `seen`, the first bytes a peer sent (lines before the identification line are
-/// allowed, as RFC 4253 allows them).
-fn peer_start(seen: &[u8]) -> PeerStart {
-    if seen.is_empty() {
-        return PeerStart::Nothing;
-    }
-    const IDS: [&[u8]; 2] = [b"SSH-2.0-", b"SSH-1.99-"];
-    let mut ssh1 = false;
-    for line in seen.split_inclusive(|&b| b == b'\n') {
-        let complete = line.ends_with(b"\n");
-        if IDS.iter().any(|id| line.starts_with(id)) {
-            return PeerStart::Ssh;
-        }
-        if !complete && IDS.iter().any(|id| id.starts_with(line)) {
-            return PeerStart::Ssh;
-        }
-        ssh1 |= complete && line.starts_with(b"SSH-1.");
-    }
-    if ssh1 {
-        PeerStart::Ssh1
-    } else {
-        PeerStart::Other
-    }
-}
-
-/// The first bytes of `bytes`, quoted, with everything but printable ASCII escaped (`\r`,
-/// `\n`, `\t`, `\\`, `\"`, `\xNN`: no control character or escape sequence survives, and
-/// bytes that are not UTF-8 show as what they are), at most `max` characters between the quotes;
-/// `…` after the closing quote when cut.
-fn escaped_start(bytes: &[u8], max: usize) -> String {
-    let mut out = String::from("\"");
-    let mut shown = 0;
-    for &b in bytes {
-        let e = match b {
-            b'\r' => "\\r".to_string(),
-            b'\n' => "\\n".to_string(),
-            b'\t' => "\\t".to_string(),
-            b'\\' => "\\\\".to_string(),
-            b'"' => "\\\"".to_string(),
-            0x20..=0x7e => char::from(b).to_string(),
-            _ => format!("\\x{b:02x}"),
-        };
-        if shown + e.len() > max {
-            out.push_str("\"…");
-            return out;
-        }
-        shown += e.len();
-        out.push_str(&e);
-    }
-    out.push('"');
-    out
-}
-
-/// Why a handshake that failed with `e` failed, given `seen`, the first bytes the peer sent:
-/// `ssh-protocol-error` when the peer sent something that is no SSH-2 identification, or closed
-/// the connection without sending anything; otherwise `ssh-refused` with russh's error.
-fn handshake_failure(target: &str, e: &russh::Error, seen: &[u8]) -> Unreachable {
-    let closed = match e {
-        russh::Error::Disconnect => true,
-        russh::Error::IO(io) => matches!(
-            io.kind(),
-            std::io::ErrorKind::ConnectionReset
-                | std::io::ErrorKind::ConnectionAborted
-                | std::io::ErrorKind::BrokenPipe
-                | std::io::ErrorKind::UnexpectedEof
-        ),
-        _ => false,
-    };
-    match peer_start(seen) {
-        PeerStart::Nothing if closed => Unreachable::new(
-            Code::SshProtocolError,
-            format!(
-                "{target} closed the connection without sending an SSH identification line: not an SSH server, or an sshd turning connections away (MaxStartups, tcp wrappers)"
-            ),
-        ),
-        PeerStart::Ssh | PeerStart::Nothing => Unreachable::new(
-            Code::SshRefused,
-            format!("SSH handshake with {target}: {e}"),
-        ),
-        PeerStart::Ssh1 => Unreachable::new(
-            Code::SshProtocolError,
-            format!(
-                "{target} is not an SSH-2 server (SSH protocol 1 only): it sent {}",
-                escaped_start(seen, PEER_BYTES_SHOWN)
-            ),
-        ),
-        PeerStart::Other => not_ssh(target, seen),
-    }
-}
-
-fn not_ssh(target: &str, seen: &[u8]) -> Unreachable {
-    Unreachable::new(
-        Code::SshProtocolError,
-        format!(
-            "{target} is not an SSH server: it sent {}",
-            escaped_start(seen, PEER_BYTES_SHOWN)
-        ),
-    )
 }
 
 /// Resolves `host` (a name or an address literal) and opens a TCP connection to the first
@@ -654,38 +387,43 @@ async fn open_tcp(host: &str, port: u16, limit: Duration) -> Result<TcpStream, U
     Err(Unreachable::new(code, format!("connect to {target}: {e}")))
 }
 
-/// Resolves the node's host name and opens a TCP connection (both within `connect_timeout`),
-/// checks the host key, and logs in (the handshake and login within `auth_timeout`).
-///
-/// Errors, as [`Unreachable`]: `ssh-resolve-failed` (the name does not resolve), `ssh-timeout`
-/// (no TCP answer, or the handshake and login did not finish), `ssh-refused` (connection
-/// refused, or the SSH handshake failed), `ssh-protocol-error` (the peer sent something that is
-/// no SSH-2 identification line, shown escaped, or closed without sending anything),
-/// `host-key-mismatch` / `host-key-unknown` (see [`Handler`]), `ssh-auth-failed`.
-pub async fn connect(
-    node: &Node,
+/// A byte stream an SSH connection runs over: TCP, a `direct-tcpip` channel through a jump
+/// host, or a `ProxyCommand`'s stdin and stdout.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// The SSH handshake, host-key check (against `hop`'s known_hosts and policy) and login on
+/// `stream`, within `limit`. Errors as for [`connect`].
+async fn handshake(
+    hop: &Hop,
+    stream: Box<dyn Io>,
     ssh: &SshSettings,
-    keys: Arc<HostKeys>,
-) -> Result<Session, Unreachable> {
-    let target = format!("{}:{}", node.host, node.port);
-    let tcp = open_tcp(&node.host, node.port, ssh.connect_timeout).await?;
-    let _ = tcp.set_nodelay(true);
+    keys: &Arc<HostKeys>,
+    limit: Duration,
+    tcp: bool,
+) -> Result<client::Handle<Handler>, Unreachable> {
+    let target = hop.target();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let stream = Recording {
-        inner: tcp,
+        inner: stream,
         seen: seen.clone(),
         done: false,
     };
     let refused = Arc::new(Mutex::new(None));
-    let with_certificates = keys
-        .db
+    let db = keys.db_for(hop)?;
+    let with_certificates = db
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .has_cert_authority(&node.host, node.port);
+        .has_cert_authority(&hop.host, hop.port);
     let handler = Handler {
-        host: node.host.clone(),
-        port: node.port,
-        keys,
+        host: hop.host.clone(),
+        port: hop.port,
+        keys: keys.clone(),
+        db,
+        policy: match hop.host_key_policy {
+            Some(p) if !ssh.flags.host_key_policy => p,
+            _ => keys.policy,
+        },
         refused: refused.clone(),
     };
     let config = Arc::new(client_config(ssh, with_certificates));
@@ -707,10 +445,10 @@ pub async fn connect(
                         )
                     })
             })?;
-        authenticate(&mut h, node).await?;
+        authenticate(&mut h, &hop.host, &hop.login).await?;
         Ok::<_, Unreachable>(h)
     };
-    match tokio::time::timeout(ssh.auth_timeout, handshake).await {
+    match tokio::time::timeout(limit, handshake).await {
         Err(_) => {
             let seen = seen
                 .lock()
@@ -721,13 +459,114 @@ pub async fn connect(
                 PeerStart::Nothing | PeerStart::Ssh => Err(Unreachable::new(
                     Code::SshTimeout,
                     format!(
-                        "{target} accepted the TCP connection but the SSH handshake and login did not finish within {} s",
-                        ssh.auth_timeout.as_secs()
+                        "{target} accepted the {} but the SSH handshake and login did not finish within {} s",
+                        if tcp { "TCP connection" } else { "connection" },
+                        limit.as_secs_f64().ceil()
                     ),
                 )),
             }
         }
-        Ok(r) => r.map(|handle| Session { handle, target }),
+        Ok(r) => r,
+    }
+}
+
+/// Opens a `direct-tcpip` channel from the jump host `via` (named `jump` in messages) to
+/// `to`, within `limit`: the jump host resolves and connects.
+async fn open_through(
+    via: &client::Handle<Handler>,
+    jump: &str,
+    to: &Hop,
+    limit: Duration,
+) -> Result<Box<dyn Io>, Unreachable> {
+    let opened = via.channel_open_direct_tcpip(to.host.clone(), u32::from(to.port), "127.0.0.1", 0);
+    match tokio::time::timeout(limit, opened).await {
+        Err(_) => Err(Unreachable::new(
+            Code::SshTimeout,
+            format!(
+                "jump host {jump}: connect to {}: no answer within {} s",
+                to.target(),
+                limit.as_secs_f64().ceil()
+            ),
+        )),
+        Ok(Err(e)) => Err(Unreachable::new(
+            Code::SshRefused,
+            format!("jump host {jump}: cannot connect to {}: {e}", to.target()),
+        )),
+        Ok(Ok(ch)) => Ok(Box::new(ch.into_stream())),
+    }
+}
+
+/// Connects to the node of `ep` (directly, through its `ProxyCommand`, or through its jump
+/// hosts, each hop's host key checked against its own known_hosts entry and each hop logged
+/// in), and logs in. Name resolution + TCP connect (or each `direct-tcpip` channel) is bounded
+/// by `ConnectTimeout` (else `[ssh] connect_timeout`), each handshake + login by
+/// `auth_timeout`, and the whole chain by the two added together (what one direct connection
+/// gets).
+///
+/// Errors, as [`Unreachable`]: `ssh-resolve-failed` (the name does not resolve), `ssh-timeout`
+/// (no TCP answer, or the handshake and login did not finish), `ssh-refused` (connection
+/// refused, the SSH handshake failed, a jump host could not open the next connection, the
+/// `ProxyCommand` could not start or ended), `ssh-protocol-error` (the peer sent something that
+/// is no SSH-2 identification line, shown escaped, or closed without sending anything),
+/// `host-key-mismatch` / `host-key-unknown` (see [`Handler`]), `ssh-auth-failed`. A failure at
+/// a jump host starts `jump host HOST:PORT: `.
+pub async fn connect(
+    ep: &Endpoint,
+    ssh: &SshSettings,
+    keys: Arc<HostKeys>,
+) -> Result<Session, Unreachable> {
+    let connect_timeout = match ep.connect_timeout {
+        Some(t) if !ssh.flags.connect_timeout => t,
+        _ => ssh.connect_timeout,
+    };
+    let whole = connect_timeout + ssh.auth_timeout;
+    let deadline = tokio::time::Instant::now() + whole;
+    let left = |limit: Duration| {
+        limit.min(deadline.saturating_duration_since(tokio::time::Instant::now()))
+    };
+    let hops: Vec<&Hop> = ep.jump.iter().chain([&ep.target]).collect();
+    let mut handles: Vec<client::Handle<Handler>> = Vec::with_capacity(hops.len());
+    for (i, hop) in hops.iter().enumerate() {
+        let last = i + 1 == hops.len();
+        let at_jump = |u: Unreachable| {
+            if last {
+                u
+            } else {
+                Unreachable::new(u.code, format!("jump host {}: {}", hop.target(), u.message))
+            }
+        };
+        let tcp = handles.is_empty() && ep.proxy_command.is_none();
+        let stream: Box<dyn Io> = match handles.last() {
+            // The error is the jump host's already ("jump host …: cannot connect to …").
+            Some(via) => {
+                open_through(via, &hops[i - 1].target(), hop, left(connect_timeout)).await?
+            }
+            None => match &ep.proxy_command {
+                Some(cmd) => Box::new(super::proxy::spawn(cmd).map_err(at_jump)?),
+                None => {
+                    let tcp = open_tcp(&hop.host, hop.port, left(connect_timeout))
+                        .await
+                        .map_err(at_jump)?;
+                    let _ = tcp.set_nodelay(true);
+                    Box::new(tcp)
+                }
+            },
+        };
+        let h = handshake(hop, stream, ssh, &keys, left(ssh.auth_timeout), tcp)
+            .await
+            .map_err(at_jump)?;
+        handles.push(h);
+    }
+    match handles.pop() {
+        Some(handle) => Ok(Session {
+            handle,
+            jumps: handles,
+            target: ep.target.target(),
+        }),
+        None => Err(Unreachable::new(
+            Code::SshRefused,
+            "no SSH server to connect to",
+        )),
     }
 }
 
@@ -810,13 +649,21 @@ impl Session {
         })
     }
 
-    /// Closes the connection (within 2 s); the remote shell and what it still runs end.
+    /// Closes the connection, then the jump hosts' from the last to the first (each within
+    /// 2 s); the remote shell and what it still runs end, and a `ProxyCommand` is killed.
     pub async fn close(self) {
         let _ = tokio::time::timeout(
             Duration::from_secs(2),
             self.handle.disconnect(Disconnect::ByApplication, "", "en"),
         )
         .await;
+        for jump in self.jumps.iter().rev() {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(2),
+                jump.disconnect(Disconnect::ByApplication, "", "en"),
+            )
+            .await;
+        }
     }
 }
 
@@ -824,7 +671,7 @@ impl Session {
 /// arrived before it is kept. Connection, host key and authentication failures are
 /// [`Unreachable`].
 pub async fn run_ssh(
-    node: &Node,
+    node: &Endpoint,
     probe: &ProbeSettings,
     ssh: &SshSettings,
     keys: Arc<HostKeys>,
@@ -847,54 +694,4 @@ pub async fn run_ssh(
         end: out.end,
         duration: start.elapsed(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn peer_starts_are_told_apart() {
-        assert_eq!(peer_start(b""), PeerStart::Nothing);
-        assert_eq!(peer_start(b"SSH-2.0-OpenSSH_9.6\r\n"), PeerStart::Ssh);
-        assert_eq!(peer_start(b"SSH-1.99-Cisco\r\n"), PeerStart::Ssh);
-        // Lines before the identification line are allowed (RFC 4253 4.2).
-        assert_eq!(peer_start(b"hello\r\nSSH-2.0-x\r\n"), PeerStart::Ssh);
-        // Still arriving.
-        assert_eq!(peer_start(b"SSH-2."), PeerStart::Ssh);
-        assert_eq!(peer_start(b"SSH-1.5-old\n"), PeerStart::Ssh1);
-        assert_eq!(
-            peer_start(b"HTTP/1.1 400 Bad Request\r\n"),
-            PeerStart::Other
-        );
-        assert_eq!(peer_start(b"\x1b[2J"), PeerStart::Other);
-    }
-
-    #[test]
-    fn peer_bytes_are_escaped_and_capped() {
-        assert_eq!(
-            escaped_start(b"\x1b]0;x\x07 \"q\" \\ \xff\r\n\t", 80),
-            r#""\x1b]0;x\x07 \"q\" \\ \xff\r\n\t""#
-        );
-        assert_eq!(escaped_start(b"abcdef", 4), "\"abcd\"…");
-        // An escape is never cut in half.
-        assert_eq!(escaped_start(b"abc\x1b", 5), "\"abc\"…");
-        let got = handshake_failure("h:22", &russh::Error::Disconnect, b"HTTP/1.1 400\r\n");
-        assert_eq!(got.code, Code::SshProtocolError);
-        assert_eq!(
-            got.message,
-            r#"h:22 is not an SSH server: it sent "HTTP/1.1 400\r\n""#
-        );
-        let got = handshake_failure("h:22", &russh::Error::Disconnect, b"");
-        assert_eq!(got.code, Code::SshProtocolError);
-        // After an SSH identification line, a failure is the handshake's.
-        let got = handshake_failure("h:22", &russh::Error::Kex, b"SSH-2.0-x\r\n");
-        assert_eq!(
-            (got.code, got.message.as_str()),
-            (
-                Code::SshRefused,
-                "SSH handshake with h:22: Key exchange failed"
-            )
-        );
-    }
 }

@@ -110,7 +110,7 @@ pub async fn node_write(
     sudo: bool,
     timeout: Duration,
 ) -> Result<ssh::ExecOutput, ssh::Unreachable> {
-    let session = ssh::connect(node, &scan.ssh, scan.keys.clone()).await?;
+    let session = ssh::connect(&node.endpoint(), &scan.ssh, scan.keys.clone()).await?;
     let out = exec(&session, command, sudo, timeout).await;
     session.close().await;
     out
@@ -133,7 +133,7 @@ pub(super) async fn node_read(
     command: &str,
     timeout: Duration,
 ) -> Result<ssh::ExecOutput, ssh::Unreachable> {
-    let session = ssh::connect(node, &scan.ssh, scan.keys.clone()).await?;
+    let session = ssh::connect(&node.endpoint(), &scan.ssh, scan.keys.clone()).await?;
     let out = exec(&session, command, false, timeout).await;
     session.close().await;
     out
@@ -401,7 +401,7 @@ impl Executor {
         let retry = self.progress.get(&(node.name.clone(), seq)) == Some(&Phase::Failed);
         let start = Instant::now();
         let timeout = Duration::from_secs(timeout_s);
-        let session = ssh::connect(node, &self.scan.ssh, self.scan.keys.clone())
+        let session = ssh::connect(&node.endpoint(), &self.scan.ssh, self.scan.keys.clone())
             .await
             .map_err(|u| u.message)?;
         let launch = node_side::launch_command(&files, run, timeout_s, retry);
@@ -445,7 +445,9 @@ impl Executor {
             pause = Duration::from_secs(1);
             let s = match session.take() {
                 Some(s) => Ok(s),
-                None => ssh::connect(node, &self.scan.ssh, self.scan.keys.clone()).await,
+                None => {
+                    ssh::connect(&node.endpoint(), &self.scan.ssh, self.scan.keys.clone()).await
+                }
             };
             let polled = match s {
                 Ok(s) => {

@@ -1,0 +1,170 @@
+//! Public-key authentication for one SSH server (a node or a jump host): ssh-agent keys and
+//! certificates, then key files, with OpenSSH user certificates.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use russh::client;
+use russh::keys::{PrivateKeyWithHashAlg, load_openssh_certificate, load_secret_key};
+
+use super::{Handler, Unreachable};
+use crate::model::Code;
+use crate::probe::endpoint::Login;
+
+fn default_identities() -> Vec<PathBuf> {
+    let Some(home) = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf()) else {
+        return Vec::new();
+    };
+    ["id_ed25519", "id_ecdsa", "id_rsa"]
+        .iter()
+        .map(|n| home.join(".ssh").join(n))
+        .filter(|p| p.exists())
+        .collect()
+}
+
+fn cert_for(key: &Path, explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(c) = explicit {
+        return Some(c.to_path_buf());
+    }
+    let mut s = key.as_os_str().to_owned();
+    s.push("-cert.pub");
+    let p = PathBuf::from(s);
+    p.exists().then_some(p)
+}
+
+/// Public-key authentication as `login.user` on `host` (named in messages): ssh-agent
+/// identities (keys and certificates) first, then the key files (`login.identity_files`, else
+/// ~/.ssh/id_ed25519, id_ecdsa, id_rsa), with an OpenSSH certificate when one is configured or
+/// lies beside the key as `<key>-cert.pub`.
+pub(super) async fn authenticate(
+    h: &mut client::Handle<Handler>,
+    host: &str,
+    login: &Login,
+) -> Result<(), Unreachable> {
+    let user = login.user.clone();
+    let mut tried: Vec<String> = Vec::new();
+    let mut problems: Vec<String> = Vec::new();
+    let hash = h.best_supported_rsa_hash().await.ok().flatten().flatten();
+    let fail = |e: russh::Error| {
+        Unreachable::new(Code::SshAuthFailed, format!("authentication failed: {e}"))
+    };
+
+    // With identity files, offer only the agent keys that match them (like IdentitiesOnly),
+    // so a full agent does not use up the server's MaxAuthTries; with `IdentitiesOnly` and no
+    // identity file, no agent key.
+    let wanted: Vec<russh::keys::PublicKey> = login
+        .identity_files
+        .iter()
+        .filter_map(|f| {
+            let mut pubf = f.as_os_str().to_owned();
+            pubf.push(".pub");
+            russh::keys::load_public_key(PathBuf::from(pubf))
+                .ok()
+                .or_else(|| {
+                    load_secret_key(f, None)
+                        .ok()
+                        .map(|k| k.public_key().clone())
+                })
+        })
+        .collect();
+    let restrict = login.identities_only || !login.identity_files.is_empty();
+    if std::env::var_os("SSH_AUTH_SOCK").is_some() {
+        match russh::keys::agent::client::AgentClient::connect_env().await {
+            Ok(mut agent) => {
+                let ids = agent.request_identities().await.unwrap_or_default();
+                let ids = ids.into_iter().filter(|id| {
+                    !restrict
+                        || wanted.iter().any(|w| match id {
+                            russh::keys::agent::AgentIdentity::PublicKey { key, .. } => {
+                                key.key_data() == w.key_data()
+                            }
+                            russh::keys::agent::AgentIdentity::Certificate {
+                                certificate, ..
+                            } => certificate.public_key() == w.key_data(),
+                        })
+                });
+                for id in ids {
+                    let res = match &id {
+                        russh::keys::agent::AgentIdentity::PublicKey { key, .. } => {
+                            h.authenticate_publickey_with(&user, key.clone(), hash, &mut agent)
+                                .await
+                        }
+                        russh::keys::agent::AgentIdentity::Certificate { certificate, .. } => {
+                            h.authenticate_certificate_with(
+                                &user,
+                                certificate.clone(),
+                                hash,
+                                &mut agent,
+                            )
+                            .await
+                        }
+                    };
+                    match res {
+                        Ok(r) if r.success() => return Ok(()),
+                        Ok(_) => tried.push("an ssh-agent key".into()),
+                        Err(e) => {
+                            return Err(Unreachable::new(
+                                Code::SshAuthFailed,
+                                format!(
+                                    "{user}@{host}: the server closed the connection during authentication after {} key(s) ({e}); OpenSSH stops after MaxAuthTries (6) keys: set identity_file for this node",
+                                    tried.len() + 1
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+            Err(e) => problems.push(format!("ssh-agent at $SSH_AUTH_SOCK: {e}")),
+        }
+    }
+
+    let files = if login.identity_files.is_empty() {
+        default_identities()
+    } else {
+        login.identity_files.clone()
+    };
+    for path in files {
+        let key = match load_secret_key(&path, None) {
+            Ok(k) => Arc::new(k),
+            Err(russh::keys::Error::KeyIsEncrypted) => {
+                problems.push(format!(
+                    "{} is passphrase-protected and no ssh-agent offered it: run `ssh-add {}`",
+                    path.display(),
+                    path.display()
+                ));
+                continue;
+            }
+            Err(e) => {
+                problems.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+        };
+        let res = match cert_for(&path, login.certificate_file.as_deref()) {
+            Some(cert_path) => match load_openssh_certificate(&cert_path) {
+                Ok(cert) => h.authenticate_openssh_cert(&user, key, cert).await,
+                Err(e) => {
+                    problems.push(format!("{}: {e}", cert_path.display()));
+                    continue;
+                }
+            },
+            None => {
+                h.authenticate_publickey(&user, PrivateKeyWithHashAlg::new(key, hash))
+                    .await
+            }
+        };
+        match res.map_err(fail)? {
+            r if r.success() => return Ok(()),
+            _ => tried.push(path.display().to_string()),
+        }
+    }
+    let mut msg = format!("{user}@{host}: the server accepted none of");
+    if tried.is_empty() {
+        msg = format!("{user}@{host}: no usable key (no ssh-agent key, no identity file)");
+    } else {
+        msg.push_str(&format!(" {}", tried.join(", ")));
+    }
+    if !problems.is_empty() {
+        msg.push_str(&format!("; {}", problems.join("; ")));
+    }
+    Err(Unreachable::new(Code::SshAuthFailed, msg))
+}
