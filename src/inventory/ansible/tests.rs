@@ -1,0 +1,281 @@
+//! Unit tests of the Ansible inventory readers (INI and YAML).
+
+use super::*;
+
+type Row = (
+    String,
+    Option<String>,
+    Option<u16>,
+    Option<String>,
+    Vec<String>,
+    String,
+);
+
+fn rows(specs: &[NodeSpec]) -> Vec<Row> {
+    specs
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                s.host.clone(),
+                s.port,
+                s.user.clone(),
+                s.groups.clone(),
+                s.origin.as_ref().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+const INI: &str = "\
+# fleet
+bastion ansible_host=192.0.2.1
+
+[a100]
+gpu[01:02] ansible_user=ops
+gpu03:2222 ansible_host=10.0.0.3 rack=r2   # inline comment
+
+[h100]
+h100-[a:b] ansible_ssh_private_key_file=keys/h100
+
+[gpu:children]
+a100
+h100
+
+[gpu:vars]
+ansible_user=gpu-ops
+rack = \"r1\"
+gpufleet_root=/host
+ansible_ssh_common_args='-o ProxyJump=bastion'
+
+[all:vars]
+ansible_port=22
+site=ams
+";
+
+#[test]
+fn ini_hosts_groups_children_vars_and_precedence() {
+    let (specs, warnings) = parse_ini(INI, Path::new("/inv/hosts")).unwrap();
+    let r = rows(&specs);
+    let g = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        r,
+        vec![
+            (
+                "bastion".into(),
+                Some("192.0.2.1".into()),
+                Some(22),
+                None,
+                vec![],
+                "/inv/hosts:2".into()
+            ),
+            (
+                "gpu01".into(),
+                None,
+                Some(22),
+                Some("ops".into()),
+                g(&["gpu", "a100"]),
+                "/inv/hosts:5".into()
+            ),
+            (
+                "gpu02".into(),
+                None,
+                Some(22),
+                Some("ops".into()),
+                g(&["gpu", "a100"]),
+                "/inv/hosts:5".into()
+            ),
+            (
+                "gpu03".into(),
+                Some("10.0.0.3".into()),
+                Some(2222),
+                Some("gpu-ops".into()),
+                g(&["gpu", "a100"]),
+                "/inv/hosts:6".into()
+            ),
+            (
+                "h100-a".into(),
+                None,
+                Some(22),
+                Some("gpu-ops".into()),
+                g(&["gpu", "h100"]),
+                "/inv/hosts:9".into()
+            ),
+            (
+                "h100-b".into(),
+                None,
+                Some(22),
+                Some("gpu-ops".into()),
+                g(&["gpu", "h100"]),
+                "/inv/hosts:9".into()
+            ),
+        ]
+    );
+    // Host vars over group vars over all:vars; non-ansible vars are labels.
+    assert_eq!(specs[3].labels.get("rack").map(String::as_str), Some("r2"));
+    assert_eq!(specs[1].labels.get("rack").map(String::as_str), Some("r1"));
+    assert_eq!(specs[0].labels.get("site").map(String::as_str), Some("ams"));
+    assert_eq!(specs[1].root.as_deref(), Some("/host"));
+    assert_eq!(specs[0].root, None);
+    assert_eq!(
+        specs[4].identity_file.as_deref(),
+        Some(Path::new("/inv/keys/h100"))
+    );
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("/inv/hosts:19: ansible_ssh_common_args="),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn ini_errors_name_the_line() {
+    let e = |t: &str| parse_ini(t, Path::new("h")).unwrap_err().0;
+    assert_eq!(
+        e("[a:varz]\n"),
+        "h:1: `[a:varz]`: a section is [group], [group:vars] or [group:children]; did you mean `vars`?"
+    );
+    assert_eq!(
+        e("[a]\nx ansible_port=http\n"),
+        "h:2: ansible_port `http` of host `x` is not a port (1-65535)"
+    );
+    assert_eq!(
+        e("[a]\nx foo\n"),
+        "h:2: `foo` after host \"x\": variables are key=value"
+    );
+    assert_eq!(e("[a]\nx k='v\n"), "h:2: \"x k='v\": a quote is not closed");
+    assert!(e("[a:vars]\njust-a-word\n").starts_with("h:2: "));
+    assert!(e("[a:children]\nb\n[b:children]\na\n").contains("children of each other"));
+    assert!(e("[a]\ng[3:1]\n").contains("runs backwards"));
+}
+
+const YAML: &str = "\
+all:
+  vars:
+site: ams
+  hosts:
+bastion:
+  ansible_host: 192.0.2.1
+  children:
+gpu:
+  vars:
+    ansible_user: gpu-ops
+    ansible_port: 2222
+  children:
+    a100:
+      hosts:
+        gpu[01:02]:
+          ansible_user: ops
+        gpu03:
+          ansible_host: 10.0.0.3
+          ansible_port: 22
+          gpufleet_canary: true
+          rack: r2
+cpu:
+  hosts:
+    cpu1:
+";
+
+#[test]
+fn yaml_hosts_groups_children_vars_and_lines() {
+    let (specs, warnings) = parse_yaml(YAML, Path::new("inv.yml")).unwrap();
+    assert!(warnings.is_empty());
+    let r = rows(&specs);
+    let g = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        r,
+        vec![
+            (
+                "bastion".into(),
+                Some("192.0.2.1".into()),
+                None,
+                None,
+                vec![],
+                "inv.yml:5".into()
+            ),
+            (
+                "gpu01".into(),
+                None,
+                Some(2222),
+                Some("ops".into()),
+                g(&["gpu", "a100"]),
+                "inv.yml:15".into()
+            ),
+            (
+                "gpu02".into(),
+                None,
+                Some(2222),
+                Some("ops".into()),
+                g(&["gpu", "a100"]),
+                "inv.yml:15".into()
+            ),
+            (
+                "gpu03".into(),
+                Some("10.0.0.3".into()),
+                Some(22),
+                Some("gpu-ops".into()),
+                g(&["gpu", "a100"]),
+                "inv.yml:17".into()
+            ),
+            (
+                "cpu1".into(),
+                None,
+                None,
+                None,
+                g(&["cpu"]),
+                "inv.yml:24".into()
+            ),
+        ]
+    );
+    assert!(specs[3].canary && !specs[1].canary);
+    assert_eq!(specs[3].labels.get("rack").map(String::as_str), Some("r2"));
+    assert_eq!(specs[4].labels.get("site").map(String::as_str), Some("ams"));
+}
+
+#[test]
+fn yaml_errors_name_line_and_column() {
+    let e = |t: &str| parse_yaml(t, Path::new("i.yml")).unwrap_err().0;
+    assert_eq!(
+        e("all:\n  hots:\n    a:\n"),
+        "i.yml:2:3: group `all`: unknown key `hots` (hosts, vars, children); did you mean `hosts`?"
+    );
+    assert!(e("all:\n  hosts: [a, b]\n").starts_with("i.yml:2:10: `all.hosts`"));
+    assert!(e("all:\n  hosts:\n    a: 1\n").starts_with("i.yml:3:8: host `a`"));
+    assert!(e("all: {\n").starts_with("i.yml:"), "{}", e("all: {\n"));
+    assert!(e("all:\n  hosts:\n    a:\n    a:\n").starts_with("i.yml:4:"));
+    assert!(e("- a\n").starts_with("i.yml:1:1: an Ansible YAML inventory is a map"));
+    // A billion-laughs document fails on saphyr's alias budget, not by exhausting memory.
+    let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 0..12 {
+        let prev = if i == 0 {
+            "a".to_string()
+        } else {
+            format!("b{}", i - 1)
+        };
+        bomb.push_str(&format!("b{i}: &b{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+    }
+    assert!(parse_yaml(&bomb, Path::new("b.yml")).is_err());
+}
+
+#[test]
+fn ranges() {
+    assert_eq!(
+        expand_range("gpu[08:10]").unwrap(),
+        ["gpu08", "gpu09", "gpu10"]
+    );
+    assert_eq!(expand_range("x[0:4:2]y").unwrap(), ["x0y", "x2y", "x4y"]);
+    assert_eq!(
+        expand_range("r[a:b]n[1:2]").unwrap(),
+        ["ran1", "ran2", "rbn1", "rbn2"]
+    );
+    assert!(expand_range("g[1:9999999]").is_err());
+    assert!(expand_range("g[1-3]").is_err());
+    assert_eq!(
+        host_pattern("fe80::1").unwrap(),
+        (vec!["fe80::1".to_string()], None)
+    );
+    assert_eq!(
+        host_pattern("g[1:2]:22").unwrap(),
+        (vec!["g1".to_string(), "g2".to_string()], Some(22))
+    );
+}
