@@ -152,28 +152,28 @@ fn ini_errors_name_the_line() {
 const YAML: &str = "\
 all:
   vars:
-site: ams
+    site: ams
   hosts:
-bastion:
-  ansible_host: 192.0.2.1
+    bastion:
+      ansible_host: 192.0.2.1
   children:
-gpu:
-  vars:
-    ansible_user: gpu-ops
-    ansible_port: 2222
-  children:
-    a100:
+    gpu:
+      vars:
+        ansible_user: gpu-ops
+        ansible_port: 2222
+      children:
+        a100:
+          hosts:
+            gpu[01:02]:
+              ansible_user: ops
+            gpu03:
+              ansible_host: 10.0.0.3
+              ansible_port: 22
+              gpufleet_canary: true
+              rack: r2
+    cpu:
       hosts:
-        gpu[01:02]:
-          ansible_user: ops
-        gpu03:
-          ansible_host: 10.0.0.3
-          ansible_port: 22
-          gpufleet_canary: true
-          rack: r2
-cpu:
-  hosts:
-    cpu1:
+        cpu1:
 ";
 
 #[test]
