@@ -375,9 +375,27 @@ pub fn query(
     s
 }
 
+/// `value` when a shell would read it as one plain word: letters, digits and `._-:@+,=/[]`
+/// (host names, IPv6 literals, user and node names). The command a token goes into runs
+/// through `sh -c`, and the value may come from an inventory, a Slurm or Kubernetes node list:
+/// anything else is refused, as OpenSSH 9.6 refuses shell metacharacters in names it expands
+/// (CVE-2023-51385).
+fn shell_safe<'a>(what: &str, value: &'a str) -> Result<&'a str, String> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "._-:@+,=/[]".contains(c);
+    if !value.is_empty() && value.chars().all(plain) {
+        Ok(value)
+    } else {
+        Err(format!(
+            "{what} {:?} holds characters a shell would interpret: not put into a command (ProxyCommand, Match exec)",
+            crate::model::text::terminal_safe(value)
+        ))
+    }
+}
+
 /// OpenSSH's `%` tokens in `ProxyCommand`: `%h` host (after `HostName`), `%p` port, `%r`
 /// remote user, `%n` the name as given, `%u` the local user, `%d` the local home folder, `%%`
-/// a `%`. Errors: any other token (OpenSSH refuses them too).
+/// a `%`. Errors: any other token (OpenSSH refuses them too); a host, user or node name that is
+/// not one plain shell word ([`shell_safe`]).
 pub fn expand_tokens(
     s: &str,
     host: &str,
@@ -393,10 +411,10 @@ pub fn expand_tokens(
             continue;
         }
         match chars.next() {
-            Some('h') => out.push_str(host),
+            Some('h') => out.push_str(shell_safe("host name", host)?),
             Some('p') => out.push_str(&port.to_string()),
-            Some('r') => out.push_str(user),
-            Some('n') => out.push_str(original),
+            Some('r') => out.push_str(shell_safe("user name", user)?),
+            Some('n') => out.push_str(shell_safe("node name", original)?),
             Some('u') => out.push_str(&super::local_user()),
             Some('d') => out.push_str(
                 &directories::BaseDirs::new()
@@ -667,6 +685,25 @@ mod tests {
         assert_eq!(
             expand_tokens("%u", "h", 22, "u", "n").unwrap(),
             crate::inventory::local_user()
+        );
+        // Names from an inventory never become shell code (CVE-2023-51385's lesson).
+        for (host, user, node) in [
+            ("h;touch /tmp/x", "u", "n"),
+            ("h", "u$(id)", "n"),
+            ("h", "u", "n`id`"),
+            ("h h", "u", "n"),
+            ("h", "u", "n\nid"),
+            ("", "u", "n"),
+        ] {
+            let e = expand_tokens("nc %h %p %r %n", host, 22, user, node).unwrap_err();
+            assert!(
+                e.contains("holds characters a shell would interpret"),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            expand_tokens("nc %h %p", "[fe80::1]", 22, "u", "n").unwrap(),
+            "nc [fe80::1] 22"
         );
     }
 
