@@ -245,20 +245,21 @@ async fn authenticate(h: &mut client::Handle<Handler>, node: &Node) -> Result<()
         Unreachable::new(Code::SshAuthFailed, format!("authentication failed: {e}"))
     };
 
-    // With an identity_file, offer only the agent key that matches it (like IdentitiesOnly),
-    // so a full agent does not use up the server's MaxAuthTries.
-    let wanted = node.identity_file.as_ref().and_then(|f| {
-        let mut pubf = f.as_os_str().to_owned();
-        pubf.push(".pub");
-        russh::keys::load_public_key(PathBuf::from(pubf))
-            .ok()
-            .or_else(|| {
-                load_secret_key(f, None)
-                    .ok()
-                    .map(|k| k.public_key().clone())
-            })
-    });
     if std::env::var_os("SSH_AUTH_SOCK").is_some() {
+        // With an identity_file, offer only the agent key that matches it (like IdentitiesOnly),
+        // so a full agent does not use up the server's MaxAuthTries. (Read only when there is an
+        // agent: a file read and a key parse per node otherwise wasted.)
+        let wanted = node.identity_file.as_ref().and_then(|f| {
+            let mut pubf = f.as_os_str().to_owned();
+            pubf.push(".pub");
+            russh::keys::load_public_key(PathBuf::from(pubf))
+                .ok()
+                .or_else(|| {
+                    load_secret_key(f, None)
+                        .ok()
+                        .map(|k| k.public_key().clone())
+                })
+        });
         match russh::keys::agent::client::AgentClient::connect_env().await {
             Ok(mut agent) => {
                 let ids = agent.request_identities().await.unwrap_or_default();
