@@ -452,10 +452,14 @@ impl Upgradable {
                         c.cut();
                     }
                 }
-                let rebooted = self.copy_root().and_then(|r| boot(&r));
-                let _ = rebooted;
                 // Recorded while the node is down: it comes back with the new answer.
-                let _ = self.rerecord().await;
+                let rebooted = match self.copy_root().and_then(|r| boot(&r)) {
+                    Ok(()) => self.rerecord().await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = rebooted {
+                    eprintln!("gpufleet sim: {}: reboot: {e}", self.name);
+                }
                 StepSim::Dead("rebooting\n".into())
             }
             other => StepSim::Done(
