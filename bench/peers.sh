@@ -164,7 +164,7 @@ run_tool() { # TOOL N RUNDIR
     pdsh)
       PDSH_SSH_ARGS_APPEND="-F $fleet/ssh_config" pdsh -R ssh -f "$conc" -w "^$fleet/names" "$cmd" > "$d/out.txt" 2>&1 ;;
     clush)
-      clush -f "$conc" -o "-F $fleet/ssh_config" -w "$(paste -sd, "$fleet/names")" "$cmd" > "$d/out.txt" 2>&1 ;;
+      clush -f "$conc" -o "-F $fleet/ssh_config" --hostfile "$fleet/names" "$cmd" > "$d/out.txt" 2>&1 ;;
     pssh)
       "$venv/bin/python" "$here/pssh_run.py" "$fleet" "$conc" "$cmd" "$d" ;;
     bssh)

@@ -14,6 +14,33 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
+/// The line starts of one text, for many line lookups: [`LineIndex::line`] is a binary search,
+/// where [`line_col`] counts the newlines before the offset (a file of N items looked up item by
+/// item would cost O(N²)).
+#[derive(Debug, Clone)]
+pub struct LineIndex {
+    /// Byte offsets of every `\n` of the text, in order.
+    newlines: Vec<usize>,
+}
+
+impl LineIndex {
+    /// Indexes `text`.
+    pub fn new(text: &str) -> LineIndex {
+        LineIndex {
+            newlines: text
+                .bytes()
+                .enumerate()
+                .filter_map(|(i, b)| (b == b'\n').then_some(i))
+                .collect(),
+        }
+    }
+
+    /// 1-based line of byte `offset` (the same as `line_col(text, offset).0`).
+    pub fn line(&self, offset: usize) -> usize {
+        self.newlines.partition_point(|&nl| nl < offset) + 1
+    }
+}
+
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo
 /// (Damerau-Levenshtein distance at most 2, or a third of the candidate's length).
 pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
@@ -51,6 +78,18 @@ pub fn toml_error(origin: &str, text: &str, e: &toml::de::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_line_index_agrees_with_line_col() {
+        let text = "a\nbc\n\né\nlast";
+        let idx = LineIndex::new(text);
+        for off in 0..=text.len() + 2 {
+            if text.is_char_boundary(off.min(text.len())) {
+                assert_eq!(idx.line(off), line_col(text, off).0, "offset {off}");
+            }
+        }
+        assert_eq!(LineIndex::new("").line(0), 1);
+    }
 
     #[test]
     fn positions_suggestions_and_toml_errors() {

@@ -612,3 +612,88 @@ fn demo_prints_the_simulated_fleet_as_a_table_when_not_on_a_terminal() {
     assert!(text.contains("12 nodes: "), "{text}");
     assert!(err.contains("gpufleet sim: 12 nodes on 127.0.0.1"), "{err}");
 }
+
+/// `gpufleet sim --allow-upgrades`: a canary rollout then a wave over the simulator, every node
+/// locked, switched to the open kernel module, rebooted (the session drops, SSH comes back),
+/// re-probed, gated and unlocked by the real executor; afterwards every node is `ready` with no
+/// lock held. Any other command is still refused and runs nothing.
+#[test]
+fn upgrades_against_the_simulator_bring_every_node_to_ready() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let inv = dir.join("fleet.toml");
+    let fixture = any_fixture("a100-proprietary-535-k5.15-peermem");
+    let sim = Sim::start(
+        dir,
+        &[
+            "--nodes",
+            "4",
+            "--allow-upgrades",
+            "--fixtures",
+            fixture.to_str().unwrap(),
+            "--write-inventory",
+            inv.to_str().unwrap(),
+        ],
+    );
+    let config = dir.join("fleet.toml.config.toml");
+    assert!(
+        sim.banner.contains("upgrades are simulated"),
+        "{}",
+        sim.banner
+    );
+    let before = snapshot(dir, &inv, &[]);
+    for n in before["nodes"].as_array().unwrap() {
+        assert_eq!(n["status"], "migrate", "{n}");
+    }
+    let (c, i, state) = (
+        config.display().to_string(),
+        inv.display().to_string(),
+        dir.join("state").display().to_string(),
+    );
+    let base = ["--config", &c, "-i", &i, "--state-dir", &state];
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let out = gpufleet(dir, &args);
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(0), "{extra:?}:\n{said}");
+        said
+    };
+    // Waves wait for the canaries.
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["upgrade", "--wave", "--yes"]);
+    assert_ne!(gpufleet(dir, &args).status.code(), Some(0));
+    let said = run(&["upgrade", "--canary", "--yes"]);
+    assert!(said.contains("2 node(s) upgraded"), "{said}");
+    assert!(said.contains("step:reboot done"), "{said}");
+    let said = run(&["upgrade", "--wave", "--yes"]);
+    assert!(said.contains("2 node(s) upgraded"), "{said}");
+
+    let after = snapshot(dir, &inv, &[]);
+    let nodes = after["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 4);
+    for n in nodes {
+        assert_eq!(n["status"], "ready", "{n}");
+        // Read by the probe from the node's copy: taken, then given back.
+        assert_eq!(n["rollout"]["locked"], false, "{n}");
+    }
+    // Still nothing runs: another command is refused, with 127, and leaves no trace.
+    let nodes = inventory_nodes(&inv);
+    let marker = dir.join("ran");
+    let out = ssh(
+        &dir.join("fleet.toml.id_ed25519"),
+        &dir.join("fleet.toml.known_hosts"),
+        nodes[0].1,
+        &format!("touch {}", marker.display()),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(127));
+    assert!(!marker.exists());
+    let said = sim.stop();
+    assert!(said.contains("other commands"), "{said}");
+}

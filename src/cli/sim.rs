@@ -75,6 +75,13 @@ pub struct SimArgs {
     /// (`40ms`, or `40ms±10ms` for 30 to 50 ms)
     #[arg(long, value_name = "MS[±MS]", value_parser = sim::parse_latency, default_value = "0")]
     pub latency: Latency,
+
+    /// Simulate upgrades: the rollout's node-side commands (node lock, detached recipe steps)
+    /// change a private copy of each node's fixture, with the steps `gpufleet-sim switch-open`
+    /// and `gpufleet-sim reboot`; still nothing runs. Writes FILE.config.toml (the recipe `sim`)
+    /// beside the inventory, which then names it, no drain, and two canaries
+    #[arg(long)]
+    pub allow_upgrades: bool,
 }
 
 impl SimArgs {
@@ -90,6 +97,7 @@ impl SimArgs {
             drop: self.drop,
             refuse: self.refuse,
             latency: self.latency,
+            allow_upgrades: self.allow_upgrades,
         }
     }
 }
@@ -106,12 +114,17 @@ opens the fleet matrix on it: fixture nodes of every status over real SSH on 127
 round-trip latency and a few nodes that hang, drop the connection or refuse it. When stdout is
 not a terminal it prints the simulated fleet's snapshot table instead and exits 0.
 
-Read-only: the simulator answers the probe and runs nothing else.
+Read-only: the simulator answers the probe and runs nothing else. With --allow-upgrades the
+matrix can upgrade (mark nodes, U): the simulator plays the rollout's node side — the node lock,
+a `switch-open` step that makes the next probe show the open kernel module and no nvidia-peermem,
+and a reboot that drops the session and comes back 3 s later — on copies of the fixtures; it
+still executes nothing. Two migrate nodes are canaries; waves take 5 nodes.
 
 Examples:
   gpufleet demo                          200 nodes in the TUI (q quits)
   gpufleet demo | less                   the same fleet as a table
-  gpufleet demo --nodes 2000 --latency 50ms±20ms --hang 2%";
+  gpufleet demo --nodes 2000 --latency 50ms±20ms --hang 2%
+  gpufleet demo --allow-upgrades         upgrade simulated nodes from the matrix";
 
 /// `gpufleet demo` options.
 #[derive(Debug, Args)]
@@ -141,6 +154,10 @@ pub struct DemoArgs {
     #[arg(long, value_name = "SECS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=600))]
     pub deadline: u64,
+
+    /// Let the matrix upgrade the simulated nodes (simulated; see above)
+    #[arg(long)]
+    pub allow_upgrades: bool,
 }
 
 /// `gpufleet demo`: the simulator on its own runtime, then the TUI (or, when stdout is not a
@@ -168,6 +185,7 @@ fn demo_in(s: &super::Settings, args: &DemoArgs, temp: &std::path::Path) -> anyh
         hang: args.hang,
         drop: args.drop,
         refuse: args.refuse,
+        allow_upgrades: args.allow_upgrades,
         ..SimOptions::default()
     };
     // The simulator's nodes are tasks of this runtime's worker threads; they serve while the
@@ -195,13 +213,18 @@ fn demo_in(s: &super::Settings, args: &DemoArgs, temp: &std::path::Path) -> anyh
         deadline: Some(args.deadline),
         ..super::ScanArgs::default()
     };
-    let s = s.with_paths(paths);
+    let mut s = s.with_paths(paths);
+    if let Some(c) = &running.config {
+        // The demo's own config: the recipe the simulator plays, nothing of the user's.
+        let text = std::fs::read_to_string(c)?;
+        s.config = crate::config::Config::parse(&text, c).map_err(|e| anyhow::anyhow!(e.0))?;
+    }
     let code = if std::io::stdout().is_terminal() {
         super::tui::run(
             &s,
             &super::TuiArgs {
                 scan,
-                read_only: true,
+                read_only: !args.allow_upgrades,
                 ..super::TuiArgs::default()
             },
         )?

@@ -292,6 +292,7 @@ impl Inventory {
         let mut nodes = Vec::new();
         let mut seen = BTreeSet::new();
         let mut warn = ssh_config::Warnings::default();
+        let lines = crate::diag::LineIndex::new(text);
         for rn in &raw.nodes {
             if rn.name.get_ref().trim().is_empty() {
                 return Err(at(rn.name.span(), "name is empty".into()));
@@ -411,7 +412,7 @@ impl Inventory {
                     drain: layers.iter().rev().find_map(|s| s.drain.clone()),
                     origin: Some(Origin {
                         source: path.display().to_string(),
-                        line: Some(line_col(text, rn.name.span().start).0),
+                        line: Some(lines.line(rn.name.span().start)),
                         item: None,
                     }),
                     route,

@@ -31,6 +31,12 @@ struct Line {
 #[derive(Debug, Clone, Default)]
 pub struct KnownHosts {
     lines: Vec<Line>,
+    /// Lines whose host patterns are all plain names (no wildcard, no negation, not hashed),
+    /// by each name in ASCII lower case: a lookup reads only its own lines, not the whole file
+    /// (a scan of N nodes against N lines is then O(N), not O(N²)).
+    by_name: std::collections::HashMap<String, Vec<usize>>,
+    /// The other lines (hashed names, wildcards, negations): matched one by one at every lookup.
+    by_pattern: Vec<usize>,
     /// Lines that could not be parsed: (file, line number).
     pub skipped: Vec<(PathBuf, usize)>,
     /// Where `accept-new` writes learned keys.
@@ -197,7 +203,7 @@ impl KnownHosts {
                 continue;
             }
             match l.parse::<Entry>() {
-                Ok(entry) => self.lines.push(Line {
+                Ok(entry) => self.push(Line {
                     file: file.to_path_buf(),
                     number: i + 1,
                     entry,
@@ -207,11 +213,53 @@ impl KnownHosts {
         }
     }
 
+    /// Adds `line`, indexed by its plain names (see `by_name`).
+    fn push(&mut self, line: Line) {
+        let at = self.lines.len();
+        let plain = match line.entry.host_patterns() {
+            HostPatterns::Patterns(list) => list
+                .iter()
+                .all(|p| !p.is_empty() && !p.contains(['*', '?', '!']))
+                .then_some(list),
+            HostPatterns::HashedName { .. } => None,
+        };
+        match plain {
+            Some(list) => {
+                for p in list {
+                    let v = self.by_name.entry(p.to_ascii_lowercase()).or_default();
+                    if v.last() != Some(&at) {
+                        v.push(at);
+                    }
+                }
+            }
+            None => self.by_pattern.push(at),
+        }
+        self.lines.push(line);
+    }
+
+    /// The lines whose host patterns match `name` (as [`patterns_match`] decides), in file
+    /// order: the indexed lines of that name and the pattern lines that match it.
+    fn matching(&self, name: &str) -> impl Iterator<Item = &Line> {
+        let named = self
+            .by_name
+            .get(&name.to_ascii_lowercase())
+            .map_or(&[][..], Vec::as_slice);
+        let mut at: Vec<usize> = named
+            .iter()
+            .copied()
+            .chain(self.by_pattern.iter().copied())
+            .collect();
+        at.sort_unstable();
+        at.into_iter()
+            .map(|i| &self.lines[i])
+            .filter(move |l| patterns_match(l.entry.host_patterns(), name))
+    }
+
     /// Whether a `@cert-authority` line matches `host`:`port` (then the client asks the server
     /// for its host certificate).
     pub fn has_cert_authority(&self, host: &str, port: u16) -> bool {
         let name = lookup_name(host, port);
-        self.lines.iter().any(|l| {
+        self.matching(&name).any(|l| {
             l.entry.marker() == Some(&Marker::CertAuthority)
                 && patterns_match(l.entry.host_patterns(), &name)
         })
@@ -228,11 +276,7 @@ impl KnownHosts {
         cert: Option<&Certificate>,
     ) -> Verdict {
         let name = lookup_name(host, port);
-        let matching: Vec<&Line> = self
-            .lines
-            .iter()
-            .filter(|l| patterns_match(l.entry.host_patterns(), &name))
-            .collect();
+        let matching: Vec<&Line> = self.matching(&name).collect();
         let same = |l: &Line| l.entry.public_key().key_data() == key.key_data();
         if let Some(l) = matching
             .iter()
@@ -343,7 +387,7 @@ impl KnownHosts {
         f.unlock()?;
         let number = std::fs::read_to_string(&path).map_or(0, |t| t.lines().count());
         if let Ok(entry) = line.trim().parse::<Entry>() {
-            self.lines.push(Line {
+            self.push(Line {
                 file: path.clone(),
                 number,
                 entry,
@@ -404,6 +448,26 @@ mod tests {
         assert!(!ok("bad.dc1", 22));
         assert!(ok("127.0.0.5", 2200));
         assert_eq!(k.check("other", 22, &key(K1), None), Verdict::Unknown);
+        // Names are matched without regard to ASCII case, indexed or not.
+        assert!(ok("GPU1", 22));
+        assert!(ok("N7.DC1", 22));
+    }
+
+    #[test]
+    fn indexed_and_pattern_lines_are_seen_together_in_file_order() {
+        // A plain line after a wildcard line for the same host: the changed-key verdict names
+        // both, in file order; each line found once though it names the host twice.
+        let k = kh(&format!(
+            "*.dc1 {K2}
+gpu1.dc1,GPU1.dc1 {K2}
+"
+        ));
+        assert_eq!(
+            k.check("gpu1.dc1", 22, &key(K1), None),
+            Verdict::Changed {
+                lines: vec![(PathBuf::from("kh"), 1), (PathBuf::from("kh"), 2)]
+            }
+        );
     }
 
     #[test]

@@ -77,7 +77,7 @@ impl Default for SshSettings {
             auth_timeout: Duration::from_secs(15),
             keepalive: Duration::from_secs(15),
             host_key_policy: HostKeyPolicy::Strict,
-            concurrency: 64,
+            concurrency: 256,
             flags: FlagsWin::default(),
         }
     }

@@ -20,13 +20,18 @@
 //! config for other tools, prints where it listens, and runs until SIGINT, SIGTERM or SIGHUP;
 //! then it reports its own CPU time per session.
 //!
-//! Not here yet (issue 12): simulated upgrade steps and reboots, and a corpus shipped inside the
-//! binary (the default corpus is found through the source tree this binary was built from,
+//! With `allow_upgrades` the rollout's node-side commands are recognised and simulated on a
+//! private copy of each node's fixture ([`upgrade`]: the node lock, detached steps, a
+//! `switch-open` step and a reboot), still executing nothing; the inventory then names the
+//! recipe `sim` of a config written beside it, no drain, and two canaries.
+//!
+//! Not here yet (issue 12): a corpus shipped inside the binary (the default corpus is found through the source tree this binary was built from,
 //! `CARGO_MANIFEST_DIR`).
 
 pub mod corpus;
 pub mod server;
 pub mod stream;
+pub mod upgrade;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -66,6 +71,8 @@ pub struct SimOptions {
     pub refuse: f64,
     /// Round-trip latency of every exchange.
     pub latency: Latency,
+    /// Simulate the rollout's node-side commands ([`upgrade`]); otherwise read-only.
+    pub allow_upgrades: bool,
 }
 
 impl Default for SimOptions {
@@ -80,6 +87,7 @@ impl Default for SimOptions {
             drop: 0.0,
             refuse: 0.0,
             latency: Latency::default(),
+            allow_upgrades: false,
         }
     }
 }
@@ -225,6 +233,8 @@ enum Socket {
 struct Bound {
     node: Arc<SimNode>,
     fixture: String,
+    /// A canary of the upgrade inventory.
+    canary: bool,
     port: u16,
     host_key: PrivateKey,
     socket: Socket,
@@ -235,14 +245,31 @@ struct Written {
     inventory: PathBuf,
     key: PathBuf,
     known_hosts: PathBuf,
+    config: Option<PathBuf>,
 }
 
-/// The inventory text for `nodes` (paths relative to the inventory's folder).
-fn inventory_text(nodes: &[Bound], key_name: &str, kh_name: &str) -> String {
+/// The inventory text for `nodes` (paths relative to the inventory's folder). `upgrades`:
+/// the nodes take the recipe `sim` ([`upgrade::CONFIG`]) without a drain, canaries marked;
+/// otherwise the inventory is read-only.
+fn inventory_text(nodes: &[Bound], key_name: &str, kh_name: &str, upgrades: bool) -> String {
+    let (what, mode, defaults) = if upgrades {
+        (
+            "Upgrades are simulated: the rollout's node-side commands change a copy of the \
+             node's fixture; nothing runs.\n# Use it with the config written beside it (--config).",
+            "",
+            "recipe = \"sim\"\ndrain = { backend = \"none\" }\n",
+        )
+    } else {
+        (
+            "Read-only: the simulator answers the probe and refuses every other command.",
+            "read_only = true\n",
+            "",
+        )
+    };
     let mut s = format!(
         "# Written by `gpufleet sim` (pid {}): {} simulated nodes on 127.0.0.1, valid while it runs.\n\
-         # Read-only: the simulator answers the probe and refuses every other command.\n\
-         known_hosts = {}\nread_only = true\n\n[defaults]\nuser = \"root\"\nidentity_file = {}\n",
+         # {what}\n\
+         known_hosts = {}\n{mode}\n[defaults]\nuser = \"root\"\nidentity_file = {}\n{defaults}",
         std::process::id(),
         nodes.len(),
         toml_str(kh_name),
@@ -255,9 +282,10 @@ fn inventory_text(nodes: &[Bound], key_name: &str, kh_name: &str) -> String {
         };
         let _ = write!(
             s,
-            "\n[[nodes]]\nname = {}\nhost = \"127.0.0.1\"\nport = {}\nlabels = {{ fixture = {}{fault} }}\n",
+            "\n[[nodes]]\nname = {}\nhost = \"127.0.0.1\"\nport = {}\n{}labels = {{ fixture = {}{fault} }}\n",
             toml_str(&b.node.name),
             b.port,
+            if b.canary { "canary = true\n" } else { "" },
             toml_str(&b.fixture),
         );
     }
@@ -277,8 +305,14 @@ fn split_path<'a>(path: &'a Path, flag: &str) -> anyhow::Result<(&'a Path, &'a s
     Ok((dir, file))
 }
 
-/// Writes the inventory, the user key pair and known_hosts; returns their paths.
-fn write_inventory(path: &Path, nodes: &[Bound], user_key: &PrivateKey) -> anyhow::Result<Written> {
+/// Writes the inventory, the user key pair and known_hosts (and with `upgrades` the config
+/// FILE.config.toml); returns their paths.
+fn write_inventory(
+    path: &Path,
+    nodes: &[Bound],
+    user_key: &PrivateKey,
+    upgrades: bool,
+) -> anyhow::Result<Written> {
     let (dir, file) = split_path(path, "--write-inventory")?;
     let key_name = format!("{file}.id_ed25519");
     let kh_name = format!("{file}.known_hosts");
@@ -306,13 +340,21 @@ fn write_inventory(path: &Path, nodes: &[Bound], user_key: &PrivateKey) -> anyho
     write_file(&known_hosts, kh.as_bytes(), 0o644)?;
     write_file(
         path,
-        inventory_text(nodes, &key_name, &kh_name).as_bytes(),
+        inventory_text(nodes, &key_name, &kh_name, upgrades).as_bytes(),
         0o644,
     )?;
+    let config = if upgrades {
+        let c = dir.join(format!("{file}.config.toml"));
+        write_file(&c, upgrade::CONFIG.as_bytes(), 0o644)?;
+        Some(c)
+    } else {
+        None
+    };
     Ok(Written {
         inventory: path.to_path_buf(),
         key,
         known_hosts,
+        config,
     })
 }
 
@@ -430,6 +472,10 @@ pub struct Running {
     pub known_hosts: PathBuf,
     /// The host list and the OpenSSH client config, when asked for.
     pub hosts: Option<(PathBuf, PathBuf)>,
+    /// The config naming the recipe `sim` (with `allow_upgrades`).
+    pub config: Option<PathBuf>,
+    /// The folder of the nodes' fixture copies (with `allow_upgrades`), removed on drop.
+    copies: Option<PathBuf>,
     /// One line per node: `127.0.0.1:PORT  NAME  (fault)`.
     pub listing: Vec<String>,
     /// One line: how many nodes, ports, fixtures, faults, latency.
@@ -437,6 +483,14 @@ pub struct Running {
     shared: Arc<Shared>,
     _refusing: Vec<tokio::net::TcpSocket>,
     cpu_at_ready: (Duration, Duration),
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.copies {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 impl Running {
@@ -510,16 +564,38 @@ pub async fn start(
     }
     let width = (n.saturating_sub(1)).to_string().len().max(3);
     let sockets = bind(&faults, opts.base_port).await?;
+    let copies = if opts.allow_upgrades {
+        Some(private_temp_dir("sim-nodes")?)
+    } else {
+        None
+    };
+    let migrate: Vec<bool> = used
+        .iter()
+        .map(|f| corpus::expected_status(f).as_deref() == Some("migrate"))
+        .collect();
+    let mut canaries = 0;
     let mut bound = Vec::with_capacity(n);
     for (i, (port, socket)) in sockets.into_iter().enumerate() {
         let f = &used[i % used.len()];
         let name = format!("sim-{i:0width$}-{}", f.name);
+        let answer = answers[i % used.len()].clone();
+        let upgrade = copies
+            .as_deref()
+            .map(|dir| Arc::new(upgrade::Upgradable::new(&name, f, answer.clone(), dir)));
+        // Two canaries: the first healthy nodes a rollout would take.
+        let canary = opts.allow_upgrades
+            && canaries < CANARIES
+            && faults[i] == Fault::None
+            && migrate[i % used.len()];
+        canaries += usize::from(canary);
         bound.push(Bound {
             node: Arc::new(SimNode {
                 name: name.clone(),
-                answer: answers[i % used.len()].clone(),
+                answer,
                 fault: faults[i],
+                upgrade,
             }),
+            canary,
             fixture: f.name.clone(),
             port,
             host_key: new_key(&name)?,
@@ -532,7 +608,7 @@ pub async fn start(
         (None, Some(t)) => t.join("inventory.toml"),
         (None, None) => bail!("no folder for the inventory"),
     };
-    let written = write_inventory(&inv_path, &bound, &user_key)?;
+    let written = write_inventory(&inv_path, &bound, &user_key, opts.allow_upgrades)?;
     let hosts = match &opts.write_hosts {
         Some(p) => Some((p.clone(), write_hosts(p, &bound, &written)?)),
         None => None,
@@ -607,6 +683,8 @@ pub async fn start(
         key: written.key,
         known_hosts: written.known_hosts,
         hosts,
+        config: written.config,
+        copies,
         listing,
         summary,
         shared,
@@ -614,6 +692,9 @@ pub async fn start(
         cpu_at_ready: cpu_now(),
     })
 }
+
+/// Canary nodes of an upgrade inventory.
+const CANARIES: usize = 2;
 
 /// A fresh folder only this user can read (it holds the private key), with a name no one else
 /// can have made first: `<tmp>/gpufleet-<what>-<pid>-<random>`.
@@ -670,6 +751,15 @@ async fn serve(opts: &SimOptions, temp: Option<&Path>) -> anyhow::Result<u8> {
         "try: gpufleet snapshot -i {}    (or: gpufleet tui -i …)",
         sim.inventory.display()
     )?;
+    if let Some(c) = &sim.config {
+        writeln!(out, "config: {}", c.display())?;
+        writeln!(
+            out,
+            "upgrades are simulated: gpufleet --config {} -i {} upgrade --canary --yes",
+            c.display(),
+            sim.inventory.display()
+        )?;
+    }
     if temp.is_some() {
         writeln!(out, "(these files are removed when the simulator stops)")?;
     }
@@ -780,7 +870,9 @@ mod tests {
                     name: format!("sim-00{i}-f\"x"),
                     answer: answer.clone(),
                     fault: if i == 1 { Fault::Hang } else { Fault::None },
+                    upgrade: None,
                 }),
+                canary: false,
                 fixture: "f\"x".into(),
                 port,
                 host_key: new_key("k").expect("key"),
@@ -792,7 +884,7 @@ mod tests {
     #[test]
     fn the_inventory_names_every_node_and_its_fixture() {
         let bound = bound_pair();
-        let text = inventory_text(&bound, "inv.toml.id_ed25519", "inv.toml.known_hosts");
+        let text = inventory_text(&bound, "inv.toml.id_ed25519", "inv.toml.known_hosts", false);
         let doc: toml::Table = text.parse().expect("TOML");
         let nodes = doc["nodes"].as_array().expect("nodes");
         assert_eq!(nodes.len(), 2);
@@ -804,6 +896,7 @@ mod tests {
             &dir.path().join("inv.toml"),
             &bound,
             &new_key("u").expect("key"),
+            false,
         )
         .expect("write");
         let kh = std::fs::read_to_string(&w.known_hosts).expect("known_hosts");

@@ -73,6 +73,8 @@ pub struct SimNode {
     pub answer: Arc<Answer>,
     /// How it misbehaves.
     pub fault: Fault,
+    /// Its simulated write side, when upgrades are allowed ([`super::upgrade`]).
+    pub upgrade: Option<Arc<super::upgrade::Upgradable>>,
 }
 
 /// Counters of one simulator run, for the report at exit.
@@ -143,6 +145,8 @@ pub async fn serve_node(
     let mut said = false;
     loop {
         let sock = match listener.accept().await {
+            // A rebooting node: the connection is closed at once.
+            Ok(_) if node.node.upgrade.as_ref().is_some_and(|u| u.is_down()) => continue,
             Ok((sock, _)) => sock,
             Err(e) => {
                 if !said {
@@ -162,7 +166,11 @@ pub async fn serve_node(
             .stats
             .connections
             .fetch_add(1, Ordering::Relaxed);
-        let cut = (node.node.fault == Fault::Drop).then(|| Arc::new(Cut::default()));
+        let cut = (node.node.fault == Fault::Drop || node.node.upgrade.is_some())
+            .then(|| Arc::new(Cut::default()));
+        if let (Some(u), Some(c)) = (&node.node.upgrade, &cut) {
+            u.register(c);
+        }
         let stream = SimStream::new(sock, node.shared.latency_of(k), cut.clone());
         let handler = Conn {
             node: node.node.clone(),
@@ -392,7 +400,8 @@ impl Conn {
             }
             Fault::None | Fault::Refuse => {
                 stats.probes.fetch_add(1, Ordering::Relaxed);
-                let answer = &self.node.answer;
+                let current = self.node.upgrade.as_ref().map(|u| u.answer());
+                let answer = current.as_ref().unwrap_or(&self.node.answer);
                 session.data(channel, answer.render(boundary))?;
                 session.exit_status_request(channel, answer.exit_status)?;
                 session.eof(channel)?;
@@ -474,6 +483,24 @@ impl server::Handler for Conn {
                 Ok(boundary) => self.answer(channel, &boundary, session),
                 Err(NotProbe(why)) => self.refuse(channel, &why, session),
             };
+        }
+        if let Some(up) = self.node.upgrade.clone()
+            && let Some(cmd) = std::str::from_utf8(data)
+                .ok()
+                .and_then(super::upgrade::recognise)
+        {
+            let (rc, out, err) = up.handle(cmd).await;
+            self.channels.insert(channel, ChanState::Done);
+            self.shared.stats.other.fetch_add(1, Ordering::Relaxed);
+            if !out.is_empty() {
+                session.data(channel, out.into_bytes())?;
+            }
+            if !err.is_empty() {
+                session.extended_data(channel, 1, err.into_bytes())?;
+            }
+            session.exit_status_request(channel, rc)?;
+            session.eof(channel)?;
+            return session.close(channel);
         }
         if data == node_side::read_lock_command("/").as_bytes() {
             return self.reply(channel, "gpufleet-lock free\n", session);

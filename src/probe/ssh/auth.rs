@@ -51,10 +51,13 @@ pub(super) async fn authenticate(
 
     // With identity files, offer only the agent keys that match them (like IdentitiesOnly),
     // so a full agent does not use up the server's MaxAuthTries; with `IdentitiesOnly` and no
-    // identity file, no agent key.
+    // identity file, no agent key. Read only when there is an agent: a file read and a key
+    // parse per node otherwise wasted.
+    let agent = std::env::var_os("SSH_AUTH_SOCK").is_some();
     let wanted: Vec<russh::keys::PublicKey> = login
         .identity_files
         .iter()
+        .filter(|_| agent)
         .filter_map(|f| {
             let mut pubf = f.as_os_str().to_owned();
             pubf.push(".pub");
@@ -68,7 +71,7 @@ pub(super) async fn authenticate(
         })
         .collect();
     let restrict = login.identities_only || !login.identity_files.is_empty();
-    if std::env::var_os("SSH_AUTH_SOCK").is_some() {
+    if agent {
         match russh::keys::agent::client::AgentClient::connect_env().await {
             Ok(mut agent) => {
                 let ids = agent.request_identities().await.unwrap_or_default();
