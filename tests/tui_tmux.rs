@@ -181,7 +181,10 @@ fn sigterm_and_resize_restore_the_terminal() {
     support::wait_until(
         "the TUI to redraw at 90 columns",
         Duration::from_secs(5),
-        || tmux.screen().lines().all(|l| l.chars().count() <= 90),
+        || {
+            let s = tmux.screen();
+            s.contains("migrate") && s.lines().all(|l| l.chars().count() <= 90)
+        },
     );
     let screen = tmux.screen();
     assert!(screen.lines().all(|l| l.chars().count() <= 90), "{screen}");

@@ -482,6 +482,16 @@ fn scalar(n: &MarkedYaml) -> Option<String> {
 pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>), InventoryError> {
     let file = path.display().to_string();
     let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    // saphyr expands aliases with a node budget only: a big string aliased many times gets
+    // past it. The policy reader's budget counts bytes too; its refusals stand here.
+    if let Err(e) = crate::policy::yaml::parse_stream(text)
+        && e.message.contains("refused")
+    {
+        return Err(InventoryError(format!(
+            "{file}:{}:{}: {}",
+            e.line, e.col, e.message
+        )));
+    }
     let docs = MarkedYaml::load_from_str(text).map_err(|e| {
         InventoryError(format!(
             "{file}:{}:{}: {}",

@@ -174,16 +174,9 @@ impl ClientConfig {
                     .execs
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let ok = *execs.entry(cmd.clone()).or_insert_with(|| {
-                    std::process::Command::new("sh")
-                        .arg("-c")
-                        .arg(&cmd)
-                        .stdin(std::process::Stdio::null())
-                        .stdout(std::process::Stdio::null())
-                        .stderr(std::process::Stdio::null())
-                        .status()
-                        .is_ok_and(|s| s.success())
-                });
+                let ok = *execs
+                    .entry(cmd.clone())
+                    .or_insert_with(|| match_exec(&cmd, MATCH_EXEC_LIMIT));
                 ok != *neg
             }
         })
@@ -375,14 +368,60 @@ pub fn query(
     s
 }
 
-/// `value` when a shell would read it as one plain word: letters, digits and `._-:@+,=/[]`
-/// (host names, IPv6 literals, user and node names). The command a token goes into runs
+/// How long a `Match exec` command may run before it is killed and taken as not matching.
+const MATCH_EXEC_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs a `Match exec` command (`sh -c`, in a process group of its own, no stdio): whether it
+/// exited 0 within `limit` ([`MATCH_EXEC_LIMIT`]). Past the limit its group is killed, it does not match,
+/// and a warning says so.
+fn match_exec(cmd: &str, limit: std::time::Duration) -> bool {
+    use std::os::unix::process::CommandExt;
+    let child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
+    let Ok(mut child) = child else {
+        return false;
+    };
+    let start = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return status.success(),
+            Ok(None) if start.elapsed() < limit => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => {
+                if let Ok(pid) = i32::try_from(child.id()) {
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                let _ = child.wait();
+                eprintln!(
+                    "gpufleet: warning: ssh config `Match exec {}` ran past {} s: killed, taken as not matching",
+                    crate::model::text::terminal_safe(cmd),
+                    limit.as_secs_f32()
+                );
+                return false;
+            }
+        }
+    }
+}
+
+/// `value` when a shell would read it as one plain word that is not an option: letters, digits
+/// and `._-:@+,=/[]`, not starting with `-` (host names, IPv6 literals, user and node names). The command a token goes into runs
 /// through `sh -c`, and the value may come from an inventory, a Slurm or Kubernetes node list:
 /// anything else is refused, as OpenSSH 9.6 refuses shell metacharacters in names it expands
 /// (CVE-2023-51385).
 fn shell_safe<'a>(what: &str, value: &'a str) -> Result<&'a str, String> {
     let plain = |c: char| c.is_ascii_alphanumeric() || "._-:@+,=/[]".contains(c);
-    if !value.is_empty() && value.chars().all(plain) {
+    // A leading `-` would be read as an option by the command it goes into (`ssh -W %h:%p`).
+    if !value.is_empty() && !value.starts_with('-') && value.chars().all(plain) {
         Ok(value)
     } else {
         Err(format!(
@@ -694,6 +733,7 @@ mod tests {
             ("h h", "u", "n"),
             ("h", "u", "n\nid"),
             ("", "u", "n"),
+            ("-oProxyCommand=id", "u", "n"),
         ] {
             let e = expand_tokens("nc %h %p %r %n", host, 22, user, node).unwrap_err();
             assert!(
@@ -705,6 +745,16 @@ mod tests {
             expand_tokens("nc %h %p", "[fe80::1]", 22, "u", "n").unwrap(),
             "nc [fe80::1] 22"
         );
+    }
+
+    #[test]
+    fn match_exec_is_bounded_in_time() {
+        let limit = std::time::Duration::from_millis(300);
+        assert!(match_exec("exit 0", limit));
+        assert!(!match_exec("exit 1", limit));
+        let start = std::time::Instant::now();
+        assert!(!match_exec("sleep 30; exit 0", limit));
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //! - anything else, and every quoted or block scalar, a string (`!!str` forces a string).
 //!
 //! JSON is YAML too: `kubectl get -o json` output is read with the same code. Aliases are
-//! expanded (bounded: [`MAX_NODES`] values per stream, against alias bombs).
+//! expanded (bounded: [`MAX_NODES`] values per stream, a string counting one value per 64
+//! bytes, against alias bombs of many values or of one big string).
 
 use std::borrow::Cow;
 
@@ -223,10 +224,16 @@ struct Builder {
     count: usize,
 }
 
+/// Bytes that count as one value: a long string weighs as many values as it has such chunks,
+/// so a big scalar aliased many times is refused like many values are (a 200 KB string aliased
+/// 100,000 times would be 20 GB).
+const BYTES_PER_VALUE: usize = 64;
+
 fn weight(n: &Node) -> usize {
     1 + match &n.value {
         Value::Seq(s) => s.iter().map(weight).sum(),
         Value::Map(m) => m.iter().map(|(_, v)| 1 + weight(v)).sum(),
+        Value::Str(t) => t.len() / BYTES_PER_VALUE,
         _ => 0,
     }
 }
@@ -242,7 +249,8 @@ impl Builder {
         match ev {
             Event::Scalar(text, style, anchor, tag) => {
                 let node = scalar(text, style, tag.as_deref(), span);
-                self.push(node, anchor, 1).map_err(err)?;
+                let w = weight(&node);
+                self.push(node, anchor, w).map_err(err)?;
             }
             Event::SequenceStart(..) | Event::MappingStart(..) if self.stack.len() >= MAX_DEPTH => {
                 return Err(err(format!(
@@ -506,6 +514,17 @@ mod tests {
             prev = c;
         }
         let e = parse_stream(&bomb).expect_err("alias bomb");
+        assert!(e.message.contains("refused"), "{e}");
+        // One 200 KB string aliased 100,000 times (20 GB expanded): refused by its bytes.
+        let mut strbomb = format!("s: &s {}\n", "x".repeat(200_000));
+        let mut prev = "s".to_string();
+        for i in 0..5 {
+            let name = format!("l{i}");
+            let refs = vec![format!("*{prev}"); 10].join(", ");
+            strbomb.push_str(&format!("{name}: &{name} [{refs}]\n"));
+            prev = name;
+        }
+        let e = parse_stream(&strbomb).expect_err("string bomb");
         assert!(e.message.contains("refused"), "{e}");
         let deep = "[".repeat(100_000);
         let e = parse_stream(&deep).expect_err("deep nesting");

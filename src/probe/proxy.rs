@@ -3,8 +3,8 @@
 //!
 //! Run as OpenSSH runs it (`sh -c "exec …"` with the command line, tokens already expanded; see
 //! docs/ssh.md), with its stderr kept (the first 4 KiB, shown, escaped, when the connection
-//! fails), and killed when the connection ends (the stream owns the child, spawned with
-//! `kill_on_drop`).
+//! fails), and killed when the connection ends: it runs in a process group of its own, and the
+//! stream kills the whole group when dropped (a wrapper script's children too).
 
 use std::pin::Pin;
 use std::process::Stdio;
@@ -23,6 +23,8 @@ const STDERR_KEPT: usize = 4096;
 /// The running command: writes go to its stdin, reads come from its stdout.
 pub struct ProxyStream {
     command: String,
+    /// The process group the command leads (its pid), kept: `child.id()` is gone once reaped.
+    group: Option<i32>,
     child: Child,
     stdin: ChildStdin,
     stdout: ChildStdout,
@@ -40,6 +42,7 @@ pub fn spawn(command: &str) -> Result<ProxyStream, Unreachable> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| {
@@ -72,11 +75,25 @@ pub fn spawn(command: &str) -> Result<ProxyStream, Unreachable> {
     });
     Ok(ProxyStream {
         command: command.to_string(),
+        group: child.id().and_then(|p| i32::try_from(p).ok()),
         child,
         stdin,
         stdout,
         stderr,
     })
+}
+
+impl Drop for ProxyStream {
+    /// Kills the command's whole process group (its own, made at spawn), not only the command:
+    /// what a wrapper script started in the background goes with it.
+    fn drop(&mut self) {
+        if let Some(pid) = self.group {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
 }
 
 impl ProxyStream {

@@ -16,9 +16,12 @@ use crate::model::report::{NodeReport, Snapshot};
 use crate::model::text::terminal_safe;
 
 /// A label value as the exposition format wants it: node text made terminal-safe first (no
-/// control character survives), then `\` → `\\`, `"` → `\"`, line feed → `\n`.
+/// control character survives; a backslash of the node's own doubled before, so a real newline
+/// and the two characters `\n` stay two different values, never one duplicated series), then
+/// `\` → `\\`, `"` → `\"`, line feed → `\n`.
 pub fn escape_label_value(v: &str) -> String {
-    let safe = terminal_safe(v);
+    let doubled = v.replace('\\', "\\\\");
+    let safe = terminal_safe(&doubled);
     let mut out = String::with_capacity(safe.len());
     for c in safe.chars() {
         match c {
@@ -241,10 +244,15 @@ mod tests {
 
     #[test]
     fn label_values_are_escaped_after_terminal_escaping() {
-        assert_eq!(escape_label_value(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape_label_value(r#"a"b\c"#), r#"a\"b\\\\c"#);
         // A raw newline or ESC from a node becomes text first, then its backslash is doubled.
         assert_eq!(escape_label_value("x\ny"), r"x\\ny");
         assert_eq!(escape_label_value("\x1b[2J"), r"\\x1b[2J");
+        // Two names that print alike in a terminal are two series here.
+        assert_ne!(
+            escape_label_value("gpu1\ngpu2"),
+            escape_label_value(r"gpu1\ngpu2")
+        );
     }
 
     #[test]
