@@ -199,8 +199,9 @@ fn prometheus_export_of_a_real_scan_passes_promtool_and_a_strict_reader() {
             .map(|(_, _, v)| *v)
             .collect::<Vec<f64>>()
     };
-    // terminal_safe writes the line feed as the two characters `\n` first.
-    let legacy = "a100 \"legacy\" \\ rack\\n7";
+    // The node's own backslash is doubled, then terminal_safe writes the line feed as the two
+    // characters `\n`: the two stay apart.
+    let legacy = "a100 \"legacy\" \\\\ rack\\n7";
     let info = samples
         .iter()
         .find(|(n, l, _)| n == "gpufleet_node_info" && l["node"] == legacy)
