@@ -235,7 +235,10 @@ fn assert_intact(screen: &str) {
         lines.iter().all(|l| l.chars().count() <= 160),
         "a line overflows:\n{screen}"
     );
-    assert!(lines[0].starts_with(" gpufleet local"), "{screen}");
+    assert!(
+        lines[0].starts_with(" gpufleet ") && lines[0].trim_end().ends_with(" local"),
+        "{screen}"
+    );
     assert!(
         lines.iter().any(|l| l.contains("? help  / filter")),
         "the key line is gone:\n{screen}"

@@ -442,7 +442,11 @@ fn an_unknown_node_is_counted_sorted_styled_filtered_and_explained() {
     .unwrap();
     let screen = format!("{}", term.backend());
     let top = screen.lines().next().unwrap();
-    assert!(top.contains("2 attention  1 unknown  1 no-driver"), "{top}");
+    // The counts worst first (the status order), before the source.
+    assert!(
+        top.contains("2 attention  1 unknown  2 blocked  2 migrate  1 no-driver  1 ready"),
+        "{top}"
+    );
     // Sorted after attention, before blocked.
     let order: Vec<&str> = screen
         .lines()

@@ -137,17 +137,19 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
 }
 
 fn draw_top(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
+    // The counts first, worst status first: a narrow terminal cuts the source, not the news.
     let mut spans = vec![
         Span::styled(" gpufleet ", t.role(Role::Title)),
-        Span::styled(screen_safe(&app.source).into_owned(), t.role(Role::Dim)),
-        Span::raw("  "),
+        Span::raw(" "),
     ];
     if app.read_only {
         spans.push(Span::styled(" READ-ONLY ", t.role(Role::Badge)));
         spans.push(Span::raw("  "));
     }
     let counts = app.counts();
-    for s in NodeStatus::ALL {
+    let mut worst_first = NodeStatus::ALL;
+    worst_first.sort();
+    for s in worst_first {
         let n = counts.get(&s).copied().unwrap_or(0);
         if n > 0 {
             spans.push(Span::styled(format!("{n} {s}"), t.status(s)));
@@ -179,7 +181,12 @@ fn draw_top(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
             format!("{cancelled} not scanned (cancelled)"),
             t.role(Role::Dim),
         ));
+        spans.push(Span::raw("  "));
     }
+    spans.push(Span::styled(
+        screen_safe(&app.source).into_owned(),
+        t.role(Role::Dim),
+    ));
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
