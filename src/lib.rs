@@ -11,7 +11,8 @@
 //! - [`diag`]: line/column, suggestions and TOML error messages (a leaf).
 //! - [`diff`]: what changed between two snapshots (`gpufleet diff`, the TUI's `--compare`).
 //! - [`columns`]: the one column registry of the matrix, the table and the CSV.
-//! - [`snapshot`]: headless output formats (table, JSON, JSON Lines, CSV) and exit codes.
+//! - [`snapshot`]: headless output formats (table, JSON, JSON Lines, CSV, Prometheus), atomic
+//!   `--output`, collected snapshots (`--from`) and exit codes.
 //! - [`actions`]: the only code that changes nodes: drain backends, rollouts, the journal, the
 //!   write permit.
 //! - [`app`]: the TUI's state machine and keymap (no terminal I/O).
