@@ -5,7 +5,8 @@
 //! A fixture node is a folder with `node.toml`, `root/` (the node's files at their own paths),
 //! `bin/` (stand-ins for nvidia-smi, dmesg, …) and `commands/` (what those print); see
 //! tests/fixtures/README.shared.md. The probe runs there exactly as tests/fixture_nodes.rs runs
-//! it: `sh -s`, root prefix `R` = the fixture's `root/`, PATH = `<fixture>/bin:/usr/bin:/bin`.
+//! it: `sh -s`, root prefix `R` = the fixture's `root/`, PATH = `<fixture>/bin:/usr/bin:/bin`
+//! (with an empty `dmesg` after the fixture's `bin/`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -208,7 +209,9 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// Runs the probe script once for `fixture` with the boundary `placeholder`, on this machine:
 /// `/bin/sh -s` in its own process group, an empty environment but PATH =
-/// `<fixture>/bin:/usr/bin:/bin`, the header's root prefix = `<fixture>/root`. Output is read
+/// `<fixture>/bin:<stand-ins>:/usr/bin:/bin` (the stand-ins: a `dmesg` that prints nothing, so a
+/// fixture without its own kernel log shows an empty one, not this machine's), the header's
+/// root prefix = `<fixture>/root`. Output is read
 /// until the script ends or [`DEADLINE_SECS`] + 5 s pass (then it is cut there); the process
 /// tree is killed either way.
 ///
@@ -230,11 +233,26 @@ pub async fn record(fixture: &Fixture, placeholder: &str) -> anyhow::Result<Answ
         kernel_log_lines: KERNEL_LOG_LINES,
     };
     let stdin = probe::probe_stdin(placeholder, root_s, &settings);
+    // A simulated node's kernel log is its fixture's (`bin/dmesg`), never this machine's: a
+    // fixture without one gets an empty log, from a stand-in after the fixture's bin/.
+    let quiet = tempfile::Builder::new()
+        .prefix("gpufleet-sim-bin.")
+        .tempdir()
+        .context("cannot make the simulator's stand-in folder")?;
+    let dmesg = quiet.path().join("dmesg");
+    std::fs::write(&dmesg, "#!/bin/sh\nexit 0\n")
+        .and_then(|()| {
+            std::fs::set_permissions(&dmesg, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        })
+        .context("cannot write the simulator's dmesg stand-in")?;
+    let Some(quiet_s) = quiet.path().to_str() else {
+        bail!("the temporary folder's path is not UTF-8");
+    };
     // /bin/sh by its path: a fixture's bin/ (first on PATH) holds stand-ins, never the shell.
     let mut child = tokio::process::Command::new("/bin/sh")
         .arg("-s")
         .env_clear()
-        .env("PATH", format!("{bin_s}:/usr/bin:/bin"))
+        .env("PATH", format!("{bin_s}:{quiet_s}:/usr/bin:/bin"))
         .current_dir(&fixture.dir)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
