@@ -439,16 +439,15 @@ fn sigkill_mid_wave_then_resume_repeats_no_completed_step() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Kill it while the slow step runs on both nodes (after both drains).
+    // Kill it while the slow step runs on both nodes (after both drains): launched there, its
+    // pid file written (the journal's `start` comes before the launch).
     support::wait_until(
-        "the slow step to start on both nodes",
+        "the slow step to run on both nodes",
         Duration::from_secs(30),
         || {
-            f.journal()
-                .iter()
-                .filter(|e| e["step"] == "step:slow" && e["phase"] == "start")
-                .count()
-                == 2
+            (0..2).all(|i| {
+                step_out(&f.nodes[i], "slow").is_some_and(|o| o.with_extension("pid").exists())
+            })
         },
     );
     child.kill().unwrap(); // SIGKILL
