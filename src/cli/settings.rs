@@ -217,9 +217,8 @@ impl Settings {
             return Default::default();
         };
         let path = dir.join("journal.jsonl");
-        match crate::actions::journal::read(&path) {
-            Ok((entries, _)) => crate::actions::rollout::drained_by(&entries),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Default::default(),
+        match crate::actions::rollout::drained_in(&path) {
+            Ok(drained) => drained,
             Err(e) => {
                 eprintln!(
                     "gpufleet: warning: {}: {e}; drained nodes are not marked",

@@ -395,12 +395,7 @@ fn match_exec(cmd: &str, limit: std::time::Duration) -> bool {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             _ => {
-                if let Ok(pid) = i32::try_from(child.id()) {
-                    let _ = nix::sys::signal::killpg(
-                        nix::unistd::Pid::from_raw(pid),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
+                crate::probe::kill_tree(child.id());
                 let _ = child.wait();
                 eprintln!(
                     "gpufleet: warning: ssh config `Match exec {}` ran past {} s: killed, taken as not matching",

@@ -225,8 +225,7 @@ fn spawn_scan(
                 let drained = Arc::new(
                     journal
                         .as_deref()
-                        .and_then(|j| crate::actions::journal::read(j).ok())
-                        .map(|(entries, _)| crate::actions::rollout::drained_by(&entries))
+                        .and_then(|j| crate::actions::rollout::drained_in(j).ok())
                         .unwrap_or_default(),
                 );
                 let permits = Arc::new(Semaphore::new(crate::rt::concurrency_for(

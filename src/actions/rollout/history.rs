@@ -215,6 +215,15 @@ pub fn drained_by(journal: &[Entry]) -> std::collections::BTreeMap<String, Strin
     out
 }
 
+/// [`drained_by`] of the journal at `path` (none without a journal).
+///
+/// Errors: the journal exists but cannot be read.
+pub fn drained_in(
+    path: &std::path::Path,
+) -> std::io::Result<std::collections::BTreeMap<String, String>> {
+    crate::actions::journal::read(path).map(|(entries, _)| drained_by(&entries))
+}
+
 /// Sets each report's `rollout.drained_by` from [`drained_by`]'s map.
 pub fn mark_drained(report: &mut NodeReport, drained: &std::collections::BTreeMap<String, String>) {
     if let Some(r) = drained.get(&report.name) {
