@@ -51,7 +51,7 @@ pub fn run(s: &Settings, cmd: &ConfigCommand) -> anyhow::Result<u8> {
             .collect();
         println!(
             "{}",
-            crate::model::text::json_safe(serde_json::to_string_pretty(&list)?)
+            crate::model::text::json_string(&list, true)?
         );
         return Ok(0);
     }

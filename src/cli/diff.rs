@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use crate::model::text::{json_safe, terminal_safe};
+use crate::model::text::{json_string, terminal_safe};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DiffFormat {
@@ -47,7 +47,7 @@ pub(super) fn run(args: &DiffArgs) -> anyhow::Result<u8> {
     let (old, new) = (read(&args.old)?, read(&args.new)?);
     let d = crate::diff::compare(&old, &new);
     match args.format {
-        DiffFormat::Json => println!("{}", json_safe(serde_json::to_string_pretty(&d)?)),
+        DiffFormat::Json => println!("{}", json_string(&d, true)?),
         DiffFormat::Text => print!(
             "{}",
             crate::diff::render_text(&d, &|s| terminal_safe(s).into_owned())

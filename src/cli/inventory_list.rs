@@ -9,7 +9,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use crate::config::Paths;
 use crate::inventory::source::InventoryFormat;
 use crate::inventory::{Inventory, Selection};
-use crate::model::text::{json_safe, terminal_safe};
+use crate::model::text::{json_string, terminal_safe};
 
 #[derive(Debug, Subcommand)]
 pub enum InventoryCommand {
@@ -126,7 +126,7 @@ pub(super) fn run(s: &super::Settings, cmd: &InventoryCommand) -> anyhow::Result
                     })
                 })
                 .collect();
-            println!("{}", json_safe(serde_json::to_string_pretty(&list)?));
+            println!("{}", json_string(&list, true)?);
         }
         ListFormat::Table => {
             let headers = [

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use crate::model::text::{json_safe, terminal_safe};
+use crate::model::text::{json_string, terminal_safe};
 use crate::policy::{self, Finding, Severity};
 
 const POLICY_HELP: &str = "\
@@ -214,7 +214,7 @@ pub fn print_findings(findings: &[Finding], format: PolicyFormat) -> anyhow::Res
                     "info": count(Severity::Info),
                 },
             });
-            writeln!(out, "{}", json_safe(serde_json::to_string_pretty(&doc)?))?;
+            writeln!(out, "{}", json_string(&doc, true)?)?;
         }
         PolicyFormat::Text => {
             for f in findings {

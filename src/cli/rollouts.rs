@@ -75,7 +75,7 @@ pub fn rollouts(s: &Settings, args: &RolloutsArgs) -> anyhow::Result<u8> {
     if args.json {
         println!(
             "{}",
-            crate::model::text::json_safe(serde_json::to_string_pretty(&list)?)
+            crate::model::text::json_string(&list, true)?
         );
         return Ok(0);
     }
@@ -164,7 +164,7 @@ pub fn locks(s: &Settings, args: &LocksArgs) -> anyhow::Result<u8> {
     if args.json {
         println!(
             "{}",
-            crate::model::text::json_safe(serde_json::to_string_pretty(&json)?)
+            crate::model::text::json_string(&json, true)?
         );
     }
     Ok(if failed { 1 } else { 0 })
@@ -333,7 +333,7 @@ pub fn journal(s: &Settings, args: &JournalArgs) -> anyhow::Result<u8> {
         if args.jsonl {
             println!(
                 "{}",
-                crate::model::text::json_safe(serde_json::to_string(e)?)
+                crate::model::text::json_string(e, false)?
             );
             continue;
         }

@@ -11,7 +11,7 @@
 //!   hyphen, tags; `Zl` U+2028; `Zp` U+2029).
 //! - [`screen_safe`] (the TUI, which lays out cells itself): the above, and every character
 //!   whose width terminals disagree on, so a row never shifts the columns after it.
-//! - [`json_safe`]: exact values; the same characters as [`terminal_safe`] (less the C0 ones,
+//! - [`write_json`]: exact values; the same characters as [`terminal_safe`] (less the C0 ones,
 //!   which JSON itself escapes) written as `\uXXXX` escapes, which mean the same characters.
 //!
 //! Escapes: `\t`, `\n`, `\r`; `\xHH` below U+0100; `\u{H..}` above.
@@ -128,26 +128,86 @@ pub fn screen_safe(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Serialized JSON with DEL, the C1 controls, and the `Cf`, `Zl` and `Zp` characters (which
-/// serde_json leaves raw, as JSON allows) written as `\uXXXX` escapes (UTF-16 surrogate pairs
-/// above U+FFFF, RFC 8259 section 7). They can only occur inside JSON strings, where the
-/// escape means the same character, so every value is unchanged.
-pub fn json_safe(json: String) -> String {
-    let raw = |c: char| c as u32 >= 0x7f && is_unsafe(c);
-    if !json.chars().any(raw) {
-        return json;
-    }
-    let mut out = String::with_capacity(json.len() + 12);
-    for c in json.chars() {
-        if raw(c) {
-            for unit in c.encode_utf16(&mut [0u16; 2]) {
-                out.push_str(&format!("\\u{unit:04x}"));
-            }
-        } else {
-            out.push(c);
+/// Writes `value` as JSON to `out` (pretty: two-space indents, as `serde_json::to_writer_pretty`)
+/// with DEL, the C1 controls, and the `Cf`, `Zl` and `Zp` characters (which serde_json leaves
+/// raw, as JSON allows) written as `\uXXXX` escapes (UTF-16 surrogate pairs above U+FFFF,
+/// RFC 8259 section 7). They can only occur inside JSON strings, where the escape means the same
+/// character, so every value is unchanged. Streams: nothing but `out`'s own buffer is held, so a
+/// 10,000-node snapshot is never one string in memory.
+///
+/// Errors: `out`'s write errors; a value serde cannot write as JSON (a map with non-string
+/// keys), as an `io::Error`.
+pub fn write_json<W: std::io::Write, T: serde::Serialize + ?Sized>(
+    out: W,
+    value: &T,
+    pretty: bool,
+) -> std::io::Result<()> {
+    let result = if pretty {
+        let mut ser = serde_json::Serializer::with_formatter(
+            out,
+            SafeFormatter(serde_json::ser::PrettyFormatter::new()),
+        );
+        value.serialize(&mut ser)
+    } else {
+        let mut ser =
+            serde_json::Serializer::with_formatter(out, SafeFormatter(serde_json::ser::CompactFormatter));
+        value.serialize(&mut ser)
+    };
+    result.map_err(std::io::Error::from)
+}
+
+/// [`write_json`] into a string (for the small documents printed whole).
+///
+/// Errors: as [`write_json`] (a `String` itself never fails).
+pub fn json_string<T: serde::Serialize + ?Sized>(value: &T, pretty: bool) -> std::io::Result<String> {
+    let mut buf = Vec::new();
+    write_json(&mut buf, value, pretty)?;
+    String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// A serde_json formatter (`F`: pretty or compact) whose string fragments have the
+/// [`is_unsafe`] characters at or above DEL escaped (serde_json escapes those below U+0020).
+struct SafeFormatter<F>(F);
+
+/// Delegates the layout methods to the inner formatter.
+macro_rules! delegate {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        fn $name<W: ?Sized + std::io::Write>(&mut self, w: &mut W $(, $arg: $ty)*) -> std::io::Result<()> {
+            self.0.$name(w $(, $arg)*)
         }
+    )*};
+}
+
+impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for SafeFormatter<F> {
+    delegate! {
+        begin_array();
+        end_array();
+        begin_array_value(first: bool);
+        end_array_value();
+        begin_object();
+        end_object();
+        begin_object_key(first: bool);
+        end_object_key();
+        begin_object_value();
+        end_object_value();
     }
-    out
+
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let raw = |c: char| c as u32 >= 0x7f && is_unsafe(c);
+        let mut rest = fragment;
+        while let Some((at, c)) = rest.char_indices().find(|&(_, c)| raw(c)) {
+            w.write_all(rest[..at].as_bytes())?;
+            for unit in c.encode_utf16(&mut [0u16; 2]) {
+                write!(w, "\\u{unit:04x}")?;
+            }
+            rest = &rest[at + c.len_utf8()..];
+        }
+        w.write_all(rest.as_bytes())
+    }
 }
 
 #[cfg(test)]
@@ -267,15 +327,14 @@ mod tests {
     #[test]
     fn json_keeps_its_meaning() {
         let value = "a\u{202e}b\u{85}\x7f\u{2028}\u{feff}\u{e0041}\x1b";
-        let raw = serde_json::to_string(&value).unwrap();
-        let safe = json_safe(raw);
+        let safe = json_string(&value, false).unwrap();
         assert_eq!(
             safe,
             "\"a\\u202eb\\u0085\\u007f\\u2028\\ufeff\\udb40\\udc41\\u001b\""
         );
         assert_eq!(serde_json::from_str::<String>(&safe).unwrap(), value);
         for (_, c) in LISTED {
-            let safe = json_safe(serde_json::to_string(&c.to_string()).unwrap());
+            let safe = json_string(&c.to_string(), true).unwrap();
             assert!(!safe.contains(*c), "U+{:04X}", *c as u32);
             assert_eq!(
                 serde_json::from_str::<String>(&safe).unwrap(),
@@ -284,6 +343,12 @@ mod tests {
         }
         // Everything else is left to serde_json: wide, ambiguous and accented text stays raw.
         let plain = serde_json::to_string(&"日本 ® é").unwrap();
-        assert_eq!(json_safe(plain.clone()), plain);
+        assert_eq!(json_string(&"日本 ® é", false).unwrap(), plain);
+        // Keys are strings too, and the pretty layout is serde_json's.
+        let map = std::collections::BTreeMap::from([("k\u{85}", vec![1, 2])]);
+        assert_eq!(
+            json_string(&map, true).unwrap(),
+            "{\n  \"k\\u0085\": [\n    1,\n    2\n  ]\n}"
+        );
     }
 }

@@ -98,6 +98,9 @@ impl Scan {
         )));
         let mut tasks = JoinSet::new();
         for node in nodes {
+            // A finished task's memory (its whole future) is freed only when it is joined:
+            // joined as we go, a 10,000-node scan holds the tasks in flight, not every task.
+            while tasks.try_join_next().is_some() {}
             // Taking the permit before spawning starts nodes in inventory order.
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 break;

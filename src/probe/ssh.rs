@@ -99,7 +99,8 @@ impl Unreachable {
     }
 }
 
-/// Shared host-key state for one scan: the known_hosts files and the policy.
+/// Shared SSH state for one scan: the known_hosts files and the policy, and the identity files
+/// (each read once per scan).
 pub struct HostKeys {
     pub db: Arc<Mutex<KnownHosts>>,
     pub policy: HostKeyPolicy,
@@ -111,6 +112,7 @@ pub struct HostKeys {
     /// The known_hosts files of servers with their own `UserKnownHostsFile`, by file list,
     /// each loaded once per scan.
     per_server: Mutex<std::collections::HashMap<Vec<PathBuf>, Arc<Mutex<KnownHosts>>>>,
+    identities: auth::Identities,
 }
 
 impl HostKeys {
@@ -121,6 +123,7 @@ impl HostKeys {
             learned: Mutex::new(Vec::new()),
             also: Vec::new(),
             per_server: Mutex::new(std::collections::HashMap::new()),
+            identities: auth::Identities::default(),
         }
     }
 
@@ -283,6 +286,9 @@ impl client::Handler for Handler {
     }
 }
 
+/// Bytes read from a node's connection at once (see [`handshake`]).
+const READ_BUFFER: usize = 16 * 1024;
+
 /// The russh client configuration. With `with_certificates` (a `@cert-authority` line matches
 /// the host), the `*-cert-v01@openssh.com` host key algorithms are offered ahead of the plain
 /// ones, as OpenSSH does, so a server with a `HostCertificate` presents it.
@@ -404,11 +410,16 @@ async fn handshake(
 ) -> Result<client::Handle<Handler>, Unreachable> {
     let target = hop.target();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let stream = Recording {
-        inner: stream,
-        seen: seen.clone(),
-        done: false,
-    };
+    // Buffered: russh reads each packet in two small reads (its length, then the rest); the
+    // buffer makes that one `recv` per burst of packets.
+    let stream = tokio::io::BufReader::with_capacity(
+        READ_BUFFER,
+        Recording {
+            inner: stream,
+            seen: seen.clone(),
+            done: false,
+        },
+    );
     let refused = Arc::new(Mutex::new(None));
     let db = keys.db_for(hop)?;
     let with_certificates = db
@@ -445,7 +456,7 @@ async fn handshake(
                         )
                     })
             })?;
-        authenticate(&mut h, &hop.host, &hop.login).await?;
+        authenticate(&mut h, &hop.host, &hop.login, &keys.identities).await?;
         Ok::<_, Unreachable>(h)
     };
     match tokio::time::timeout(limit, handshake).await {

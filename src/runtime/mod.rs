@@ -233,6 +233,8 @@ fn spawn_scan(
                 )));
                 let wanted: std::collections::HashSet<&String> = names.iter().collect();
                 for node in nodes.iter().filter(|n| wanted.contains(&n.name)).cloned() {
+                    // Finished tasks are freed as we go (as in `probe::Scan::run`).
+                    while tasks.try_join_next().is_some() {}
                     // Taking the permit before spawning starts nodes in inventory order.
                     let Ok(permit) = permits.clone().acquire_owned().await else {
                         break;

@@ -15,7 +15,7 @@ use anstyle::{Ansi256Color, AnsiColor, Color, Style};
 
 use crate::columns::Column;
 use crate::model::report::{NodeReport, Snapshot, summary};
-use crate::model::text::{json_safe, terminal_safe};
+use crate::model::text::{json_string, terminal_safe, write_json};
 use crate::model::{NodeStatus, Severity};
 
 /// Output format.
@@ -62,8 +62,12 @@ impl Sink for JsonSink<'_> {
         Ok(())
     }
     fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {
-        let json = serde_json::to_string_pretty(snapshot)?;
-        writeln!(self.out, "{}", json_safe(json))?;
+        // Streamed through a buffer: the document is never one string (≈ 8 KB a node).
+        let mut out = io::BufWriter::with_capacity(1 << 16, &mut self.out);
+        write_json(&mut out, snapshot, true)?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+        drop(out);
         self.out.flush()
     }
 }
@@ -83,19 +87,25 @@ struct Line<'a, T: serde::Serialize> {
 
 impl Sink for JsonlSink<'_> {
     fn node(&mut self, node: &NodeReport) -> io::Result<()> {
-        let json = serde_json::to_string(&Line {
-            kind: "node",
-            data: node,
-        })?;
-        writeln!(self.out, "{}", json_safe(json))?;
+        let json = json_string(
+            &Line {
+                kind: "node",
+                data: node,
+            },
+            false,
+        )?;
+        writeln!(self.out, "{json}")?;
         self.out.flush()
     }
     fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {
-        let json = serde_json::to_string(&Line {
-            kind: "summary",
-            data: &snapshot.summary,
-        })?;
-        writeln!(self.out, "{}", json_safe(json))?;
+        let json = json_string(
+            &Line {
+                kind: "summary",
+                data: &snapshot.summary,
+            },
+            false,
+        )?;
+        writeln!(self.out, "{json}")?;
         self.out.flush()
     }
 }

@@ -1,15 +1,73 @@
 //! Public-key authentication for one SSH server (a node or a jump host): ssh-agent keys and
 //! certificates, then key files, with OpenSSH user certificates.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use russh::client;
-use russh::keys::{PrivateKeyWithHashAlg, load_openssh_certificate, load_secret_key};
+use russh::keys::{
+    Certificate, PrivateKey, PrivateKeyWithHashAlg, load_openssh_certificate, load_secret_key,
+};
 
 use super::{Handler, Unreachable};
 use crate::model::Code;
 use crate::probe::endpoint::Login;
+
+/// The identity files (and their certificates) of one scan, each read and parsed once, not once
+/// per node: a 10,000-node scan with one key reads it once. Keyed by the key file's path and
+/// the login's `CertificateFile`; a file that failed to load fails the same way for every node
+/// of the scan (its message kept).
+#[derive(Default)]
+pub struct Identities {
+    loaded: Mutex<HashMap<(PathBuf, Option<PathBuf>), Loaded>>,
+    /// `~/.ssh/id_ed25519`, `id_ecdsa`, `id_rsa` that exist, looked for once.
+    defaults: std::sync::OnceLock<Vec<PathBuf>>,
+}
+
+/// One identity file as loaded.
+#[derive(Clone)]
+enum Loaded {
+    Key {
+        key: Arc<PrivateKey>,
+        /// The certificate beside it (`KEY-cert.pub`) or named by `CertificateFile`: its
+        /// path and what loading it gave.
+        cert: Option<(PathBuf, Result<Arc<Certificate>, String>)>,
+    },
+    /// Passphrase-protected (only an ssh-agent can use it).
+    Encrypted,
+    Failed(String),
+}
+
+impl Identities {
+    /// The key at `path` with its certificate (`explicit`, else `path` + `-cert.pub` when it
+    /// exists), from the cache or read now.
+    fn load(&self, path: &Path, explicit: Option<&Path>) -> Loaded {
+        let id = (path.to_path_buf(), explicit.map(Path::to_path_buf));
+        let mut cache = self
+            .loaded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(l) = cache.get(&id) {
+            return l.clone();
+        }
+        let loaded = match load_secret_key(path, None) {
+            Ok(k) => Loaded::Key {
+                key: Arc::new(k),
+                cert: cert_for(path, explicit).map(|c| {
+                    let got = load_openssh_certificate(&c)
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string());
+                    (c, got)
+                }),
+            },
+            Err(russh::keys::Error::KeyIsEncrypted) => Loaded::Encrypted,
+            Err(e) => Loaded::Failed(e.to_string()),
+        };
+        cache.insert(id, loaded.clone());
+        loaded
+    }
+}
 
 fn default_identities() -> Vec<PathBuf> {
     let Some(home) = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf()) else {
@@ -40,6 +98,7 @@ pub(super) async fn authenticate(
     h: &mut client::Handle<Handler>,
     host: &str,
     login: &Login,
+    ids: &Identities,
 ) -> Result<(), Unreachable> {
     let user = login.user.clone();
     let mut tried: Vec<String> = Vec::new();
@@ -122,14 +181,15 @@ pub(super) async fn authenticate(
     }
 
     let files = if login.identity_files.is_empty() {
-        default_identities()
+        ids.defaults
+            .get_or_init(default_identities)
+            .clone()
     } else {
         login.identity_files.clone()
     };
     for path in files {
-        let key = match load_secret_key(&path, None) {
-            Ok(k) => Arc::new(k),
-            Err(russh::keys::Error::KeyIsEncrypted) => {
+        let res = match ids.load(&path, login.certificate_file.as_deref()) {
+            Loaded::Encrypted => {
                 problems.push(format!(
                     "{} is passphrase-protected and no ssh-agent offered it: run `ssh-add {}`",
                     path.display(),
@@ -137,20 +197,25 @@ pub(super) async fn authenticate(
                 ));
                 continue;
             }
-            Err(e) => {
+            Loaded::Failed(e) => {
                 problems.push(format!("{}: {e}", path.display()));
                 continue;
             }
-        };
-        let res = match cert_for(&path, login.certificate_file.as_deref()) {
-            Some(cert_path) => match load_openssh_certificate(&cert_path) {
-                Ok(cert) => h.authenticate_openssh_cert(&user, key, cert).await,
-                Err(e) => {
-                    problems.push(format!("{}: {e}", cert_path.display()));
-                    continue;
-                }
-            },
-            None => {
+            Loaded::Key {
+                cert: Some((cert_path, Err(e))),
+                ..
+            } => {
+                problems.push(format!("{}: {e}", cert_path.display()));
+                continue;
+            }
+            Loaded::Key {
+                key,
+                cert: Some((_, Ok(cert))),
+            } => {
+                h.authenticate_openssh_cert(&user, key, (*cert).clone())
+                    .await
+            }
+            Loaded::Key { key, cert: None } => {
                 h.authenticate_publickey(&user, PrivateKeyWithHashAlg::new(key, hash))
                     .await
             }
