@@ -239,7 +239,8 @@ impl Settings {
             .filter(|p| p.exists());
         let text = match &path {
             Some(p) => Some(
-                std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
+                crate::limits::read_to_string(p, crate::limits::Kind::Config)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
             ),
             None => None,
         };

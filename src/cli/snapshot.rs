@@ -62,7 +62,7 @@ pub struct SnapshotArgs {
 
     /// Show snapshots collected elsewhere instead of probing: `gpufleet snapshot --format json`
     /// or `--format jsonl` files (schema 1 or 2; a DaemonSet's files, an srun's JSON Lines),
-    /// merged by node name, the newest scanned_at per node winning
+    /// merged by node name, the newest scanned_at per node winning; 64 MiB at most each
     #[arg(
         long,
         value_name = "FILE",

@@ -289,15 +289,13 @@ pub fn load(
             )));
         }
         (Source::Stdin, f) => {
-            let mut text = String::new();
-            stdin
-                .read_to_string(&mut text)
+            let text = crate::limits::read_text_from(stdin, crate::limits::Kind::Inventory)
                 .map_err(|e| InventoryError(format!("<stdin>: {e}")))?;
             let name = Path::new("<stdin>");
             return from_text(name, &text, f.unwrap_or(InventoryFormat::Hosts), ssh);
         }
         (Source::File(p), f) => {
-            let text = std::fs::read_to_string(p)
+            let text = crate::limits::read_to_string(p, crate::limits::Kind::Inventory)
                 .map_err(|e| InventoryError(format!("{}: {e}", p.display())))?;
             let kind = match f {
                 Some(f) => f,

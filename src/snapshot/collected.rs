@@ -35,7 +35,8 @@ pub fn load(files: &[PathBuf]) -> Result<Vec<Collected>, String> {
 fn load_unescaped(files: &[PathBuf]) -> Result<Vec<Collected>, String> {
     let mut merged: Vec<Collected> = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let text = crate::limits::read_to_string(f, crate::limits::Kind::Snapshot)
+            .map_err(|e| format!("{}: {e}", f.display()))?;
         for c in parse(&text, f)? {
             merge(&mut merged, c)?;
         }
