@@ -292,6 +292,58 @@ fn bad_inventories_are_refused_with_file_line_and_a_suggestion() {
     assert!(!e.contains('\x1b') && !e.contains('\x07'), "{e:?}");
 }
 
+/// Ansible leftovers of a trial, through the binary: a UTF-8 byte order mark (a Windows editor's)
+/// before an INI inventory is skipped, whether its kind is detected or forced; a vaulted or a
+/// list `ansible_host` is refused naming the file, line and host, never used as text.
+#[test]
+fn ansible_byte_order_mark_loads_and_vault_or_list_hosts_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = |name: &str, body: &[u8], extra: &[&str]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(["inventory", "list", "-f", "json", "-i", p.to_str().unwrap()])
+            .args(extra)
+            .env("GPUFLEET_SSH_CONFIG", "none")
+            .output()
+            .unwrap();
+        (p.display().to_string(), out)
+    };
+    let ini = b"\xef\xbb\xbf[gpu]\ngpu01 ansible_host=10.0.0.1\n";
+    for (name, extra) in [
+        ("hosts", &[][..]),
+        ("forced", &["--inventory-format", "ansible-ini"][..]),
+    ] {
+        let nodes = list_json(&list(name, ini, extra).1);
+        assert_eq!(nodes.len(), 1, "{nodes:?}");
+        assert_eq!(nodes[0]["name"], "gpu01");
+        assert_eq!(nodes[0]["host"], "10.0.0.1");
+        assert_eq!(nodes[0]["groups"], serde_json::json!(["gpu"]));
+    }
+    let (p, out) = list(
+        "vault.yml",
+        b"all:\n  hosts:\n    gpu01:\n      ansible_host: !vault |\n          $ANSIBLE_VAULT;1.1;AES256\n          6231336539\n",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(&format!("{p}:4: host `gpu01`: ansible_host is vault-encrypted; vault-encrypted values are not supported: decrypt it")),
+        "{e}"
+    );
+    let (p, out) = list(
+        "list.yml",
+        b"all:\n  hosts:\n    gpu01:\n      ansible_host: [10.0.0.1, 10.0.0.2]\n",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(&format!("{p}:4:21: host `gpu01`: ansible_host is a list")),
+        "{e}"
+    );
+}
+
 /// A file gpufleet reads whole costs at most its cap: `-i /dev/zero`, a sparse 10 GiB file, an
 /// endless stdin and an ssh_config that includes /dev/zero each fail at once with a one-line
 /// error naming the file and the limit (docs/architecture.md, "Size caps").

@@ -297,9 +297,10 @@ pub fn load(
         (Source::File(p), f) => {
             let text = crate::limits::read_to_string(p, crate::limits::Kind::Inventory)
                 .map_err(|e| InventoryError(format!("{}: {e}", p.display())))?;
+            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
             let kind = match f {
                 Some(f) => f,
-                None => detect(p, &text).ok_or_else(|| {
+                None => detect(p, text).ok_or_else(|| {
                     InventoryError(format!(
                         "{}: cannot tell which kind of inventory this is; say it with --inventory-format {}",
                         p.display(),
@@ -307,7 +308,7 @@ pub fn load(
                     ))
                 })?,
             };
-            return from_text(p, &text, kind, ssh);
+            return from_text(p, text, kind, ssh);
         }
     };
     let mut warn = super::ssh_config::Warnings::default();
@@ -323,13 +324,15 @@ pub fn load(
     })
 }
 
-/// Parses inventory `text` of kind `kind` read from `path` (a file, or `<stdin>`).
+/// Parses inventory `text` of kind `kind` read from `path` (a file, or `<stdin>`); a UTF-8 byte
+/// order mark before it is skipped (Windows editors write one).
 pub fn from_text(
     path: &Path,
     text: &str,
     kind: InventoryFormat,
     ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
 ) -> Result<Inventory, InventoryError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let (specs, warnings) = match kind {
         InventoryFormat::Toml => return Inventory::parse_with(text, path, ssh),
         InventoryFormat::AnsibleIni => super::ansible::parse_ini(text, path)?,
