@@ -327,9 +327,15 @@ impl Settings {
                 }
                 Ok(Some(c))
             }
-            Err(e) if explicit => anyhow::bail!("--ssh-config {e}"),
+            // The config's text may be hostile: its errors quote it.
+            Err(e) if explicit => {
+                anyhow::bail!("--ssh-config {}", crate::model::text::terminal_safe(&e))
+            }
             Err(e) => {
-                eprintln!("gpufleet: warning: {e}; not used");
+                eprintln!(
+                    "gpufleet: warning: {}; not used",
+                    crate::model::text::terminal_safe(&e)
+                );
                 Ok(None)
             }
         }

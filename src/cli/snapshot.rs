@@ -104,7 +104,8 @@ pub(super) fn from_files(
             "--from shows collected snapshots; it takes no inventory (-i or $GPUFLEET_INVENTORY)"
         );
     }
-    crate::snapshot::collected::load_reports(files).map_err(anyhow::Error::msg)
+    crate::snapshot::collected::load_reports(files)
+        .map_err(|e| anyhow::anyhow!("{}", crate::model::text::terminal_safe(&e)))
 }
 
 /// `--format`'s values (clap's side of [`Format`]).

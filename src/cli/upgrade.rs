@@ -302,9 +302,12 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
     for o in &outcomes {
         if let Some(f) = &o.failure {
             let drained = rollout::drained_note(&plan, &o.node, f.seq);
+            let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
             eprintln!(
                 "gpufleet: {} stopped at {}{drained}: {}",
-                o.node, f.step, f.why
+                safe(&o.node),
+                f.step,
+                safe(&f.why)
             );
         }
     }
@@ -313,7 +316,8 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
             "gpufleet: fix what stopped them, then `gpufleet upgrade --resume` goes on from there (or `--abandon`)"
         );
     }
-    println!("{summary}");
+    // Node output is in it (a failed step's excerpt): escaped here, once.
+    println!("{}", crate::model::text::terminal_safe(&summary));
     drop(local);
     Ok(if failed == 0 { 0 } else { 1 })
 }

@@ -365,7 +365,7 @@ pub const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs `argv` (no shell) with stdin closed, and returns its stdout. Errors: it cannot start
 /// (named, with a hint that it must be on PATH), it runs past `timeout` (killed), or it exits
-/// non-zero (its stderr's last lines in the message).
+/// non-zero (its stderr's last lines in the message, raw: the caller escapes it).
 pub fn run_tool(argv: &[&str], timeout: Duration) -> Result<String, String> {
     let shown = argv.join(" ");
     let (prog, args) = argv.split_first().ok_or("no command")?;
@@ -419,7 +419,7 @@ pub fn run_tool(argv: &[&str], timeout: Duration) -> Result<String, String> {
             if tail.is_empty() {
                 String::new()
             } else {
-                format!(": {}", crate::model::text::terminal_safe(&tail.join(" / ")))
+                format!(": {}", tail.join(" / "))
             }
         ));
     }

@@ -124,7 +124,8 @@ pub fn load(path: &Path) -> Result<(ClientConfig, Vec<String>), String> {
 /// Parses a client config; `path` names it in messages. `Match` blocks with criteria gpufleet
 /// cannot evaluate are warned (with `file:line`) and apply to no host.
 ///
-/// Returns the config and its warnings. Errors: text `ssh2-config` does not parse; an `Include`
+/// Returns the config and its warnings (raw: the caller escapes them where it shows them).
+/// Errors: text `ssh2-config` does not parse; an `Include`
 /// that reaches something other than a regular file, or a file over 16 MiB (`file:line: Include
 /// ARG: …`, checked before the crate reads it: [`include::check`]).
 pub fn parse(text: &str, path: &Path) -> Result<(ClientConfig, Vec<String>), String> {
@@ -146,7 +147,7 @@ pub fn parse(text: &str, path: &Path) -> Result<(ClientConfig, Vec<String>), Str
                     "{}:{}: `{}`: gpufleet evaluates Match all, host, originalhost, user, localuser and exec only; this block is ignored",
                     path.display(),
                     i + 1,
-                    crate::model::text::terminal_safe(line.trim())
+                    line.trim()
                 ));
             }
             blocks.push((lines.len(), parsed));
@@ -257,9 +258,7 @@ impl Warnings {
         let key = directive.to_ascii_lowercase();
         self.0.entry(key).or_insert_with(|| {
             format!(
-                "~/.ssh/config: `{}` (applies to {}) is not honoured by gpufleet; ignored",
-                crate::model::text::terminal_safe(directive),
-                crate::model::text::terminal_safe(host)
+                "~/.ssh/config: `{directive}` (applies to {host}) is not honoured by gpufleet; ignored"
             )
         });
     }
@@ -432,8 +431,7 @@ fn shell_safe<'a>(what: &str, value: &'a str) -> Result<&'a str, String> {
         Ok(value)
     } else {
         Err(format!(
-            "{what} {:?} holds characters a shell would interpret: not put into a command (ProxyCommand, Match exec)",
-            crate::model::text::terminal_safe(value)
+            "{what} {value:?} holds characters a shell would interpret: not put into a command (ProxyCommand, Match exec)"
         ))
     }
 }

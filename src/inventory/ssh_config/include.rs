@@ -12,7 +12,6 @@
 use std::path::{Path, PathBuf};
 
 use crate::limits::Kind;
-use crate::model::text::terminal_safe;
 
 /// How deeply includes may nest (OpenSSH's own limit is 16).
 const MAX_DEPTH: usize = 16;
@@ -26,8 +25,8 @@ pub(super) fn home() -> Option<PathBuf> {
 
 /// Checks every file that `text` (the config `file`) includes, recursively. Errors, each one
 /// line naming the config, its line and the file: a match that is not a regular file, one over
-/// the ssh_config cap or unreadable, includes nested deeper than 16. Cycles and arguments the
-/// crate refuses are left to the crate's own error.
+/// the ssh_config cap or unreadable, includes nested deeper than 16 (raw text: the caller
+/// escapes it). Cycles and arguments the crate refuses are left to the crate's own error.
 pub(super) fn check(text: &str, file: &Path, home: Option<&Path>) -> Result<(), String> {
     walk(text, file, home, &mut Vec::new())
 }
@@ -42,14 +41,7 @@ fn walk(
         let Some((shown, args)) = include_args(line) else {
             continue;
         };
-        let at = |m: String| {
-            format!(
-                "{}:{}: Include {}: {m}",
-                file.display(),
-                i + 1,
-                terminal_safe(&shown)
-            )
-        };
+        let at = |m: String| format!("{}:{}: Include {shown}: {m}", file.display(), i + 1);
         for arg in args {
             let Some(pattern) = resolve(&arg, home) else {
                 continue;
@@ -58,7 +50,7 @@ fn walk(
                 continue;
             };
             for p in paths.flatten() {
-                let shown_p = terminal_safe(&p.display().to_string()).into_owned();
+                let shown_p = p.display().to_string();
                 let meta = std::fs::metadata(&p).map_err(|e| at(format!("{shown_p}: {e}")))?;
                 if !meta.is_file() {
                     return Err(at(format!(
