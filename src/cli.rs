@@ -70,8 +70,8 @@ pub struct Cli {
     pub config: Option<PathBuf>,
 
     /// Inventory: FILE (gpufleet TOML, Ansible INI/YAML, host list), - (hosts on stdin),
-    /// slurm:[PARTITION|NODES], k8s:[SELECTOR] [default: ~/.config/gpufleet/inventory.toml if it
-    /// exists]
+    /// slurm:[PARTITION|NODES], k8s:[SELECTOR]; a file or stdin may be 16 MiB at most
+    /// [default: ~/.config/gpufleet/inventory.toml if it exists]
     #[arg(
         short,
         long,

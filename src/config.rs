@@ -471,7 +471,7 @@ impl Config {
                 None => return Ok(Config::default()),
             },
         };
-        match std::fs::read_to_string(&path) {
+        match crate::limits::read_to_string(&path, crate::limits::Kind::Config) {
             Ok(text) => Config::parse(&text, &path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
                 Ok(Config::default())

@@ -259,7 +259,8 @@ struct Line {
 /// snapshot, a newer schema, a node name twice.
 pub fn read(path: &Path) -> Result<Vec<NodeReport>, String> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{file}: {e}"))?;
+    let text = crate::limits::read_to_string(path, crate::limits::Kind::Snapshot)
+        .map_err(|e| format!("{file}: {e}"))?;
     parse(&text, &file)
 }
 

@@ -8,6 +8,7 @@
 //! - [`inventory`]: the fleet (TOML, Ansible INI/YAML, Slurm, Kubernetes, host lists), node
 //!   selection, ranges, ~/.ssh/config.
 //! - [`config`]: the config file (`config.toml`), paths, recipes and gates.
+//! - [`limits`]: the size caps on files read whole, and the one reader that keeps them.
 //! - [`diag`]: line/column, suggestions and TOML error messages (a leaf).
 //! - [`diff`]: what changed between two snapshots (`gpufleet diff`, the TUI's `--compare`).
 //! - [`columns`]: the one column registry of the matrix, the table and the CSV.
@@ -37,6 +38,7 @@ pub mod config;
 pub mod diag;
 pub mod diff;
 pub mod inventory;
+pub mod limits;
 pub mod model;
 pub mod policy;
 pub mod probe;

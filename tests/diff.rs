@@ -105,3 +105,42 @@ fn diff_of_two_real_scans_names_what_changed_and_exits_1() {
     assert!(!e.stderr.contains(&0x1b), "{}", text(&e));
     assert_eq!(f.gpufleet(&["diff", &old]).status.code(), Some(2));
 }
+
+/// Snapshots are read through a 64 MiB cap (docs/architecture.md, "Size caps"): `/dev/zero` or
+/// a sparse 10 GiB file given to `diff` or `snapshot --from` fails
+/// at once, naming the file and the limit, instead of eating memory.
+#[test]
+fn oversized_snapshots_are_refused_at_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(10 << 30)
+        .unwrap();
+    let big = big.display().to_string();
+    let limit = "larger than 64 MiB (the limit for a snapshot)";
+    for args in [
+        vec!["diff", "/dev/zero", &big],
+        vec!["diff", &big, "/dev/zero"],
+        vec!["snapshot", "--from", &big],
+        vec!["snapshot", "--from", "/dev/zero"],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(&args)
+            .env("HOME", dir.path())
+            .env_remove("GPUFLEET_CONFIG")
+            .output()
+            .unwrap();
+        let file = if args[1] == "--from" {
+            args[2]
+        } else {
+            args[1]
+        };
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!("{file}: {limit}")),
+            "{args:?}: {}",
+            text(&out)
+        );
+    }
+}

@@ -292,6 +292,235 @@ fn bad_inventories_are_refused_with_file_line_and_a_suggestion() {
     assert!(!e.contains('\x1b') && !e.contains('\x07'), "{e:?}");
 }
 
+/// Ansible leftovers of a trial, through the binary: a UTF-8 byte order mark (a Windows editor's)
+/// before an INI inventory is skipped, whether its kind is detected or forced; a vaulted or a
+/// list `ansible_host` is refused naming the file, line and host, never used as text.
+#[test]
+fn ansible_byte_order_mark_loads_and_vault_or_list_hosts_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = |name: &str, body: &[u8], extra: &[&str]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(["inventory", "list", "-f", "json", "-i", p.to_str().unwrap()])
+            .args(extra)
+            .env("GPUFLEET_SSH_CONFIG", "none")
+            .output()
+            .unwrap();
+        (p.display().to_string(), out)
+    };
+    let ini = b"\xef\xbb\xbf[gpu]\ngpu01 ansible_host=10.0.0.1\n";
+    for (name, extra) in [
+        ("hosts", &[][..]),
+        ("forced", &["--inventory-format", "ansible-ini"][..]),
+    ] {
+        let nodes = list_json(&list(name, ini, extra).1);
+        assert_eq!(nodes.len(), 1, "{nodes:?}");
+        assert_eq!(nodes[0]["name"], "gpu01");
+        assert_eq!(nodes[0]["host"], "10.0.0.1");
+        assert_eq!(nodes[0]["groups"], serde_json::json!(["gpu"]));
+    }
+    let (p, out) = list(
+        "vault.yml",
+        b"all:\n  hosts:\n    gpu01:\n      ansible_host: !vault |\n          $ANSIBLE_VAULT;1.1;AES256\n          6231336539\n",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(&format!("{p}:4: host `gpu01`: ansible_host is vault-encrypted; vault-encrypted values are not supported: decrypt it")),
+        "{e}"
+    );
+    let (p, out) = list(
+        "list.yml",
+        b"all:\n  hosts:\n    gpu01:\n      ansible_host: [10.0.0.1, 10.0.0.2]\n",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(&format!("{p}:4:21: host `gpu01`: ansible_host is a list")),
+        "{e}"
+    );
+}
+
+/// A file gpufleet reads whole costs at most its cap: `-i /dev/zero`, a sparse 10 GiB file, an
+/// endless stdin and an ssh_config that includes /dev/zero each fail at once with a one-line
+/// error naming the file and the limit (docs/architecture.md, "Size caps").
+#[test]
+fn oversized_inventories_and_ssh_configs_are_refused_at_their_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = |args: &[&str], stdin: Stdio| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(["inventory", "list"])
+            .args(args)
+            .env("GPUFLEET_SSH_CONFIG", "none")
+            .env("HOME", dir.path())
+            .stdin(stdin)
+            .output()
+            .unwrap()
+    };
+    let refused = |out: &Output, needle: &str| {
+        assert_eq!(out.status.code(), Some(2), "{}", text(out));
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains(needle), "{needle:?} not in {}", text(out));
+    };
+    let limit = "larger than 16 MiB (the limit for an inventory)";
+    refused(
+        &list(&["-i", "/dev/zero"], Stdio::null()),
+        &format!("/dev/zero: {limit}"),
+    );
+    let big = dir.path().join("big.ini");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(10 << 30)
+        .unwrap();
+    refused(
+        &list(&["-i", big.to_str().unwrap()], Stdio::null()),
+        &format!("{}: {limit}", big.display()),
+    );
+    // An endless host list on stdin.
+    let zero = std::fs::File::open("/dev/zero").unwrap();
+    refused(
+        &list(&["-i", "-"], zero.into()),
+        &format!("<stdin>: {limit}"),
+    );
+    // One line of a host list may be 4 KiB.
+    let long = dir.path().join("long");
+    std::fs::write(
+        &long,
+        format!(
+            "gpu01
+{}
+",
+            "a".repeat(5000)
+        ),
+    )
+    .unwrap();
+    refused(
+        &list(
+            &["-i", long.to_str().unwrap(), "--inventory-format", "hosts"],
+            Stdio::null(),
+        ),
+        &format!(
+            "{}:2: longer than 4096 bytes (the limit for a host list line)",
+            long.display()
+        ),
+    );
+    let hosts = dir.path().join("hosts");
+    std::fs::write(
+        &hosts, "gpu01
+",
+    )
+    .unwrap();
+    let hosts = hosts.to_str().unwrap();
+    // ssh_config: the file itself, and a file it includes, directly or through a glob or a
+    // nested include; a non-regular file (/dev/zero, a FIFO) is refused before anything reads it.
+    let cfg = dir.path().join("ssh_config");
+    let with_cfg = |body: &str| {
+        std::fs::write(&cfg, body).unwrap();
+        list(
+            &["-i", hosts, "--ssh-config", cfg.to_str().unwrap()],
+            Stdio::null(),
+        )
+    };
+    let shown = cfg.display().to_string();
+    refused(
+        &with_cfg(
+            "Include /dev/zero
+",
+        ),
+        &format!("{shown}:1: Include /dev/zero: /dev/zero is not a regular file"),
+    );
+    let fifo = dir.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    refused(
+        &with_cfg(&format!(
+            "Host *
+  Include {}*
+",
+            dir.path().join("fif").display()
+        )),
+        &format!("{} is not a regular file", fifo.display()),
+    );
+    let huge = dir.path().join("huge.conf");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(20 << 20)
+        .unwrap();
+    let nested = dir.path().join("nested.conf");
+    std::fs::write(
+        &nested,
+        format!(
+            "Include = \"{}\"
+",
+            huge.display()
+        ),
+    )
+    .unwrap();
+    refused(
+        &with_cfg(&format!(
+            "Include {}
+",
+            nested.display()
+        )),
+        &format!(
+            "{}:1: Include \"{}\": {}: larger than 16 MiB (the limit for an ssh_config file)",
+            nested.display(),
+            huge.display(),
+            huge.display()
+        ),
+    );
+    // Relative includes are under ~/.ssh, as OpenSSH and ssh2-config read them.
+    std::fs::create_dir(dir.path().join(".ssh")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join(".ssh/zero")).unwrap();
+    refused(
+        &with_cfg(
+            "Include zero
+",
+        ),
+        &format!("{}/.ssh/zero is not a regular file", dir.path().display()),
+    );
+    // The config file itself.
+    refused(
+        &list(&["-i", hosts, "--ssh-config", "/dev/zero"], Stdio::null()),
+        "/dev/zero: larger than 16 MiB (the limit for an ssh_config file)",
+    );
+    // A well-formed include of a real file still works.
+    let ok = dir.path().join("ok.conf");
+    std::fs::write(
+        &ok,
+        "Host gpu01
+  Port 2222
+",
+    )
+    .unwrap();
+    let nodes = list_json(&{
+        std::fs::write(
+            &cfg,
+            format!(
+                "Include {}
+",
+                ok.display()
+            ),
+        )
+        .unwrap();
+        std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(["inventory", "list", "-i", hosts, "-f", "json"])
+            .args(["--ssh-config", cfg.to_str().unwrap()])
+            .env("HOME", dir.path())
+            .output()
+            .unwrap()
+    });
+    assert_eq!(nodes[0]["port"], 2222, "{nodes:?}");
+}
+
 #[test]
 fn slurm_inventory_from_a_real_slurm_cluster() {
     let slurm = Slurm::start(2, 21);

@@ -362,3 +362,48 @@ fn the_tui_shows_a_hostile_node_escaped_on_an_intact_screen() {
     tmux.keys(&["q"]);
     tmux.wait_for("EXITED-0");
 }
+
+/// Escapes are unambiguous (docs/domain.md, "Trust model"): a node named with a literal
+/// backslash, `gpu\x1b` (seven characters), and a node named `gpu` + ESC never look alike in
+/// the table, the CSV or the TUI: the backslash is shown doubled, the ESC as `\x1b`.
+#[test]
+fn a_literal_backslash_and_an_escape_never_look_alike() {
+    let literal = "gpu\\x1b";
+    let escape = "gpu\x1b";
+    for (name, want) in [(literal, "gpu\\\\x1b"), (escape, "gpu\\x1b")] {
+        let (_t, node) = hostile_node(Some(name.as_bytes()));
+        let json: serde_json::Value =
+            serde_json::from_slice(&snapshot(&node, "json").stdout).unwrap();
+        assert_eq!(json["nodes"][0]["name"], name, "JSON keeps the exact name");
+        let table = assert_no_raw("table", &snapshot(&node, "table").stdout);
+        let cell = table.lines().nth(1).unwrap().split(' ').next().unwrap();
+        assert_eq!(cell, want, "{table}");
+        let csv = snapshot(&node, "csv");
+        let mut rdr = csv::Reader::from_reader(csv.stdout.as_slice());
+        let row = rdr.records().next().unwrap().unwrap();
+        assert_eq!(&row[0], want);
+
+        let home = tempfile::tempdir().unwrap();
+        let command = format!(
+            "env -i PATH={bin}:/usr/bin:/bin TERM=xterm-256color HOME={home} {exe} tui --local --root {root} --config {config}; echo EXITED-$?; sleep 30",
+            bin = node.join("bin").display(),
+            home = home.path().display(),
+            exe = env!("CARGO_BIN_EXE_gpufleet"),
+            root = node.join("root").display(),
+            config = manifest().join("config/config.example.toml").display(),
+        );
+        let tmux = Tmux::start(&command);
+        let screen = tmux.wait_for("scanned 1/1");
+        let row = screen
+            .lines()
+            .find(|l| l.contains("gpu\\"))
+            .unwrap_or_else(|| panic!("no row:\n{screen}"));
+        let cell = row
+            .split_whitespace()
+            .find(|w| w.starts_with("gpu\\"))
+            .unwrap();
+        assert_eq!(cell, want, "{row}");
+        tmux.keys(&["q"]);
+        tmux.wait_for("EXITED-0");
+    }
+}

@@ -300,6 +300,25 @@ fn hostile_files_get_a_clear_error_and_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not UTF-8"));
 
+    // A file is read through a 16 MiB cap: /dev/zero and a sparse 10 GiB file fail at once.
+    let huge = dir.path().join("huge.yaml");
+    std::fs::File::create(&huge)
+        .expect("create")
+        .set_len(10 << 30)
+        .expect("sparse");
+    for f in [Path::new("/dev/zero"), huge.as_path()] {
+        let out = gpufleet(&["policy", "check"], &[f]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "{}: larger than 16 MiB (the limit for a policy file)",
+                f.display()
+            )),
+            "{err}"
+        );
+    }
+
     // Escape sequences in values never reach the terminal raw.
     let esc = temp_file(
         &dir,

@@ -571,6 +571,50 @@ fn a_node_without_a_drain_setting_is_refused_before_anything_happens() {
     );
 }
 
+/// A dry run names every node that cannot be planned, each with its reason, and exits 2 once:
+/// a recipe the config lacks, no recipe at all, no drain setting; nothing runs on any node.
+/// (Nodes past max_unavailable are checked too: the unit test
+/// `every_node_that_cannot_be_planned_is_named_at_once`.)
+#[test]
+fn a_dry_run_lists_every_node_that_cannot_be_planned() {
+    let f = UpgradeFleet::start(4, 235, "1", "");
+    f.inventory(&["fixture", "nope", "fixture", "fixture"], "");
+    // Every node a canary, so one `--canary` plan covers them all.
+    let inv = std::fs::read_to_string(&f.fleet.inventory)
+        .unwrap()
+        .replace("canary = false", "canary = true");
+    // node2: no recipe line; node3: `drain = {}` of its own, without a backend.
+    let mut blocks: Vec<String> = inv.split("[[nodes]]").map(str::to_string).collect();
+    blocks[3] = blocks[3].replace("recipe = \"fixture\"\n", "");
+    f.fleet.write_inventory(&blocks.join("[[nodes]]"));
+    f.set_drain("");
+    let mut inv = std::fs::read_to_string(&f.fleet.inventory).unwrap();
+    for i in [0, 1, 2] {
+        inv = inv.replace(
+            &format!("name = \"node{i}\"\n"),
+            &format!("name = \"node{i}\"\ndrain = {{ backend = \"none\" }}\n"),
+        );
+    }
+    f.fleet.write_inventory(&inv);
+    let out = f.run(&["upgrade", "--canary", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("cannot be planned").count(), 1, "{err}");
+    for want in [
+        "gpufleet: 3 nodes cannot be planned; fix them all, then run again:",
+        "\n  node1: recipe `nope` is not in the config's [recipes]",
+        "\n  node2: no `recipe` for this node in the inventory",
+        "\n  node3: the inventory sets no `drain` for this node",
+    ] {
+        assert!(err.contains(want), "{want:?} not in:\n{}", text(&out));
+    }
+    assert!(!err.contains("node0:"), "{err}");
+    for i in 0..4 {
+        assert!(f.marks(i).is_empty());
+    }
+    assert!(f.drains().is_empty(), "{:?}", f.drains());
+}
+
 /// The GPU Operator's upgrade labels, through a recording kubectl stand-in (no API server can
 /// run here): a node the Operator is upgrading, or told to skip, is never cordoned.
 #[test]

@@ -189,18 +189,18 @@ pub fn operator_guard_command(spec: &DrainSpec, node: &Node) -> Option<Local> {
 /// Whether gpufleet may cordon the node, from [`operator_guard_command`]'s output: refused
 /// (with the reason) when the skip label is `true`, when an upgrade state other than
 /// `upgrade-done` is set (the Operator uncordons a node cordoned during its upgrade: GPU
-/// Operator release notes), or when the labels could not be read (unknown is not "none").
+/// Operator release notes), or when the labels could not be read (unknown is not "none"). The
+/// reason quotes the output raw: its printers escape it.
 pub fn operator_guard(out: &LocalOutput) -> Result<(), String> {
     if !out.success {
         return Err(format!(
             "cannot read the node's GPU Operator upgrade labels ({}); not cordoning a node whose upgrade state is unknown",
-            crate::model::text::terminal_safe(&out.output)
+            out.output.trim()
         ));
     }
     let mut lines = out.output.lines().map(str::trim);
     let state = lines.next().unwrap_or("");
     let skip = lines.next().unwrap_or("");
-    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
     if skip == "true" {
         return Err(format!(
             "the node has {UPGRADE_SKIP_LABEL}=true (its driver is to be left alone); remove the label to upgrade it with gpufleet"
@@ -209,7 +209,7 @@ pub fn operator_guard(out: &LocalOutput) -> Result<(), String> {
     if !state.is_empty() && state != "upgrade-done" {
         return Err(format!(
             "the GPU Operator is upgrading the node ({UPGRADE_STATE_LABEL}={}): it would undo a cordon; wait for upgrade-done, or set {UPGRADE_SKIP_LABEL}=true and let gpufleet upgrade it",
-            safe(state)
+            state
         ));
     }
     Ok(())
@@ -344,8 +344,9 @@ mod tests {
         assert!(e.contains("gpu-driver-upgrade.skip=true"), "{e}");
         let e = operator_guard(&out("Error from server (NotFound)", false)).unwrap_err();
         assert!(e.contains("unknown"), "{e}");
+        // Raw here: the rollout's log, its summary and `gpufleet rollouts` escape it once.
         let e = operator_guard(&out("\u{1b}[2J", true)).unwrap_err();
-        assert!(!e.contains('\u{1b}'), "{e}");
+        assert!(e.contains("=\u{1b}[2J)"), "{e}");
         let slurm = DrainSpec {
             backend: DrainBackend::Slurm,
             ..Default::default()

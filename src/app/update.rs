@@ -107,6 +107,9 @@ impl App {
                 Vec::new()
             }
             Msg::UpgradePlanned(Err(e)) => {
+                // The message line is one line: a list of nodes that cannot be planned is
+                // joined with `; `.
+                let e = e.replace(":\n  ", ": ").replace("\n  ", "; ");
                 self.message = Some(format!("upgrade: {e}"));
                 Vec::new()
             }

@@ -73,7 +73,8 @@ pub enum PolicyFormat {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("input").required(true).multiple(true).args(["files", "kubectl"])))]
 pub struct CheckArgs {
-    /// YAML or JSON files (several documents each; `List` objects are read item by item)
+    /// YAML or JSON files (several documents each; `List` objects are read item by item;
+    /// 16 MiB at most each)
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 

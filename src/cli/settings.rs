@@ -239,7 +239,8 @@ impl Settings {
             .filter(|p| p.exists());
         let text = match &path {
             Some(p) => Some(
-                std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
+                crate::limits::read_to_string(p, crate::limits::Kind::Config)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
             ),
             None => None,
         };
@@ -326,9 +327,15 @@ impl Settings {
                 }
                 Ok(Some(c))
             }
-            Err(e) if explicit => anyhow::bail!("--ssh-config {e}"),
+            // The config's text may be hostile: its errors quote it.
+            Err(e) if explicit => {
+                anyhow::bail!("--ssh-config {}", crate::model::text::terminal_safe(&e))
+            }
             Err(e) => {
-                eprintln!("gpufleet: warning: {e}; not used");
+                eprintln!(
+                    "gpufleet: warning: {}; not used",
+                    crate::model::text::terminal_safe(&e)
+                );
                 Ok(None)
             }
         }

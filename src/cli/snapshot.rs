@@ -62,7 +62,7 @@ pub struct SnapshotArgs {
 
     /// Show snapshots collected elsewhere instead of probing: `gpufleet snapshot --format json`
     /// or `--format jsonl` files (schema 1 or 2; a DaemonSet's files, an srun's JSON Lines),
-    /// merged by node name, the newest scanned_at per node winning
+    /// merged by node name, the newest scanned_at per node winning; 64 MiB at most each
     #[arg(
         long,
         value_name = "FILE",
@@ -104,7 +104,8 @@ pub(super) fn from_files(
             "--from shows collected snapshots; it takes no inventory (-i or $GPUFLEET_INVENTORY)"
         );
     }
-    crate::snapshot::collected::load_reports(files).map_err(anyhow::Error::msg)
+    crate::snapshot::collected::load_reports(files)
+        .map_err(|e| anyhow::anyhow!("{}", crate::model::text::terminal_safe(&e)))
 }
 
 /// `--format`'s values (clap's side of [`Format`]).

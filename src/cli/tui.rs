@@ -152,7 +152,9 @@ pub fn run(s: &Settings, args: &TuiArgs) -> anyhow::Result<u8> {
     let compare = match &args.compare {
         Some(path) => Some(crate::app::Compare::new(
             path.display().to_string(),
-            crate::diff::read(path).map_err(|e| anyhow::anyhow!("--compare {e}"))?,
+            crate::diff::read(path).map_err(|e| {
+                anyhow::anyhow!("--compare {}", crate::model::text::terminal_safe(&e))
+            })?,
             &rows,
         )),
         None => None,

@@ -20,7 +20,8 @@ operator (user@host, pid), and no other rollout passes it. Recipe steps run deta
 --resume waits for a step still running there and takes its recorded exit status.
 
 Exit codes: 0 done (or nothing to do, or --dry-run), 1 a node failed (the rollout stopped) or a
-wave is blocked by its canaries, 2 usage, config, inventory or read-only errors.
+wave is blocked by its canaries, 2 usage, config, inventory or read-only errors, or nodes that
+cannot be planned (no recipe, no drain setting, …: every such node is listed, each with why).
 
 Examples:
   gpufleet upgrade -i fleet.toml --canary --dry-run     the plan with the exact commands
@@ -249,7 +250,16 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
                 eprintln!("gpufleet: {why}");
                 return Ok(1);
             }
-            Err(e) => return Err(anyhow::Error::msg(e.to_string())),
+            // Every node that cannot be planned, one per line (node names and recipe names are
+            // inventory text: each line escaped).
+            Err(e) => {
+                let lines: Vec<String> = e
+                    .to_string()
+                    .lines()
+                    .map(|l| crate::model::text::terminal_safe(l).into_owned())
+                    .collect();
+                return Err(anyhow::Error::msg(lines.join("\n")));
+            }
         };
         (plan, Default::default())
     };
@@ -302,9 +312,12 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
     for o in &outcomes {
         if let Some(f) = &o.failure {
             let drained = rollout::drained_note(&plan, &o.node, f.seq);
+            let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
             eprintln!(
                 "gpufleet: {} stopped at {}{drained}: {}",
-                o.node, f.step, f.why
+                safe(&o.node),
+                f.step,
+                safe(&f.why)
             );
         }
     }
@@ -313,7 +326,8 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
             "gpufleet: fix what stopped them, then `gpufleet upgrade --resume` goes on from there (or `--abandon`)"
         );
     }
-    println!("{summary}");
+    // Node output is in it (a failed step's excerpt): escaped here, once.
+    println!("{}", crate::model::text::terminal_safe(&summary));
     drop(local);
     Ok(if failed == 0 { 0 } else { 1 })
 }

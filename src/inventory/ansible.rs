@@ -6,7 +6,10 @@
 //! Other variables become labels (scalars only). Variable precedence is Ansible's: `all`, then
 //! the groups from the outermost to the innermost (same depth: by name), then the host.
 //! Connection variables gpufleet does not honour (`ansible_connection` other than ssh,
-//! `ansible_ssh_common_args`, passwords, …) give one warning each.
+//! `ansible_ssh_common_args`, passwords, …) give one warning each. A vault-encrypted value
+//! (`!vault`, or `$ANSIBLE_VAULT;…` text) is never used as text: an error for a variable gpufleet
+//! uses, a warning (and no label) for another. A connection variable that is a list or a map is
+//! an error. A UTF-8 byte order mark before the first line is skipped.
 //!
 //! YAML is read with the `saphyr` crate (line numbers from its marked nodes). INI is read here:
 //! Ansible's INI dialect (host lines of `host k=v …`, `[g:vars]`, `[g:children]`, `host:port`)
@@ -21,9 +24,12 @@ use super::source::NodeSpec;
 use super::{InventoryError, Origin, expand_home};
 use crate::diag::closest;
 
+/// A variable's value and its 1-based line.
+type Var = (String, usize);
+
 #[derive(Debug, Default)]
 struct Group {
-    vars: BTreeMap<String, (String, usize)>,
+    vars: BTreeMap<String, Var>,
     children: Vec<String>,
     hosts: Vec<String>,
 }
@@ -87,6 +93,19 @@ const HOST_VARS: [&str; 2] = ["ansible_host", "ansible_ssh_host"];
 const PORT_VARS: [&str; 2] = ["ansible_port", "ansible_ssh_port"];
 const USER_VARS: [&str; 2] = ["ansible_user", "ansible_ssh_user"];
 const KEY_VARS: [&str; 2] = ["ansible_ssh_private_key_file", "ansible_private_key_file"];
+
+/// Whether gpufleet uses variable `k` (a connection variable or `gpufleet_*`), not as a label.
+fn used(k: &str) -> bool {
+    HOST_VARS.contains(&k)
+        || PORT_VARS.contains(&k)
+        || USER_VARS.contains(&k)
+        || KEY_VARS.contains(&k)
+        || k == "gpufleet_root"
+        || k == "gpufleet_canary"
+}
+
+/// How an ansible-vault ciphertext starts; a YAML `!vault` value is read as one ([`var_value`]).
+const VAULT: &str = "$ANSIBLE_VAULT;";
 
 /// Turns the model into nodes, with warnings for connection settings gpufleet does not use.
 fn finish(
@@ -183,6 +202,14 @@ fn finish(
             line: Some(line),
             item: None,
         };
+        if let Some((k, (_, line))) = vars
+            .iter()
+            .find(|(k, (v, _))| used(k) && v.starts_with(VAULT))
+        {
+            return Err(InventoryError(format!(
+                "{file}:{line}: host `{name}`: {k} is vault-encrypted; vault-encrypted values are not supported: decrypt it (`ansible-vault decrypt`) or set it in ~/.ssh/config (HostName, Port, User, IdentityFile)"
+            )));
+        }
         let get = |keys: &[&str]| keys.iter().rev().find_map(|k| vars.get(k).copied());
         let mut spec = NodeSpec {
             name: name.clone(),
@@ -220,17 +247,25 @@ fn finish(
             };
         }
         for (k, (v, line)) in &vars {
-            let used = HOST_VARS.contains(k)
-                || PORT_VARS.contains(k)
-                || USER_VARS.contains(k)
-                || KEY_VARS.contains(k)
-                || *k == "gpufleet_root"
-                || *k == "gpufleet_canary";
-            if used {
+            if used(k) {
                 continue;
             }
+            let vault = v.starts_with(VAULT);
+            if vault && !k.starts_with("ansible_") {
+                if warned.insert(k.to_string()) {
+                    warnings.push(format!(
+                        "{file}:{line}: {k} is vault-encrypted; gpufleet does not decrypt it, so it is no label"
+                    ));
+                }
+                continue;
+            }
+            let v = if vault {
+                "(vault-encrypted)"
+            } else {
+                v.as_str()
+            };
             let unsupported = match *k {
-                "ansible_connection" => !matches!(v.as_str(), "ssh" | "smart" | "paramiko"),
+                "ansible_connection" => !matches!(v, "ssh" | "smart" | "paramiko"),
                 k => {
                     k.starts_with("ansible_ssh_")
                         || matches!(k, "ansible_password" | "ansible_ssh_pass")
@@ -245,7 +280,7 @@ fn finish(
                 continue;
             }
             if !k.starts_with("ansible_") {
-                spec.labels.insert(k.to_string(), v.clone());
+                spec.labels.insert(k.to_string(), v.to_string());
             }
         }
         specs.push(spec);
@@ -357,6 +392,7 @@ fn host_pattern(p: &str) -> Result<(Vec<String>, Option<u16>), String> {
 
 /// Parses an Ansible INI inventory. Errors are `file:line: message`.
 pub fn parse_ini(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>), InventoryError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let file = path.display().to_string();
     let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     let mut m = Model::default();
@@ -476,6 +512,56 @@ fn scalar(n: &MarkedYaml) -> Option<String> {
     }
 }
 
+/// A variable's value as text: [`scalar`], or for a `!vault` value its ciphertext starting with
+/// [`VAULT`]. `None` for null, a list or a map.
+fn var_value(n: &MarkedYaml) -> Option<String> {
+    if let YamlData::Tagged(tag, inner) = &n.data
+        && tag.suffix == "vault"
+    {
+        let text = scalar(inner).unwrap_or_default();
+        return Some(if text.starts_with(VAULT) {
+            text
+        } else {
+            format!("{VAULT}{text}")
+        });
+    }
+    scalar(n)
+}
+
+/// Reads variable `vk: vv` of `owner` (`host `h`` or `group `g``): its text and line, `None`
+/// for null or a list/map of a variable gpufleet does not use (no label). A list or map of a
+/// variable gpufleet uses is an error.
+fn yaml_var(
+    owner: &str,
+    vk: &MarkedYaml,
+    vv: &MarkedYaml,
+    at: &dyn Fn(&MarkedYaml, String) -> InventoryError,
+) -> Result<Option<(String, Var)>, InventoryError> {
+    let Some(key) = scalar(vk) else {
+        return Ok(None);
+    };
+    if let Some(val) = var_value(vv) {
+        return Ok(Some((key, (val, vk.span.start.line()))));
+    }
+    let mut inner = vv;
+    while let YamlData::Tagged(_, i) = &inner.data {
+        inner = i;
+    }
+    let shape = match &inner.data {
+        YamlData::Value(Scalar::Null) => return Ok(None),
+        YamlData::Sequence(_) => "a list",
+        YamlData::Mapping(_) => "a map",
+        _ => "not a single value",
+    };
+    if used(&key) {
+        return Err(at(
+            vv,
+            format!("{owner}: {key} is {shape}; it takes one value (`{key}: …`)"),
+        ));
+    }
+    Ok(None)
+}
+
 /// Parses an Ansible YAML inventory (`all: {hosts: {h: {vars}}, vars: {}, children: {g: …}}`).
 /// Errors are `file:line:column: message` (a YAML syntax error, an unknown key of a group with
 /// the closest one, a value of the wrong shape).
@@ -566,9 +652,9 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
                         match &hv.data {
                             YamlData::Mapping(hmap) => {
                                 for (vk, vv) in hmap.iter() {
-                                    let Some(key) = scalar(vk) else { continue };
-                                    if let Some(val) = scalar(vv) {
-                                        vars.insert(key, (val, vk.span.start.line()));
+                                    let owner = format!("host `{pattern}`");
+                                    if let Some((k, v)) = yaml_var(&owner, vk, vv, at)? {
+                                        vars.insert(k, v);
                                     }
                                 }
                             }
@@ -591,9 +677,9 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
                 "vars" => match &v.data {
                     YamlData::Mapping(vars) => {
                         for (vk, vv) in vars.iter() {
-                            let Some(key) = scalar(vk) else { continue };
-                            if let Some(val) = scalar(vv) {
-                                m.group(name).vars.insert(key, (val, vk.span.start.line()));
+                            let owner = format!("group `{name}`");
+                            if let Some((k, v)) = yaml_var(&owner, vk, vv, at)? {
+                                m.group(name).vars.insert(k, v);
                             }
                         }
                     }

@@ -9,14 +9,22 @@ use std::path::Path;
 use super::source::NodeSpec;
 use super::{InventoryError, Origin, range};
 
+/// The most bytes a host list line may have, its comment included (a host name is 253 at most).
+pub const MAX_LINE: usize = 4096;
+
 /// The nodes of a host list. Errors: `file:line: message` for an empty user or host, a port that
-/// is not 1–65535, a line with more than one word, a bad range.
+/// is not 1–65535, a line with more than one word, a bad range, a line over [`MAX_LINE`] bytes.
 pub fn parse(text: &str, path: &Path) -> Result<Vec<NodeSpec>, InventoryError> {
     let file = path.display().to_string();
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let at = |m: String| InventoryError(format!("{file}:{line}: {m}"));
+        if raw.len() > MAX_LINE {
+            return Err(at(format!(
+                "longer than {MAX_LINE} bytes (the limit for a host list line); is this a host list?"
+            )));
+        }
         let entry = raw.split('#').next().unwrap_or("").trim();
         if entry.is_empty() {
             continue;

@@ -249,7 +249,7 @@ pub fn local_user() -> String {
 impl Inventory {
     /// Reads and resolves the inventory at `path`.
     pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::limits::read_to_string(path, crate::limits::Kind::Inventory)
             .map_err(|e| InventoryError(format!("{}: {e}", path.display())))?;
         Inventory::parse(&text, path)
     }
@@ -261,7 +261,7 @@ impl Inventory {
         path: &Path,
         ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
     ) -> Result<Inventory, InventoryError> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::limits::read_to_string(path, crate::limits::Kind::Inventory)
             .map_err(|e| InventoryError(format!("{}: {e}", path.display())))?;
         Inventory::parse_with(&text, path, ssh)
     }

@@ -289,19 +289,18 @@ pub fn load(
             )));
         }
         (Source::Stdin, f) => {
-            let mut text = String::new();
-            stdin
-                .read_to_string(&mut text)
+            let text = crate::limits::read_text_from(stdin, crate::limits::Kind::Inventory)
                 .map_err(|e| InventoryError(format!("<stdin>: {e}")))?;
             let name = Path::new("<stdin>");
             return from_text(name, &text, f.unwrap_or(InventoryFormat::Hosts), ssh);
         }
         (Source::File(p), f) => {
-            let text = std::fs::read_to_string(p)
+            let text = crate::limits::read_to_string(p, crate::limits::Kind::Inventory)
                 .map_err(|e| InventoryError(format!("{}: {e}", p.display())))?;
+            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
             let kind = match f {
                 Some(f) => f,
-                None => detect(p, &text).ok_or_else(|| {
+                None => detect(p, text).ok_or_else(|| {
                     InventoryError(format!(
                         "{}: cannot tell which kind of inventory this is; say it with --inventory-format {}",
                         p.display(),
@@ -309,7 +308,7 @@ pub fn load(
                     ))
                 })?,
             };
-            return from_text(p, &text, kind, ssh);
+            return from_text(p, text, kind, ssh);
         }
     };
     let mut warn = super::ssh_config::Warnings::default();
@@ -325,13 +324,15 @@ pub fn load(
     })
 }
 
-/// Parses inventory `text` of kind `kind` read from `path` (a file, or `<stdin>`).
+/// Parses inventory `text` of kind `kind` read from `path` (a file, or `<stdin>`); a UTF-8 byte
+/// order mark before it is skipped (Windows editors write one).
 pub fn from_text(
     path: &Path,
     text: &str,
     kind: InventoryFormat,
     ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
 ) -> Result<Inventory, InventoryError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let (specs, warnings) = match kind {
         InventoryFormat::Toml => return Inventory::parse_with(text, path, ssh),
         InventoryFormat::AnsibleIni => super::ansible::parse_ini(text, path)?,
@@ -364,7 +365,7 @@ pub const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs `argv` (no shell) with stdin closed, and returns its stdout. Errors: it cannot start
 /// (named, with a hint that it must be on PATH), it runs past `timeout` (killed), or it exits
-/// non-zero (its stderr's last lines in the message).
+/// non-zero (its stderr's last lines in the message, raw: the caller escapes it).
 pub fn run_tool(argv: &[&str], timeout: Duration) -> Result<String, String> {
     let shown = argv.join(" ");
     let (prog, args) = argv.split_first().ok_or("no command")?;
@@ -418,7 +419,7 @@ pub fn run_tool(argv: &[&str], timeout: Duration) -> Result<String, String> {
             if tail.is_empty() {
                 String::new()
             } else {
-                format!(": {}", crate::model::text::terminal_safe(&tail.join(" / ")))
+                format!(": {}", tail.join(" / "))
             }
         ));
     }

@@ -10,6 +10,8 @@ use std::time::Duration;
 use ssh2_config::{HostParams, ParseRule, SshConfig};
 
 use crate::probe::endpoint::{Hop, Login, parse_jump_list};
+
+mod include;
 use crate::probe::ssh::HostKeyPolicy;
 
 /// How many jump hosts a chain may have, jump hosts' own `ProxyJump` included (a loop in the
@@ -96,7 +98,12 @@ fn pattern_list(list: &str, s: &str) -> bool {
 
 fn parse_lines(lines: &[String], path: &Path) -> Result<SshConfig, String> {
     let text = lines.join("\n");
-    SshConfig::default()
+    let mut config = SshConfig::default();
+    if let Some(home) = include::home() {
+        // The home [`include::check`] resolved the `Include`s against.
+        config = config.home_dir(home);
+    }
+    config
         .parse(
             &mut std::io::BufReader::new(text.as_bytes()),
             ParseRule::ALLOW_UNKNOWN_FIELDS | ParseRule::ALLOW_UNSUPPORTED_FIELDS,
@@ -106,17 +113,23 @@ fn parse_lines(lines: &[String], path: &Path) -> Result<SshConfig, String> {
 
 /// Reads an OpenSSH client config file: [`parse`] on its text.
 ///
-/// Errors: the file cannot be read or does not parse (`file: message`).
+/// Errors: the file cannot be read, is over 16 MiB ([`crate::limits::Kind::SshConfig`]) or
+/// does not parse (`file: message`).
 pub fn load(path: &Path) -> Result<(ClientConfig, Vec<String>), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = crate::limits::read_to_string(path, crate::limits::Kind::SshConfig)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     parse(&text, path)
 }
 
 /// Parses a client config; `path` names it in messages. `Match` blocks with criteria gpufleet
 /// cannot evaluate are warned (with `file:line`) and apply to no host.
 ///
-/// Returns the config and its warnings. Errors: text `ssh2-config` does not parse.
+/// Returns the config and its warnings (raw: the caller escapes them where it shows them).
+/// Errors: text `ssh2-config` does not parse; an `Include`
+/// that reaches something other than a regular file, or a file over 16 MiB (`file:line: Include
+/// ARG: …`, checked before the crate reads it: [`include::check`]).
 pub fn parse(text: &str, path: &Path) -> Result<(ClientConfig, Vec<String>), String> {
+    include::check(text, path, include::home().as_deref())?;
     let mut warnings = Vec::new();
     let mut lines = Vec::new();
     let mut blocks = Vec::new();
@@ -134,7 +147,7 @@ pub fn parse(text: &str, path: &Path) -> Result<(ClientConfig, Vec<String>), Str
                     "{}:{}: `{}`: gpufleet evaluates Match all, host, originalhost, user, localuser and exec only; this block is ignored",
                     path.display(),
                     i + 1,
-                    crate::model::text::terminal_safe(line.trim())
+                    line.trim()
                 ));
             }
             blocks.push((lines.len(), parsed));
@@ -245,9 +258,7 @@ impl Warnings {
         let key = directive.to_ascii_lowercase();
         self.0.entry(key).or_insert_with(|| {
             format!(
-                "~/.ssh/config: `{}` (applies to {}) is not honoured by gpufleet; ignored",
-                crate::model::text::terminal_safe(directive),
-                crate::model::text::terminal_safe(host)
+                "~/.ssh/config: `{directive}` (applies to {host}) is not honoured by gpufleet; ignored"
             )
         });
     }
@@ -420,8 +431,7 @@ fn shell_safe<'a>(what: &str, value: &'a str) -> Result<&'a str, String> {
         Ok(value)
     } else {
         Err(format!(
-            "{what} {:?} holds characters a shell would interpret: not put into a command (ProxyCommand, Match exec)",
-            crate::model::text::terminal_safe(value)
+            "{what} {value:?} holds characters a shell would interpret: not put into a command (ProxyCommand, Match exec)"
         ))
     }
 }

@@ -14,7 +14,10 @@
 //! - [`write_json`]: exact values; the same characters as [`terminal_safe`] (less the C0 ones,
 //!   which JSON itself escapes) written as `\uXXXX` escapes, which mean the same characters.
 //!
-//! Escapes: `\t`, `\n`, `\r`; `\xHH` below U+0100; `\u{H..}` above.
+//! Escapes: `\t`, `\n`, `\r`; `\xHH` below U+0100; `\u{H..}` above. In the two terminal
+//! outputs a backslash of the text itself is written `\\`, so an escape is never ambiguous: a
+//! name of the four characters `a\x1b` shows as `a\\x1b`, a name `a` + ESC as `a\x1b`. Escape
+//! once, where text reaches the terminal: escaping escaped text doubles its backslashes.
 
 use std::borrow::Cow;
 
@@ -60,8 +63,14 @@ pub fn is_width_unstable(c: char) -> bool {
         || matches!(c, '\u{1f1e6}'..='\u{1f1ff}' | '\u{1f3fb}'..='\u{1f3ff}')
 }
 
+/// Whether [`terminal_safe`] writes `c` other than as itself: [`is_unsafe`], or a backslash.
+fn escaped(c: char) -> bool {
+    c == '\\' || is_unsafe(c)
+}
+
 fn push_escape(out: &mut String, c: char) {
     match c {
+        '\\' => out.push_str("\\\\"),
         '\t' => out.push_str("\\t"),
         '\n' => out.push_str("\\n"),
         '\r' => out.push_str("\\r"),
@@ -71,15 +80,16 @@ fn push_escape(out: &mut String, c: char) {
 }
 
 /// `s` with every [`is_unsafe`] character written as an escape (`\x1b`, `\u{202e}`), so no
-/// escape sequence, bidi reordering or line break from a node reaches the terminal. Borrowed when
-/// `s` is clean. For the table and CSV output.
+/// escape sequence, bidi reordering or line break from a node reaches the terminal, and each
+/// backslash written `\\` (so `\x1b` in the output is always an escaped ESC). Borrowed when `s`
+/// is clean. For the table and CSV output.
 pub fn terminal_safe(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(is_unsafe) {
+    if !s.chars().any(escaped) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
-        if is_unsafe(c) {
+        if escaped(c) {
             push_escape(&mut out, c);
         } else {
             out.push(c);
@@ -101,10 +111,11 @@ fn ligature(a: char, b: char) -> bool {
 }
 
 /// `s` as the TUI may draw it: every [`is_unsafe`] or [`is_width_unstable`] character, and the
-/// second character of a ligature pair, written as an escape. What is left takes exactly one
-/// or two cells per character in every terminal, as ratatui counts them. Borrowed when clean.
+/// second character of a ligature pair, written as an escape, and a backslash as `\\` (as
+/// [`terminal_safe`]). What is left takes exactly one or two cells per character in every
+/// terminal, as ratatui counts them. Borrowed when clean.
 pub fn screen_safe(s: &str) -> Cow<'_, str> {
-    let bad = |c: char| is_unsafe(c) || is_width_unstable(c);
+    let bad = |c: char| escaped(c) || is_width_unstable(c);
     let mut prev: Option<char> = None;
     let clean = s.chars().all(|c| {
         let ok = !bad(c) && !prev.is_some_and(|p| ligature(p, c));
@@ -275,6 +286,10 @@ mod tests {
         assert_eq!(terminal_safe("a\u{2028}b\u{2029}"), "a\\u{2028}b\\u{2029}");
         assert_eq!(terminal_safe("\u{feff}gpu"), "\\u{feff}gpu");
         assert_eq!(terminal_safe("\x7f"), "\\x7f");
+        // A backslash of the text is doubled: the four characters `a\x1b` and `a` + ESC differ.
+        assert_eq!(terminal_safe("a\\x1b"), "a\\\\x1b");
+        assert_eq!(terminal_safe("a\x1b"), "a\\x1b");
+        assert_eq!(terminal_safe("C:\\"), "C:\\\\");
         // Ordinary text, wide or not, stays as it is in the table.
         assert_eq!(
             terminal_safe("Ubuntu 24.04 LTS · 日本 ®"),
@@ -311,6 +326,8 @@ mod tests {
             ("\u{644}\u{627}", "\u{644}\\u{627}"),
             // And everything terminal_safe escapes.
             ("\x1b[0m\u{202e}", "\\x1b[0m\\u{202e}"),
+            // A backslash of the text, doubled as in the table.
+            ("a\\x1b", "a\\\\x1b"),
         ];
         for (raw, want) in cases {
             assert_eq!(screen_safe(raw), *want, "{raw:?}");

@@ -199,7 +199,8 @@ pub enum LoadError {
 /// The objects of one YAML (or JSON) file: every document, a `List`'s items each on its own.
 pub fn load_file(path: &Path) -> Result<Vec<Doc>, LoadError> {
     let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| LoadError::Io(shown.clone(), e))?;
+    let bytes = crate::limits::read(path, crate::limits::Kind::Policy)
+        .map_err(|e| LoadError::Io(shown.clone(), e))?;
     let text = String::from_utf8(bytes).map_err(|e| {
         LoadError::Invalid(
             shown.clone(),

@@ -97,7 +97,8 @@ impl Drop for ProxyStream {
 }
 
 impl ProxyStream {
-    /// Why the command's stdout ended: its exit and its stderr, escaped.
+    /// Why the command's stdout ended: its exit and its stderr (raw: the report's outputs escape
+    /// it, JSON keeps it exact).
     fn ended(&mut self) -> std::io::Error {
         let status = match self.child.try_wait() {
             Ok(Some(s)) => format!("exited ({s})"),
@@ -108,7 +109,7 @@ impl ProxyStream {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let raw = String::from_utf8_lossy(&err);
-        let text = crate::model::text::terminal_safe(raw.trim());
+        let text = raw.trim();
         let said = if text.is_empty() {
             String::new()
         } else {

@@ -26,16 +26,14 @@ pub struct Collected {
 ///
 /// Errors, as `file:line: message` (`file:line:column` where serde_json gives one): an
 /// unreadable or empty file, text that is neither form, a schema other than 1 or 2, a record
-/// that is not a node report, a `scanned_at` that is not an RFC 3339 time.
+/// that is not a node report, a `scanned_at` that is not an RFC 3339 time. serde's messages
+/// quote what they could not read (`unknown variant …`): the caller escapes the error where it
+/// shows it (`terminal_safe`, once).
 pub fn load(files: &[PathBuf]) -> Result<Vec<Collected>, String> {
-    // serde's messages quote what they could not read (`unknown variant …`): hostile text.
-    load_unescaped(files).map_err(|e| crate::model::text::terminal_safe(&e).into_owned())
-}
-
-fn load_unescaped(files: &[PathBuf]) -> Result<Vec<Collected>, String> {
     let mut merged: Vec<Collected> = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let text = crate::limits::read_to_string(f, crate::limits::Kind::Snapshot)
+            .map_err(|e| format!("{}: {e}", f.display()))?;
         for c in parse(&text, f)? {
             merge(&mut merged, c)?;
         }
@@ -276,9 +274,10 @@ mod tests {
             "{\"type\":\"node\",\"data\":{\"name\":\"n\",\"status\":\"\\u001b[2J\"}}\n",
         )
         .unwrap();
+        // Quoted raw: `snapshot --from`, `policy` and the TUI escape it where they show it, once.
         let e = load(std::slice::from_ref(&f)).unwrap_err();
         assert!(
-            e.contains("not a node report") && !e.contains('\u{1b}'),
+            e.contains("not a node report") && e.contains("`\u{1b}[2J`"),
             "{e}"
         );
         let twice = jsonl(&[

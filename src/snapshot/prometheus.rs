@@ -16,12 +16,11 @@ use crate::model::report::{NodeReport, Snapshot};
 use crate::model::text::terminal_safe;
 
 /// A label value as the exposition format wants it: node text made terminal-safe first (no
-/// control character survives; a backslash of the node's own doubled before, so a real newline
-/// and the two characters `\n` stay two different values, never one duplicated series), then
-/// `\` → `\\`, `"` → `\"`, line feed → `\n`.
+/// control character survives; [`terminal_safe`] doubles a backslash of the node's own, so a
+/// real newline and the two characters `\n` stay two different values, never one duplicated
+/// series), then `\` → `\\`, `"` → `\"`, line feed → `\n`.
 pub fn escape_label_value(v: &str) -> String {
-    let doubled = v.replace('\\', "\\\\");
-    let safe = terminal_safe(&doubled);
+    let safe = terminal_safe(v);
     let mut out = String::with_capacity(safe.len());
     for c in safe.chars() {
         match c {

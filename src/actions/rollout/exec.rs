@@ -67,7 +67,7 @@ pub(super) fn excerpt(b: &[u8]) -> String {
         .into_iter()
         .rev()
         .collect();
-    crate::model::text::terminal_safe(&tail).into_owned()
+    tail
 }
 
 /// `user@host pid N`: who runs this process.

@@ -393,6 +393,32 @@ fn recipe_for<'a>(n: &Node, recipes: &'a BTreeMap<String, Recipe>) -> Result<&'a
     })
 }
 
+/// The plan of `n`: its recipe ([`recipe_for`]) through [`node_plan`].
+fn plan_node(
+    n: &Node,
+    r: &NodeReport,
+    recipes: &BTreeMap<String, Recipe>,
+    cfg: &UpgradeConfig,
+    rollout: &str,
+    takeover: &[String],
+) -> Result<NodePlan, String> {
+    node_plan(n, r, recipe_for(n, recipes)?, cfg, rollout, takeover)
+}
+
+/// One error for every node that cannot be planned (each `node: why`, one per line), so an
+/// operator fixes them all in one pass; `Ok` when there are none.
+fn none_unplannable(problems: Vec<String>) -> Result<(), String> {
+    match problems.len() {
+        0 => Ok(()),
+        n => Err(format!(
+            "{n} node{} cannot be planned; fix {}, then run again:\n  {}",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "it" } else { "them all" },
+            problems.join("\n  ")
+        )),
+    }
+}
+
 /// Nodes whose upgrade finished (their `unlock` is done) in any rollout of the journal.
 pub fn finished_nodes(journal: &[Entry]) -> HashSet<String> {
     journal
@@ -403,7 +429,10 @@ pub fn finished_nodes(journal: &[Entry]) -> HashSet<String> {
 }
 
 /// Plans the next rollout of `mode` (pure). `nodes` pairs each selected node with a fresh
-/// report. Only `migrate` nodes are upgraded; others are skipped with the reason.
+/// report. Only `migrate` nodes are upgraded; others are skipped with the reason. Every
+/// `migrate` node is planned, those of later waves too: when some cannot be (no recipe, a
+/// recipe not in the config, no drain setting, `{branch}` of an unknown driver), the error
+/// names each of them with its reason.
 pub fn plan(
     mode: Mode,
     nodes: &[(Node, NodeReport)],
@@ -420,6 +449,7 @@ pub fn plan(
     }
     let mut skipped = Vec::new();
     let mut chosen = Vec::new();
+    let mut problems = Vec::new();
     for (n, r) in nodes
         .iter()
         .filter(|(n, _)| n.canary == (mode == Mode::Canary))
@@ -433,19 +463,17 @@ pub fn plan(
                 n.name.clone(),
                 format!("status {}: {}", r.status, r.status.meaning()),
             ));
-        } else if chosen.len() >= cfg.max_unavailable.max(1) {
-            skipped.push((n.name.clone(), "in a later wave (max_unavailable)".into()));
         } else {
-            chosen.push(node_plan(
-                n,
-                r,
-                recipe_for(n, recipes)?,
-                cfg,
-                rollout,
-                &takeover,
-            )?);
+            match plan_node(n, r, recipes, cfg, rollout, &takeover) {
+                Err(e) => problems.push(e),
+                Ok(p) if chosen.len() < cfg.max_unavailable.max(1) => chosen.push(p),
+                Ok(_) => {
+                    skipped.push((n.name.clone(), "in a later wave (max_unavailable)".into()));
+                }
+            }
         }
     }
+    none_unplannable(problems)?;
     Ok(Plan {
         rollout: rollout.to_string(),
         mode,
@@ -533,16 +561,14 @@ pub fn plan_selected(
     }
     let takeover = abandoned(journal);
     let mut nodes = Vec::new();
+    let mut problems = Vec::new();
     for (n, r) in &eligible {
-        nodes.push(node_plan(
-            n,
-            r,
-            recipe_for(n, recipes)?,
-            cfg,
-            rollout,
-            &takeover,
-        )?);
+        match plan_node(n, r, recipes, cfg, rollout, &takeover) {
+            Ok(p) => nodes.push(p),
+            Err(e) => problems.push(e),
+        }
     }
+    none_unplannable(problems)?;
     Ok(Plan {
         rollout: rollout.to_string(),
         mode: if with_canary {

@@ -433,3 +433,81 @@ fn drained_by_follows_drains_and_uncordons_per_node() {
         [("a".into(), "r1".into()), ("c".into(), "r2".into())]
     );
 }
+
+#[test]
+fn every_node_that_cannot_be_planned_is_named_at_once() {
+    let cfg = UpgradeConfig {
+        max_unavailable: 1,
+        ..UpgradeConfig::default()
+    };
+    let no_recipe = Node {
+        recipe: None,
+        ..node("a", false)
+    };
+    let unknown = Node {
+        recipe: Some("gone".into()),
+        ..node("b", false)
+    };
+    let no_drain = Node {
+        drain: None,
+        ..node("c", false)
+    };
+    let mut no_version = report("d", NodeStatus::Migrate);
+    if let Some(d) = no_version.driver.as_mut() {
+        d.version = None;
+    }
+    let nodes = vec![
+        (node("ok", false), report("ok", NodeStatus::Migrate)),
+        (no_recipe, report("a", NodeStatus::Migrate)),
+        (unknown, report("b", NodeStatus::Migrate)),
+        // Past max_unavailable: in a later wave, yet checked now.
+        (no_drain, report("c", NodeStatus::Migrate)),
+        (node("d", false), no_version),
+        // Not migrate: skipped, not a problem.
+        (
+            Node {
+                recipe: None,
+                ..node("e", false)
+            },
+            report("e", NodeStatus::Ready),
+        ),
+    ];
+    let err = plan(Mode::Wave, &nodes, &[], &[], &cfg, &recipes(), "r1").unwrap_err();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines[0], "4 nodes cannot be planned; fix them all, then run again:",
+        "{err}"
+    );
+    assert_eq!(lines.len(), 5, "{err}");
+    assert_eq!(lines[1], "  a: no `recipe` for this node in the inventory");
+    assert_eq!(
+        lines[2],
+        "  b: recipe `gone` is not in the config's [recipes]"
+    );
+    assert!(
+        lines[3].starts_with("  c: the inventory sets no `drain`"),
+        "{err}"
+    );
+    assert_eq!(
+        lines[4],
+        "  d: the recipe uses {branch} but the driver version is unknown"
+    );
+    // The TUI's marked nodes: the same, for the nodes of its one wave.
+    let cfg = UpgradeConfig {
+        max_unavailable: 5,
+        ..cfg
+    };
+    let err = plan_selected(&nodes[..3], &[], &[], &cfg, &recipes(), "r1").unwrap_err();
+    assert!(
+        err.starts_with("2 nodes cannot be planned")
+            && err.contains("\n  a: no `recipe`")
+            && err.contains("\n  b: recipe `gone`"),
+        "{err}"
+    );
+    // One node: said so.
+    let err = plan_selected(&nodes[1..2], &[], &[], &cfg, &recipes(), "r1").unwrap_err();
+    assert!(
+        err.starts_with("1 node cannot be planned; fix it, then run again:\n  a: "),
+        "{err}"
+    );
+}

@@ -279,3 +279,83 @@ fn ranges() {
         (vec!["g1".to_string(), "g2".to_string()], Some(22))
     );
 }
+
+#[test]
+fn a_list_or_map_for_a_connection_variable_is_an_error() {
+    let e = |t: &str| parse_yaml(t, Path::new("inv.yml")).unwrap_err().0;
+    assert_eq!(
+        e("all:\n  hosts:\n    gpu01:\n      ansible_host: [10.0.0.1, 10.0.0.2]\n"),
+        "inv.yml:4:21: host `gpu01`: ansible_host is a list; it takes one value (`ansible_host: …`)"
+    );
+    assert_eq!(
+        e(
+            "all:\n  children:\n    gpu:\n      vars:\n        ansible_user:\n          name: ops\n      hosts:\n        a:\n"
+        ),
+        "inv.yml:6:11: group `gpu`: ansible_user is a map; it takes one value (`ansible_user: …`)"
+    );
+    // A list for a label is no label (labels are scalars), as before.
+    let (specs, _) = parse_yaml(
+        "all:\n  hosts:\n    a:\n      racks: [r1, r2]\n      ansible_host:\n",
+        Path::new("inv.yml"),
+    )
+    .unwrap();
+    assert!(specs[0].labels.is_empty() && specs[0].host.is_none());
+}
+
+const VAULTED: &str = "!vault |\n          $ANSIBLE_VAULT;1.1;AES256\n          62313365396662343061393464336163383764373764613633653634306231386433626436623361\n";
+
+#[test]
+fn vault_encrypted_values_are_never_used_as_text() {
+    let e = |t: &str| parse_yaml(t, Path::new("inv.yml")).unwrap_err().0;
+    let err = e(&format!(
+        "all:\n  hosts:\n    gpu01:\n      ansible_host: {VAULTED}"
+    ));
+    assert_eq!(
+        err,
+        "inv.yml:4: host `gpu01`: ansible_host is vault-encrypted; vault-encrypted values are not supported: decrypt it (`ansible-vault decrypt`) or set it in ~/.ssh/config (HostName, Port, User, IdentityFile)"
+    );
+    // Through a group's vars too, named for each host it reaches.
+    let err = e(&format!(
+        "all:\n  vars:\n    ansible_user: {VAULTED}  hosts:\n    gpu02:\n"
+    ));
+    assert!(
+        err.starts_with("inv.yml:3: host `gpu02`: ansible_user is vault-encrypted"),
+        "{err}"
+    );
+    // A vaulted secret gpufleet does not use: a warning, never a label or its ciphertext.
+    let (specs, w) = parse_yaml(
+        &format!("all:\n  hosts:\n    gpu03:\n      db_password: {VAULTED}      ansible_become_password: {VAULTED}"),
+        Path::new("inv.yml"),
+    )
+    .unwrap();
+    assert!(specs[0].labels.is_empty(), "{:?}", specs[0].labels);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with("inv.yml:4: db_password is vault-encrypted; gpufleet does not decrypt it"),
+        "{w:?}"
+    );
+    assert!(!w.iter().any(|w| w.contains("AES256")), "{w:?}");
+    // INI cannot tag, but a ciphertext pasted as a value is refused the same way.
+    let err = parse_ini(
+        "gpu04 ansible_ssh_private_key_file=$ANSIBLE_VAULT;1.1;AES256\n",
+        Path::new("hosts"),
+    )
+    .unwrap_err()
+    .0;
+    assert!(
+        err.starts_with("hosts:1: host `gpu04`: ansible_ssh_private_key_file is vault-encrypted"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_ini_inventory_with_a_byte_order_mark_loads() {
+    let (specs, _) = parse_ini(
+        "\u{feff}[gpu]\ngpu01 ansible_host=10.0.0.1\n",
+        Path::new("h"),
+    )
+    .unwrap();
+    assert_eq!(specs[0].name, "gpu01");
+    assert_eq!(specs[0].groups, ["gpu"]);
+    assert_eq!(specs[0].host.as_deref(), Some("10.0.0.1"));
+}
