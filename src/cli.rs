@@ -70,7 +70,7 @@ pub struct Cli {
     pub config: Option<PathBuf>,
 
     /// Inventory: FILE (gpufleet TOML, Ansible INI/YAML, host list), - (hosts on stdin),
-    /// slurm:[PARTITION|NODES], k8s:[SELECTOR]; a file or stdin may be 16 MiB at most
+    /// slurm:[PARTITION|NODES], k8s:[SELECTOR]; a file or stdin may be 64 MiB at most
     /// [default: ~/.config/gpufleet/inventory.toml if it exists]
     #[arg(
         short,

@@ -106,7 +106,7 @@ fn diff_of_two_real_scans_names_what_changed_and_exits_1() {
     assert_eq!(f.gpufleet(&["diff", &old]).status.code(), Some(2));
 }
 
-/// Snapshots are read through a 64 MiB cap (docs/architecture.md, "Size caps"): `/dev/zero` or
+/// Snapshots are read through a 256 MiB cap (docs/architecture.md, "Size caps"): `/dev/zero` or
 /// a sparse 10 GiB file given to `diff` or `snapshot --from` fails
 /// at once, naming the file and the limit, instead of eating memory.
 #[test]
@@ -118,7 +118,7 @@ fn oversized_snapshots_are_refused_at_the_cap() {
         .set_len(10 << 30)
         .unwrap();
     let big = big.display().to_string();
-    let limit = "larger than 64 MiB (the limit for a snapshot)";
+    let limit = "larger than 256 MiB (the limit for a snapshot)";
     for args in [
         vec!["diff", "/dev/zero", &big],
         vec!["diff", &big, "/dev/zero"],

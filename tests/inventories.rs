@@ -365,7 +365,7 @@ fn oversized_inventories_and_ssh_configs_are_refused_at_their_cap() {
         let e = String::from_utf8_lossy(&out.stderr);
         assert!(e.contains(needle), "{needle:?} not in {}", text(out));
     };
-    let limit = "larger than 16 MiB (the limit for an inventory)";
+    let limit = "larger than 64 MiB (the limit for an inventory)";
     refused(
         &list(&["-i", "/dev/zero"], Stdio::null()),
         &format!("/dev/zero: {limit}"),

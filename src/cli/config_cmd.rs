@@ -49,10 +49,7 @@ pub fn run(s: &Settings, cmd: &ConfigCommand) -> anyhow::Result<u8> {
             .iter()
             .map(|(k, v, o)| serde_json::json!({"setting": k, "value": v, "origin": o.to_string()}))
             .collect();
-        println!(
-            "{}",
-            crate::model::text::json_string(&list, true)?
-        );
+        println!("{}", crate::model::text::json_string(&list, true)?);
         return Ok(0);
     }
     let kw = rows.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);

@@ -16,7 +16,7 @@ pub enum DiffFormat {
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The earlier snapshot (`snapshot --format json` or `jsonl`; schema 1 or 2; 64 MiB at
+    /// The earlier snapshot (`snapshot --format json` or `jsonl`; schema 1 or 2; 256 MiB at
     /// most, as NEW)
     #[arg(value_name = "OLD")]
     pub old: PathBuf,

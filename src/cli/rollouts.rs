@@ -73,10 +73,7 @@ pub fn rollouts(s: &Settings, args: &RolloutsArgs) -> anyhow::Result<u8> {
         };
     }
     if args.json {
-        println!(
-            "{}",
-            crate::model::text::json_string(&list, true)?
-        );
+        println!("{}", crate::model::text::json_string(&list, true)?);
         return Ok(0);
     }
     let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
@@ -162,10 +159,7 @@ pub fn locks(s: &Settings, args: &LocksArgs) -> anyhow::Result<u8> {
         }
     }
     if args.json {
-        println!(
-            "{}",
-            crate::model::text::json_string(&json, true)?
-        );
+        println!("{}", crate::model::text::json_string(&json, true)?);
     }
     Ok(if failed { 1 } else { 0 })
 }
@@ -331,10 +325,7 @@ pub fn journal(s: &Settings, args: &JournalArgs) -> anyhow::Result<u8> {
     {
         shown += 1;
         if args.jsonl {
-            println!(
-                "{}",
-                crate::model::text::json_string(e, false)?
-            );
+            println!("{}", crate::model::text::json_string(e, false)?);
             continue;
         }
         let phase = format!("{:?}", e.phase).to_lowercase();

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use clap::Args;
 
 use super::{Interrupted, ScanArgs, Settings};
-use crate::model::report::Snapshot;
-use crate::model::{NodeReport, NodeStatus};
+use crate::model::NodeStatus;
 use crate::probe::scan::{Scan, now_rfc3339};
 use crate::probe::{self};
 use crate::snapshot::{self, Format};
@@ -62,7 +61,7 @@ pub struct SnapshotArgs {
 
     /// Show snapshots collected elsewhere instead of probing: `gpufleet snapshot --format json`
     /// or `--format jsonl` files (schema 1 or 2; a DaemonSet's files, an srun's JSON Lines),
-    /// merged by node name, the newest scanned_at per node winning; 64 MiB at most each
+    /// merged by node name, the newest scanned_at per node winning; 256 MiB at most each
     #[arg(
         long,
         value_name = "FILE",
@@ -189,13 +188,8 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
     } else {
         snapshot::sink(format, out)
     };
-    let nodes = match (collected, inventory) {
-        (Some(nodes), _) => {
-            for n in &nodes {
-                sink.node(n)?;
-            }
-            nodes
-        }
+    let statuses = match (collected, inventory) {
+        (Some(nodes), _) => snapshot::write_all(&mut *sink, now_rfc3339(), nodes)?,
         (None, None) => {
             settings.root = Settings::local_root(&args.scan)?;
             let name = Settings::local_name(&args.scan)?;
@@ -211,17 +205,16 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
                 .map_err(|e| anyhow::anyhow!("cannot start sh for the local probe: {e}"))?
                 .ok_or(Interrupted)?;
             let node = probe::report(name, &run, &thresholds, scanned_at);
-            sink.node(&node)?;
-            vec![node]
+            snapshot::write_all(&mut *sink, now_rfc3339(), vec![node])?
         }
         (None, Some(inv)) => {
             let (scan, selected) = s.scan(&args.scan, &inv, settings)?;
             let drained = s.drained_nodes();
-            scan_fleet(scan, selected, &drained, &mut *sink)?
+            let statuses = scan_fleet(scan, selected, &drained, &mut *sink)?;
+            sink.finish(&snapshot::End::new(now_rfc3339(), &statuses))?;
+            statuses
         }
     };
-    let doc = Snapshot::new(now_rfc3339(), nodes);
-    sink.finish(&doc)?;
     drop(sink);
     if let Some(f) = file {
         f.commit()?;
@@ -229,11 +222,12 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
     let check = args.check.then_some(snapshot::Check {
         allow_no_driver: args.allow_no_driver,
     });
-    Ok(snapshot::exit_code(&doc.nodes, check))
+    Ok(snapshot::exit_code(&statuses, check))
 }
 
-/// Scans `selected` through `scan`, writing each report to `sink` as it arrives (progress on
-/// stderr when it is a terminal); returns the reports in inventory order.
+/// Scans `selected` through `scan`, giving each report to `sink` as it arrives, placed at its
+/// node's position in `selected` (progress on stderr when it is a terminal); returns the
+/// nodes' statuses in that order. No report is kept here: the sink keeps what it needs.
 ///
 /// Errors: [`Interrupted`] on Ctrl-C/SIGTERM; the sink's write errors.
 fn scan_fleet(
@@ -241,16 +235,16 @@ fn scan_fleet(
     selected: Vec<crate::inventory::Node>,
     drained: &std::collections::BTreeMap<String, String>,
     sink: &mut dyn snapshot::Sink,
-) -> anyhow::Result<Vec<NodeReport>> {
+) -> anyhow::Result<Vec<NodeStatus>> {
     let total = selected.len();
     let keys = scan.keys.clone();
-    let order: Vec<String> = selected.iter().map(|n| n.name.clone()).collect();
     let rt = crate::rt::build()?;
     let progress = std::io::stderr().is_terminal();
-    let mut reports = rt.block_on(async {
+    rt.block_on(async {
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let task = tokio::spawn(scan.run(selected, tx));
-        let mut reports = Vec::with_capacity(total);
+        let mut statuses = vec![NodeStatus::Unknown; total];
+        let (mut done, mut failed) = (0usize, 0usize);
         let mut stop = std::pin::pin!(crate::rt::stop_requested());
         loop {
             let r = tokio::select! {
@@ -263,19 +257,16 @@ fn scan_fleet(
                     return Err(anyhow::Error::new(Interrupted));
                 }
             };
-            let Some(mut r) = r else { break };
+            let Some((pos, mut r)) = r else { break };
             crate::actions::rollout::mark_drained(&mut r, drained);
-            sink.node(&r)?;
-            reports.push(r);
+            if let Some(s) = statuses.get_mut(pos) {
+                *s = r.status;
+            }
+            done += 1;
+            failed += usize::from(r.status == NodeStatus::Unreachable);
+            sink.node(pos, r)?;
             if progress {
-                let failed = reports
-                    .iter()
-                    .filter(|r| r.status == NodeStatus::Unreachable)
-                    .count();
-                eprint!(
-                    "\r\x1b[2Kscanning {}/{total} nodes, {failed} unreachable",
-                    reports.len()
-                );
+                eprint!("\r\x1b[2Kscanning {done}/{total} nodes, {failed} unreachable");
             }
         }
         let _ = task.await;
@@ -290,13 +281,6 @@ fn scan_fleet(
         {
             eprintln!("gpufleet: {m}");
         }
-        Ok::<_, anyhow::Error>(reports)
-    })?;
-    let rank: std::collections::HashMap<&str, usize> = order
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), i))
-        .collect();
-    reports.sort_by_key(|r| rank.get(r.name.as_str()).copied());
-    Ok(reports)
+        Ok::<_, anyhow::Error>(statuses)
+    })
 }

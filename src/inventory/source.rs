@@ -244,7 +244,7 @@ pub fn detect(path: &Path, text: &str) -> Option<InventoryFormat> {
         return Some(InventoryFormat::AnsibleYaml);
     }
     // An Ansible INI file never parses as TOML (`[g:vars]`, `host k=v` lines are not TOML).
-    if toml::from_str::<toml::Table>(text).is_ok() {
+    if toml::from_str::<serde::de::IgnoredAny>(text).is_ok() {
         return Some(InventoryFormat::Toml);
     }
     if lines.iter().any(|l| l.starts_with('[') && l.ends_with(']'))

@@ -293,3 +293,42 @@ fn ssh_config_fills_what_the_inventory_leaves_unset() {
     // The inventory's own values win.
     assert_eq!((n[2].port, n[2].user.as_str()), (22, "me"));
 }
+
+/// A large inventory parsed node by node is the inventory parsed whole, errors and their
+/// line:column included, and what the node-by-node path cannot take is parsed whole.
+#[test]
+fn a_large_inventory_parsed_node_by_node_is_the_same_inventory() {
+    let mut text = String::from(
+        "# big\nknown_hosts = \"kh\"\n[defaults]\nuser = \"ops\"\n[groups.a]\nport = 2222\n",
+    );
+    for i in 0..4000 {
+        text.push_str(&format!(
+            "\n[[nodes]] # node {i}\nname = \"gpu{i:05}\"\nhost = \"10.0.{}.{}\"\ngroups = [\"a\"]\n[nodes.labels]\nrack = \"r{}\"\n",
+            i / 250,
+            i % 250,
+            i % 7
+        ));
+    }
+    assert!(text.len() > BY_NODE_FROM);
+    let whole: RawInventory = toml::from_str(&text).unwrap();
+    let parts = by_node(&text).expect("the node-by-node path applies");
+    assert_eq!(format!("{whole:?}"), format!("{parts:?}"));
+    assert_eq!(inv(&text).unwrap().nodes.len(), 4000);
+    // An error in the last node: the same line and column as the whole text's.
+    let bad = format!("{text}\n[[nodes]]\nname = \"gpu99999\"\nhost = \"\"\n");
+    let e = inv(&bad).unwrap_err();
+    let line = bad.lines().count();
+    assert!(e.contains(&format!(":{line}:8: host is empty")), "{e}");
+    // Not for the node-by-node path: a table after the nodes, a multi-line string, a syntax
+    // error (whose message is the toml crate's for the whole text).
+    let after = format!("{text}\n[groups.b]\nport = 22\n");
+    assert!(by_node(&after).is_none());
+    assert_eq!(inv(&after).unwrap().nodes.len(), 4000);
+    let multi = text.replacen("# big", "# big\nread_only = false\n", 1)
+        + "\n[[nodes]]\nname = \"x\"\nrecipe = '''\n[[nodes]]\n'''\n";
+    assert!(by_node(&multi).is_none());
+    assert_eq!(inv(&multi).unwrap().nodes.len(), 4001);
+    let broken = format!("{text}\n[[nodes]]\nname = \n");
+    assert!(by_node(&broken).is_none());
+    assert!(inv(&broken).is_err());
+}

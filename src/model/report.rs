@@ -549,12 +549,12 @@ impl NodeReport {
     }
 }
 
-/// Node counts per status; every status is present.
-pub fn summary(nodes: &[NodeReport]) -> BTreeMap<&'static str, usize> {
+/// Node counts per status (of the nodes' `statuses`); every status is present.
+pub fn summary(statuses: impl IntoIterator<Item = NodeStatus>) -> BTreeMap<&'static str, usize> {
     let mut m: BTreeMap<&'static str, usize> =
         NodeStatus::ALL.iter().map(|s| (s.as_str(), 0)).collect();
-    for n in nodes {
-        *m.entry(n.status.as_str()).or_default() += 1;
+    for s in statuses {
+        *m.entry(s.as_str()).or_default() += 1;
     }
     m
 }
@@ -575,7 +575,7 @@ impl Snapshot {
             schema_version: SCHEMA_VERSION,
             generated_at,
             tool_version: env!("CARGO_PKG_VERSION"),
-            summary: summary(&nodes),
+            summary: summary(nodes.iter().map(|n| n.status)),
             nodes,
         }
     }

@@ -160,8 +160,10 @@ pub fn write_json<W: std::io::Write, T: serde::Serialize + ?Sized>(
         );
         value.serialize(&mut ser)
     } else {
-        let mut ser =
-            serde_json::Serializer::with_formatter(out, SafeFormatter(serde_json::ser::CompactFormatter));
+        let mut ser = serde_json::Serializer::with_formatter(
+            out,
+            SafeFormatter(serde_json::ser::CompactFormatter),
+        );
         value.serialize(&mut ser)
     };
     result.map_err(std::io::Error::from)
@@ -170,7 +172,10 @@ pub fn write_json<W: std::io::Write, T: serde::Serialize + ?Sized>(
 /// [`write_json`] into a string (for the small documents printed whole).
 ///
 /// Errors: as [`write_json`] (a `String` itself never fails).
-pub fn json_string<T: serde::Serialize + ?Sized>(value: &T, pretty: bool) -> std::io::Result<String> {
+pub fn json_string<T: serde::Serialize + ?Sized>(
+    value: &T,
+    pretty: bool,
+) -> std::io::Result<String> {
     let mut buf = Vec::new();
     write_json(&mut buf, value, pretty)?;
     String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
@@ -211,7 +216,7 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for SafeFormatter
         let raw = |c: char| c as u32 >= 0x7f && is_unsafe(c);
         let mut rest = fragment;
         while let Some((at, c)) = rest.char_indices().find(|&(_, c)| raw(c)) {
-            w.write_all(rest[..at].as_bytes())?;
+            w.write_all(&rest.as_bytes()[..at])?;
             for unit in c.encode_utf16(&mut [0u16; 2]) {
                 write!(w, "\\u{unit:04x}")?;
             }

@@ -87,17 +87,18 @@ impl Scan {
     }
 
     /// Scans `nodes`, at most `ssh.concurrency` at a time, sending each report on `tx` as it
-    /// finishes (in completion order). Returns when every node is done or `tx` is closed.
+    /// finishes (in completion order) with its node's index in `nodes`. Returns when every
+    /// node is done or `tx` is closed.
     pub async fn run<N: Into<Endpoint>>(
         self: Arc<Self>,
         nodes: Vec<N>,
-        tx: mpsc::Sender<NodeReport>,
+        tx: mpsc::Sender<(usize, NodeReport)>,
     ) {
         let permits = Arc::new(Semaphore::new(crate::rt::concurrency_for(
             self.ssh.concurrency,
         )));
         let mut tasks = JoinSet::new();
-        for node in nodes {
+        for (pos, node) in nodes.into_iter().enumerate() {
             // A finished task's memory (its whole future) is freed only when it is joined:
             // joined as we go, a 10,000-node scan holds the tasks in flight, not every task.
             while tasks.try_join_next().is_some() {}
@@ -110,7 +111,7 @@ impl Scan {
             tasks.spawn(async move {
                 let _permit = permit;
                 let (report, _) = scan.probe_guarded(node).await;
-                let _ = tx.send(report).await;
+                let _ = tx.send((pos, report)).await;
             });
         }
         while tasks.join_next().await.is_some() {}

@@ -16,7 +16,6 @@ use tokio::task::JoinSet;
 use crate::app::{App, Effect, ExportFormat, Msg};
 use crate::inventory::Node;
 use crate::model::Thresholds;
-use crate::model::report::Snapshot;
 use crate::probe::scan::{Scan, now_rfc3339};
 use crate::probe::{self, ProbeSettings};
 use crate::ui::{self, Theme};
@@ -329,11 +328,7 @@ fn export_in(
         ExportFormat::Csv => crate::snapshot::Format::Csv,
     };
     let mut sink = crate::snapshot::sink(fmt, out);
-    for r in &reports {
-        sink.node(r).map_err(|e| e.to_string())?;
-    }
-    sink.finish(&Snapshot::new(now_rfc3339(), reports))
-        .map_err(|e| e.to_string())?;
+    crate::snapshot::write_all(&mut *sink, now_rfc3339(), reports).map_err(|e| e.to_string())?;
     let shown = std::env::current_dir()
         .map(|d| d.join(&path))
         .unwrap_or(path);

@@ -2,6 +2,7 @@
 //! exit code (docs/domain.md "Snapshot JSON", "Prometheus"); [`AtomicFile`] for `--output`.
 
 pub mod collected;
+mod json;
 mod output;
 mod prometheus;
 
@@ -9,13 +10,14 @@ pub use output::{AtomicFile, StripAnsi};
 pub use prometheus::{escape_label_value, render as prometheus_text};
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use anstyle::{Ansi256Color, AnsiColor, Color, Style};
 
 use crate::columns::Column;
 use crate::model::report::{NodeReport, Snapshot, summary};
-use crate::model::text::{json_string, terminal_safe, write_json};
+use crate::model::text::{json_string, terminal_safe};
 use crate::model::{NodeStatus, Severity};
 
 /// Output format.
@@ -35,40 +37,88 @@ pub enum Format {
 
 /// Writes nodes as they finish, and the end of the document once all are done.
 pub trait Sink {
-    fn node(&mut self, node: &NodeReport) -> io::Result<()>;
-    fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()>;
+    /// One node's report, as it finishes (in any order); `pos` is its place in the document
+    /// (the inventory's order, from 0), each place given once. Streaming formats (JSON Lines,
+    /// CSV) write it at once; the others place it at the end.
+    fn node(&mut self, pos: usize, node: NodeReport) -> io::Result<()>;
+    /// The end, once every node is in.
+    fn finish(&mut self, end: &End) -> io::Result<()>;
+}
+
+/// What the end of a snapshot says besides its nodes.
+#[derive(Debug, Clone)]
+pub struct End {
+    /// RFC 3339 UTC, when the snapshot was made.
+    pub generated_at: String,
+    /// Node counts per status ([`summary`]).
+    pub summary: BTreeMap<&'static str, usize>,
+}
+
+impl End {
+    /// The end of a snapshot of nodes with these statuses, made now-ish (`generated_at`).
+    pub fn new(generated_at: String, statuses: &[NodeStatus]) -> End {
+        End {
+            generated_at,
+            summary: summary(statuses.iter().copied()),
+        }
+    }
+}
+
+/// Writes `nodes` (in document order) and the end through `sink`: for a snapshot that is
+/// whole already (collected files, the TUI's export).
+///
+/// Errors: the sink's write errors.
+pub fn write_all(
+    sink: &mut dyn Sink,
+    generated_at: String,
+    nodes: Vec<NodeReport>,
+) -> io::Result<Vec<NodeStatus>> {
+    let statuses: Vec<NodeStatus> = nodes.iter().map(|n| n.status).collect();
+    for (pos, n) in nodes.into_iter().enumerate() {
+        sink.node(pos, n)?;
+    }
+    sink.finish(&End::new(generated_at, &statuses))?;
+    Ok(statuses)
+}
+
+/// The nodes of sinks that lay out the whole document at the end (the table, Prometheus), in
+/// document order.
+#[derive(Default)]
+struct Placed(Vec<Option<NodeReport>>);
+
+impl Placed {
+    fn put(&mut self, pos: usize, node: NodeReport) {
+        if self.0.len() <= pos {
+            self.0.resize_with(pos + 1, || None);
+        }
+        self.0[pos] = Some(node);
+    }
+
+    /// The snapshot document of the nodes placed so far (they are taken).
+    fn take(&mut self, end: &End) -> Snapshot {
+        let nodes: Vec<NodeReport> = std::mem::take(&mut self.0).into_iter().flatten().collect();
+        Snapshot {
+            summary: end.summary.clone(),
+            ..Snapshot::new(end.generated_at.clone(), nodes)
+        }
+    }
 }
 
 /// The writer for `format` on `out`.
 pub fn sink<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn Sink + 'a> {
     match format {
-        Format::Table => Box::new(TableSink { out, brief: false }),
-        Format::Json => Box::new(JsonSink { out }),
+        Format::Table => Box::new(TableSink {
+            out,
+            brief: false,
+            nodes: Placed::default(),
+        }),
+        Format::Json => Box::new(json::JsonSink::new(out)),
         Format::Jsonl => Box::new(JsonlSink { out }),
         Format::Csv => Box::new(CsvSink {
             out: csv::Writer::from_writer(out),
             header: false,
         }),
         Format::Prometheus => Box::new(prometheus::PromSink::new(out)),
-    }
-}
-
-struct JsonSink<'a> {
-    out: Box<dyn Write + 'a>,
-}
-
-impl Sink for JsonSink<'_> {
-    fn node(&mut self, _: &NodeReport) -> io::Result<()> {
-        Ok(())
-    }
-    fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {
-        // Streamed through a buffer: the document is never one string (≈ 8 KB a node).
-        let mut out = io::BufWriter::with_capacity(1 << 16, &mut self.out);
-        write_json(&mut out, snapshot, true)?;
-        out.write_all(b"\n")?;
-        out.flush()?;
-        drop(out);
-        self.out.flush()
     }
 }
 
@@ -86,22 +136,22 @@ struct Line<'a, T: serde::Serialize> {
 }
 
 impl Sink for JsonlSink<'_> {
-    fn node(&mut self, node: &NodeReport) -> io::Result<()> {
+    fn node(&mut self, _: usize, node: NodeReport) -> io::Result<()> {
         let json = json_string(
             &Line {
                 kind: "node",
-                data: node,
+                data: &node,
             },
             false,
         )?;
         writeln!(self.out, "{json}")?;
         self.out.flush()
     }
-    fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {
+    fn finish(&mut self, end: &End) -> io::Result<()> {
         let json = json_string(
             &Line {
                 kind: "summary",
-                data: &snapshot.summary,
+                data: &end.summary,
             },
             false,
         )?;
@@ -143,15 +193,15 @@ struct CsvSink<'a> {
 }
 
 impl Sink for CsvSink<'_> {
-    fn node(&mut self, node: &NodeReport) -> io::Result<()> {
+    fn node(&mut self, _: usize, node: NodeReport) -> io::Result<()> {
         if !self.header {
             self.out.write_record(csv_columns())?;
             self.header = true;
         }
-        self.out.write_record(csv_row(node))?;
+        self.out.write_record(csv_row(&node))?;
         self.out.flush()
     }
-    fn finish(&mut self, _: &Snapshot) -> io::Result<()> {
+    fn finish(&mut self, _: &End) -> io::Result<()> {
         if !self.header {
             self.out.write_record(csv_columns())?;
         }
@@ -162,13 +212,18 @@ impl Sink for CsvSink<'_> {
 /// The table writer with one line per node (`--brief`): the header, then per node its columns
 /// and its reason codes (no status meanings, evidence or summary line), for `grep` and `wc -l`.
 pub fn brief_table_sink<'a>(out: Box<dyn Write + 'a>) -> Box<dyn Sink + 'a> {
-    Box::new(TableSink { out, brief: true })
+    Box::new(TableSink {
+        out,
+        brief: true,
+        nodes: Placed::default(),
+    })
 }
 
 struct TableSink<'a> {
     out: Box<dyn Write + 'a>,
     /// One line per node.
     brief: bool,
+    nodes: Placed,
 }
 
 /// The colour of a status, through the terminal's own palette. `unknown` (no verdict) is
@@ -236,11 +291,13 @@ pub fn clip_with(s: &str, max: usize, mark: char) -> String {
 }
 
 impl Sink for TableSink<'_> {
-    fn node(&mut self, _: &NodeReport) -> io::Result<()> {
+    fn node(&mut self, pos: usize, node: NodeReport) -> io::Result<()> {
+        self.nodes.put(pos, node);
         Ok(())
     }
 
-    fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {
+    fn finish(&mut self, end: &End) -> io::Result<()> {
+        let snapshot = &self.nodes.take(end);
         let mut columns = table_columns(&snapshot.nodes);
         if self.brief {
             columns.push(Column::Reasons);
@@ -330,7 +387,8 @@ impl Sink for TableSink<'_> {
             return self.out.flush();
         }
         let total = snapshot.nodes.len();
-        let counts: Vec<String> = summary(&snapshot.nodes)
+        let counts: Vec<String> = snapshot
+            .summary
             .iter()
             .filter(|(_, c)| **c > 0)
             .map(|(s, c)| format!("{c} {s}"))
@@ -359,19 +417,19 @@ pub struct Check {
 /// Exit code of `gpufleet snapshot`: 0 once the snapshot is produced; with `check` (for CI
 /// gates), 0 when every node is `ready` (or `no-driver` with `allow_no_driver`), 1 when any is
 /// not, 2 when any is `unreachable` or `unknown` (docs/domain.md, "Snapshot JSON": exit codes).
-pub fn exit_code(nodes: &[NodeReport], check: Option<Check>) -> u8 {
+pub fn exit_code(statuses: &[NodeStatus], check: Option<Check>) -> u8 {
     let Some(check) = check else {
         return 0;
     };
     let passes = |s: NodeStatus| {
         s == NodeStatus::Ready || check.allow_no_driver && s == NodeStatus::NoDriver
     };
-    if nodes
+    if statuses
         .iter()
-        .any(|n| matches!(n.status, NodeStatus::Unreachable | NodeStatus::Unknown))
+        .any(|s| matches!(s, NodeStatus::Unreachable | NodeStatus::Unknown))
     {
         2
-    } else if nodes.iter().all(|n| passes(n.status)) {
+    } else if statuses.iter().all(|&s| passes(s)) {
         0
     } else {
         1
@@ -452,9 +510,7 @@ mod tests {
         let mut out = Vec::new();
         {
             let mut sink = sink(Format::Csv, Box::new(&mut out));
-            sink.node(&n).unwrap();
-            sink.finish(&Snapshot::new(String::new(), vec![n.clone()]))
-                .unwrap();
+            write_all(&mut *sink, String::new(), vec![n.clone()]).unwrap();
         }
         let text = String::from_utf8(out).unwrap();
         assert_clean("csv", &text);
@@ -472,7 +528,7 @@ mod tests {
         let mut out = Vec::new();
         {
             let mut sink = sink(Format::Table, Box::new(&mut out));
-            sink.finish(&Snapshot::new(String::new(), nodes)).unwrap();
+            write_all(&mut *sink, String::new(), nodes).unwrap();
         }
         let text = String::from_utf8(out).unwrap();
         // The only ESC bytes are gpufleet's own SGR colour sequences.
@@ -513,9 +569,7 @@ mod tests {
             let mut out = Vec::new();
             {
                 let mut sink = sink(format, Box::new(&mut out));
-                sink.node(&n).unwrap();
-                sink.finish(&Snapshot::new(String::new(), vec![n.clone()]))
-                    .unwrap();
+                write_all(&mut *sink, String::new(), vec![n.clone()]).unwrap();
             }
             let text = String::from_utf8(out).unwrap();
             assert_clean("json", &text);
@@ -544,9 +598,7 @@ mod tests {
         let mut out = Vec::new();
         {
             let mut sink = sink(Format::Jsonl, Box::new(&mut out));
-            sink.node(&n).unwrap();
-            sink.finish(&Snapshot::new(String::new(), vec![n.clone()]))
-                .unwrap();
+            write_all(&mut *sink, String::new(), vec![n.clone()]).unwrap();
         }
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
@@ -567,11 +619,7 @@ mod tests {
 
     #[test]
     fn check_exits_2_on_unknown() {
-        let n = |s| {
-            let mut r = hostile(s);
-            r.status = s;
-            r
-        };
+        let n = |s| s;
         let check = Some(Check::default());
         assert_eq!(exit_code(&[n(NodeStatus::Ready)], check), 0);
         assert_eq!(

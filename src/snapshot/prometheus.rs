@@ -214,6 +214,7 @@ pub fn render(snapshot: &Snapshot, scan_seconds: f64) -> String {
 pub(super) struct PromSink<'a> {
     out: Box<dyn Write + 'a>,
     started: Instant,
+    nodes: super::Placed,
 }
 
 impl<'a> PromSink<'a> {
@@ -221,16 +222,19 @@ impl<'a> PromSink<'a> {
         PromSink {
             out,
             started: Instant::now(),
+            nodes: super::Placed::default(),
         }
     }
 }
 
 impl Sink for PromSink<'_> {
-    fn node(&mut self, _: &NodeReport) -> io::Result<()> {
+    fn node(&mut self, pos: usize, node: NodeReport) -> io::Result<()> {
+        self.nodes.put(pos, node);
         Ok(())
     }
-    fn finish(&mut self, snapshot: &Snapshot) -> io::Result<()> {
-        let text = render(snapshot, self.started.elapsed().as_secs_f64());
+    fn finish(&mut self, end: &super::End) -> io::Result<()> {
+        let snapshot = self.nodes.take(end);
+        let text = render(&snapshot, self.started.elapsed().as_secs_f64());
         self.out.write_all(text.as_bytes())?;
         self.out.flush()
     }

@@ -69,7 +69,7 @@ pub async fn prepare(
     let (tx, mut rx) = tokio::sync::mpsc::channel(256);
     let task = tokio::spawn(scan.run(all, tx));
     let mut reports: HashMap<String, NodeReport> = HashMap::new();
-    while let Some(r) = rx.recv().await {
+    while let Some((_, r)) = rx.recv().await {
         reports.insert(r.name.clone(), r);
     }
     let _ = task.await;

@@ -181,9 +181,7 @@ pub(super) async fn authenticate(
     }
 
     let files = if login.identity_files.is_empty() {
-        ids.defaults
-            .get_or_init(default_identities)
-            .clone()
+        ids.defaults.get_or_init(default_identities).clone()
     } else {
         login.identity_files.clone()
     };
