@@ -7,6 +7,8 @@
 //!   `config_cmd` (`config show`, `paths`), `sim` (`sim`, `demo`), `inventory_list`
 //!   (`inventory list`), `diff`, `completions` (`completions`, `man`), `policy` (`policy check`, `policy generate`),
 //!   `keys`: the subcommands.
+//! - `select`: the node selector flags (`-n`, `-g`, `-l`), flattened into each command that
+//!   selects nodes.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -21,12 +23,14 @@ mod inventory_list;
 mod keys;
 mod policy;
 mod rollouts;
+mod select;
 mod settings;
 mod sim;
 mod snapshot;
 mod tui;
 mod upgrade;
 
+pub use select::SelectArgs;
 pub use settings::{Given, Origin, ScanArgs, Settings};
 pub use snapshot::SnapshotArgs;
 pub use tui::TuiArgs;

@@ -1,7 +1,8 @@
 //! Issue 13 item 6, the rough edges found in a trial, each proved through the real binary
 //! (and, for a fleet, real sshds on loopback): `{name}` in `root`, `--check --allow-no-driver`
 //! on a mixed fleet, `snapshot --format table --brief`, `--label` unions, config typos,
-//! version thresholds, and `gpufleet keys` / the README listing every `[keys]` action.
+//! version thresholds, `gpufleet keys` / the README listing every `[keys]` action, and the
+//! node selector flags: one set for every command, brackets read as ranges.
 
 // A test: a panic here is a failing run (Cargo.toml [lints] denies it in the product).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -241,4 +242,85 @@ fn every_keys_action_is_in_gpufleet_keys_and_the_readme() {
     let listing = String::from_utf8(out.stdout).unwrap();
     let upgrade = listing.lines().find(|l| l.starts_with("upgrade ")).unwrap();
     assert!(upgrade.contains("(unbound)"), "{upgrade}");
+}
+
+/// The help paragraph of `flag` in `help` (from its line to the next option).
+fn flag_help(help: &str, flag: &str) -> String {
+    let mut out = Vec::new();
+    for l in help
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with(flag))
+    {
+        if !out.is_empty() && l.trim_start().starts_with('-') {
+            break;
+        }
+        out.push(l.trim());
+    }
+    out.join(" ").trim().to_string()
+}
+
+/// `-n/-g/-l` are one set of flags: `inventory list` and the scanning commands say the same
+/// help, and select the same way. Brackets in `-n` are a node range as in Slurm and
+/// ClusterShell (the -i slurm:NODELIST syntax), never a glob character class, as the help says:
+/// `sim-00[04]*` is `sim-0004*`; a pattern whose range matches nothing says how it was read.
+#[test]
+fn one_set_of_selector_flags_and_brackets_are_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    for cmd in ["snapshot", "tui", "upgrade", "locks"] {
+        let scan = String::from_utf8_lossy(&gpufleet(&[cmd, "--help"], home).stdout).into_owned();
+        let list =
+            String::from_utf8_lossy(&gpufleet(&["inventory", "list", "--help"], home).stdout)
+                .into_owned();
+        for flag in ["-n, --node", "-g, --group", "-l, --label"] {
+            let (a, b) = (flag_help(&scan, flag), flag_help(&list, flag));
+            assert!(!a.is_empty(), "{cmd} {flag}:\n{scan}");
+            assert_eq!(a, b, "{cmd} and inventory list differ on {flag}");
+        }
+        assert!(
+            flag_help(&scan, "-n, --node").contains("never a glob character class"),
+            "{scan}"
+        );
+    }
+    let inv = home.join("fleet.toml");
+    std::fs::write(
+        &inv,
+        "[[nodes]]\nname = \"sim-000-h200\"\nhost = \"127.0.0.1\"\n\
+         [[nodes]]\nname = \"sim-004-cpu\"\nhost = \"127.0.0.1\"\n\
+         [[nodes]]\nname = \"sim-0004-a100\"\nhost = \"127.0.0.1\"\n",
+    )
+    .unwrap();
+    let inv = inv.to_str().unwrap();
+    let names = |sel: &str| -> Vec<String> {
+        let out = gpufleet(
+            &["inventory", "list", "-i", inv, "-f", "json", "-n", sel],
+            home,
+        );
+        assert_eq!(out.status.code(), Some(0), "{sel}: {out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names("sim-00[04]*"), ["sim-0004-a100"]);
+    assert_eq!(names("sim-000-*,sim-004*"), ["sim-000-h200", "sim-004-cpu"]);
+    assert_eq!(names("sim-00[0,4]-*"), ["sim-000-h200", "sim-004-cpu"]);
+    // A range that matches nothing says how the pattern was read.
+    let out = gpufleet(&["inventory", "list", "-i", inv, "-n", "sim-00[12]*"], home);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("no node named `sim-0012*`"), "{err}");
+    assert!(err.contains("read from `sim-00[12]*`"), "{err}");
+    assert!(err.contains("not a glob character class"), "{err}");
+    // Letters are no range: said, not matched.
+    let out = gpufleet(&["inventory", "list", "-i", inv, "-n", "sim-[a-c]*"], home);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("not a glob character class"), "{err}");
+    // The scanning commands build the same selection (the error comes before any SSH).
+    let out = gpufleet(&["snapshot", "-i", inv, "-n", "sim-00[12]*"], home);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("read from `sim-00[12]*`"), "{err}");
 }

@@ -613,6 +613,56 @@ fn demo_prints_the_simulated_fleet_as_a_table_when_not_on_a_terminal() {
     assert!(err.contains("gpufleet sim: 12 nodes on 127.0.0.1"), "{err}");
 }
 
+/// An installed gpufleet (the binary alone, copied elsewhere) runs the demo from its built-in
+/// corpus: no CARGO_MANIFEST_DIR, a working folder without sources, and this source tree hidden
+/// (an empty tmpfs over it, in a mount namespace of its own: needs root and unshare). Every
+/// status shows (the stand-ins ran: execute bits kept; the sysfs links resolved), and the
+/// unpacked corpus is gone from TMPDIR afterwards.
+#[test]
+fn an_installed_binary_runs_the_demo_from_its_built_in_corpus() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    for d in ["bin", "elsewhere", "home", "tmp"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    let bin = dir.join("bin/gpufleet");
+    std::fs::copy(env!("CARGO_BIN_EXE_gpufleet"), &bin).unwrap();
+    let hide = "mount -t tmpfs none \"$0\" && exec \"$@\"";
+    let out = Command::new(support::need("unshare"))
+        .args(["--mount", "--propagation", "private", "sh", "-c", hide])
+        .arg(manifest())
+        .arg(&bin)
+        .args(["demo", "--nodes", "5", "--deadline", "5", "--latency", "0"])
+        .args(["--hang", "0", "--drop", "0", "--refuse", "0"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", dir.join("home"))
+        .env("TMPDIR", dir.join("tmp"))
+        .current_dir(dir.join("elsewhere"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
+    assert!(text.starts_with("NODE "), "{text}");
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("sim-")).collect();
+    let statuses: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(
+        statuses,
+        ["ready", "migrate", "blocked", "attention", "no-driver"],
+        "{text}"
+    );
+    // nvidia-smi answered from the fixture's bin/ stand-in (an executable in the archive).
+    assert!(text.contains("8x NVIDIA A100-SXM4-80GB"), "{text}");
+    assert!(text.contains("5 nodes: "), "{text}");
+    let left: Vec<_> = std::fs::read_dir(dir.join("tmp")).unwrap().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
+
 /// `gpufleet sim --allow-upgrades`: a canary rollout then a wave over the simulator, every node
 /// locked, switched to the open kernel module, rebooted (the session drops, SSH comes back),
 /// re-probed, gated and unlocked by the real executor; afterwards every node is `ready` with no

@@ -115,6 +115,10 @@ fn render(app: &mut App, w: u16, h: u16) -> String {
     term.draw(|f| drawn = ui::draw(f, app, &theme)).unwrap();
     app.page = drawn.page;
     app.offset = drawn.offset;
+    // As the TUI's loop does: the sort keys cycle over the columns shown.
+    app.header_hits = drawn.header_hits.clone();
+    app.header_y = drawn.header_y;
+    app.body_y = drawn.body_y;
     if app.mode == gpufleet::app::Mode::Detail {
         app.detail_max = drawn.detail_max;
     }
@@ -539,15 +543,23 @@ fn help_lists_every_status_worst_first() {
 fn closing_the_detail_pane_brings_back_the_rows_above() {
     let mut a = app(false);
     let first = render(&mut a, 160, 24);
-    let top = first.lines().nth(4).unwrap().to_string();
+    // The first row's node name (after the quote, the cursor mark and a space).
+    let top: String = first
+        .lines()
+        .nth(4)
+        .unwrap()
+        .chars()
+        .skip(3)
+        .take(37)
+        .collect();
     key(&mut a, KeyCode::End);
     key(&mut a, KeyCode::Enter);
     let with_pane = render(&mut a, 160, 24);
-    assert!(!with_pane.contains(&top[2..40]), "{with_pane}");
+    assert!(!with_pane.contains(&top), "{with_pane}");
     key(&mut a, KeyCode::Enter);
     let after = render(&mut a, 160, 24);
     // Every row fits again, so none is hidden above (the last one stays selected).
-    assert!(after.contains(&top[2..40]), "{after}");
+    assert!(after.contains(&top), "{after}");
 }
 
 #[test]
@@ -728,7 +740,12 @@ fn in_the_detail_pane_g_moves_in_the_pane_and_n_p_change_node() {
 #[test]
 fn the_high_contrast_selected_row_is_black_on_white() {
     use ratatui::style::Color;
-    let a = app(false);
+    let mut a = app(false);
+    a.selected = a
+        .view
+        .iter()
+        .position(|&i| a.rows[i].name == "a100-proprietary-535-k5.15-peermem")
+        .unwrap();
     let theme = Theme::resolve("high-contrast", None, false).unwrap();
     let mut term = Terminal::new(TestBackend::new(160, 20)).unwrap();
     term.draw(|f| {
@@ -865,4 +882,120 @@ fn a_cancelled_rescan_marks_the_rows_it_left_stale() {
         screen.contains("gpu-pending-01") && screen.contains("cancelled"),
         "{screen}"
     );
+}
+
+/// The lines of a rendered screen (TestBackend quotes each one), unquoted.
+fn screen_lines(screen: &str) -> Vec<&str> {
+    screen
+        .lines()
+        .map(|l| l.trim_start_matches('"').trim_end_matches('"'))
+        .collect()
+}
+
+/// The table body's lines of a rendered screen (after the header line).
+fn body(screen: &str) -> Vec<&str> {
+    let lines = screen_lines(screen);
+    let header = lines.iter().position(|l| l.contains("NODE")).unwrap();
+    lines[header + 1..].to_vec()
+}
+
+/// Results arrive in inventory order and the view sorts them by status: a cursor nobody moved
+/// stays on the first row (the worst node, on screen), not on the first inventory node wherever
+/// the sort took it; once moved, it follows its node through a re-sort.
+#[test]
+fn the_cursor_nobody_moved_stays_on_the_first_row_as_results_sort_in() {
+    let mut a = app(false);
+    let first = a.rows[0].name.clone();
+    assert_ne!(a.view[0], 0, "the first inventory node is not the worst");
+    assert_eq!(a.selected, 0);
+    let screen = render(&mut a, 160, 12);
+    let rows = body(&screen);
+    assert!(rows[0].starts_with('▌'), "{screen}");
+    assert!(rows[0].contains("attention"), "{screen}");
+    assert!(!rows[0].contains(&first), "{screen}");
+    // Moved, the cursor follows its node when the order flips.
+    key(&mut a, KeyCode::Char('j'));
+    let chosen = a.selected_row().unwrap().name.clone();
+    key(&mut a, KeyCode::Char('S'));
+    assert_eq!(a.selected_row().unwrap().name, chosen);
+    assert_ne!(a.selected, 1);
+}
+
+/// The first sort key press sorts by a column on screen and its header shows the arrow (the
+/// ROLLOUT column, hidden while no node has a rollout, is skipped); a full cycle comes back.
+#[test]
+fn every_sort_press_shows_its_arrow() {
+    let mut a = app(false);
+    let screen = render(&mut a, 160, 12);
+    assert!(!screen.contains("ROLLOUT"), "{screen}");
+    let header = |s: &str| s.lines().find(|l| l.contains("NODE")).unwrap().to_string();
+    assert!(header(&screen).contains("STATUS▲"), "{screen}");
+    let shown = a.header_hits.len();
+    for _ in 0..shown {
+        key(&mut a, KeyCode::Char('s'));
+        let screen = render(&mut a, 160, 12);
+        let h = header(&screen);
+        assert_eq!(h.matches('▲').count(), 1, "sort {:?}: {h}", a.sort);
+    }
+    assert_eq!(
+        a.sort,
+        gpufleet::app::Column::Status,
+        "a cycle over the shown columns"
+    );
+    key(&mut a, KeyCode::Left);
+    let h = header(&render(&mut a, 160, 12));
+    assert_eq!(h.matches('▲').count(), 1, "sort-prev {:?}: {h}", a.sort);
+}
+
+/// A long evidence line goes on over the next lines of the detail pane, indented, instead of
+/// being cut at the pane's edge; scrolling to the end still reaches the last line.
+#[test]
+fn the_detail_pane_wraps_long_evidence_lines() {
+    let mut a = app(false);
+    let pos = a
+        .view
+        .iter()
+        .position(|&i| a.rows[i].name == "a100-proprietary-550-mismatch")
+        .unwrap();
+    a.selected = pos;
+    key(&mut a, KeyCode::Enter);
+    let screen = render(&mut a, 80, 40);
+    let pane: Vec<&str> = screen_lines(&screen)
+        .into_iter()
+        .skip_while(|l| !l.contains("detail (j/k"))
+        .collect();
+    let joined = pane.join("\n");
+    // The evidence of driver-library-mismatch is longer than 80 columns; its end shows.
+    let at = pane
+        .iter()
+        .position(|l| l.trim_start().starts_with("nvidia-smi --query-gpu="))
+        .unwrap_or_else(|| panic!("{joined}"));
+    let tail = pane[at + 1..]
+        .iter()
+        .take_while(|l| l.starts_with("          "))
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        tail.ends_with("Failed to initialize NVML: Driver/library version mismatch"),
+        "{joined}"
+    );
+    assert!(pane[at].chars().count() == 80, "{joined}");
+    // The end of the content is reachable (the scroll limit counts the wrapped lines).
+    let last: String = ui::detail_lines(a.selected_row().unwrap(), &Theme::default())
+        .last()
+        .unwrap()
+        .to_string();
+    let tail: String = last
+        .trim_end()
+        .chars()
+        .rev()
+        .take(12)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    key(&mut a, KeyCode::Char('G'));
+    let end = render(&mut a, 80, 40);
+    assert!(end.contains(&tail), "`{tail}` of `{last}`:\n{end}");
 }

@@ -292,6 +292,10 @@ pub struct App {
     pub view: Vec<usize>,
     /// Position in `view`.
     pub selected: usize,
+    /// Whether the user has moved the cursor (a key, a click). Until then it stays on the first
+    /// row as results arrive and the view is re-sorted (the worst node first); from then on it
+    /// follows its node.
+    pub cursor_moved: bool,
     pub sort: Column,
     pub descending: bool,
     /// The applied filter.
@@ -531,6 +535,7 @@ impl App {
             rows,
             view: Vec::new(),
             selected: 0,
+            cursor_moved: false,
             sort: Column::Status,
             descending: false,
             filter: String::new(),
@@ -624,10 +629,14 @@ impl App {
         }
     }
 
-    /// Recomputes `view` from filter, grouping and sort, keeping the selected node selected.
+    /// Recomputes `view` from filter, grouping and sort, keeping the selected node selected once
+    /// the user has moved the cursor ([`App::cursor_moved`]); before that, on the first row.
     pub fn rebuild_view(&mut self) {
         self.dirty = false;
-        let keep = self.selected_row().map(|r| r.name.clone());
+        let keep = self
+            .selected_row()
+            .filter(|_| self.cursor_moved)
+            .map(|r| r.name.clone());
         let terms = parse_filter(&self.filter);
         self.filter_error = terms.as_ref().err().cloned();
         let mut view: Vec<usize> = match &terms {

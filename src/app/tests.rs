@@ -86,8 +86,8 @@ fn sort_filter_and_selection_follow_the_node() {
     );
     assert_eq!(
         a.selected_row().unwrap().name,
-        "gpu000",
-        "the selection stayed on its node"
+        "gpu001",
+        "the cursor nobody moved stays on the first row (the worst node), not on its node"
     );
     a.update(key('g'));
     a.update(key('j'));

@@ -257,7 +257,35 @@ impl App {
 
     fn move_to(&mut self, pos: usize) {
         self.selected = pos.min(self.view.len().saturating_sub(1));
+        self.cursor_moved = true;
         self.detail_scroll = 0;
+    }
+
+    /// The matrix column after (or before, `forward` false) the sort column among those the
+    /// last draw showed (`header_hits`; before any draw: those with a cell on some row), so
+    /// that every sort press shows its arrow.
+    fn next_sort_column(&self, forward: bool) -> Column {
+        let cols: Vec<Column> = Column::matrix().collect();
+        let shown = |c: &Column| {
+            if self.header_hits.is_empty() {
+                !c.spec().optional || self.rows.iter().any(|r| !cell(r, *c).is_empty())
+            } else {
+                self.header_hits.iter().any(|(h, ..)| h == c)
+            }
+        };
+        let n = cols.len();
+        let i = cols.iter().position(|c| *c == self.sort).unwrap_or(0);
+        (1..=n)
+            .map(|k| {
+                if forward {
+                    (i + k) % n
+                } else {
+                    (i + n - k) % n
+                }
+            })
+            .map(|j| cols[j])
+            .find(shown)
+            .unwrap_or(self.sort)
     }
 
     /// Carries out `action` (from a key or elsewhere). Write actions are refused in read-only
@@ -312,15 +340,7 @@ impl App {
             Action::Top => self.move_to(0),
             Action::Bottom => self.move_to(usize::MAX),
             Action::SortNext | Action::SortPrev => {
-                let cols: Vec<Column> = Column::matrix().collect();
-                let i = cols.iter().position(|c| *c == self.sort).unwrap_or(0);
-                let n = cols.len();
-                let j = if action == Action::SortNext {
-                    (i + 1) % n
-                } else {
-                    (i + n - 1) % n
-                };
-                self.sort = cols[j];
+                self.sort = self.next_sort_column(action == Action::SortNext);
                 self.rebuild_view();
             }
             Action::SortReverse => {

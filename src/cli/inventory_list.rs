@@ -7,8 +7,8 @@ use clap::builder::TypedValueParser;
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::config::Paths;
+use crate::inventory::Inventory;
 use crate::inventory::source::InventoryFormat;
-use crate::inventory::{Inventory, Selection};
 use crate::model::text::{json_string, terminal_safe};
 
 #[derive(Debug, Subcommand)]
@@ -28,15 +28,8 @@ pub enum ListFormat {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Only these nodes (names, ranges, globs); repeatable
-    #[arg(short, long, value_name = "NAME")]
-    pub node: Vec<String>,
-    /// Only nodes in this group; repeatable
-    #[arg(short, long, value_name = "GROUP")]
-    pub group: Vec<String>,
-    /// Only nodes with this label (key=value, or key); repeatable
-    #[arg(short, long, value_name = "LABEL")]
-    pub label: Vec<String>,
+    #[command(flatten)]
+    pub select: super::SelectArgs,
     /// Output format
     #[arg(long, short = 'f', value_enum, default_value = "table")]
     pub format: ListFormat,
@@ -97,12 +90,11 @@ pub(super) fn run(s: &super::Settings, cmd: &InventoryCommand) -> anyhow::Result
                     .to_string())
         )
     })?;
-    let selection = Selection {
-        nodes: args.node.clone(),
-        groups: args.group.clone(),
-        labels: args.label.clone(),
-    };
-    let nodes = selection.apply(&inv).map_err(anyhow::Error::msg)?;
+    let nodes = args
+        .select
+        .selection()
+        .apply(&inv)
+        .map_err(anyhow::Error::msg)?;
     match args.format {
         ListFormat::Json => {
             let list: Vec<serde_json::Value> = nodes

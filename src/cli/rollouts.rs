@@ -171,7 +171,7 @@ pub fn unlock(s: &Settings, args: &UnlockArgs) -> anyhow::Result<u8> {
     let config = &s.config;
     use crate::actions::{journal, permit::WritePermit, rollout};
     let scan_args = ScanArgs {
-        node: vec![args.node.clone()],
+        select: super::SelectArgs::one(&args.node),
         ..ScanArgs::default()
     };
     let inv = s

@@ -15,7 +15,7 @@ use clap::{ArgMatches, Args};
 
 use crate::actions::permit::ReadOnlySources;
 use crate::config::{Config, Paths};
-use crate::inventory::{Inventory, Node, Selection};
+use crate::inventory::{Inventory, Node};
 use crate::probe::ProbeSettings;
 use crate::probe::known_hosts::KnownHosts;
 use crate::probe::scan::Scan;
@@ -291,7 +291,7 @@ impl Settings {
             );
         }
         if !explicit && !path.exists() {
-            if !(args.node.is_empty() && args.group.is_empty() && args.label.is_empty()) {
+            if !args.select.selection().is_empty() {
                 anyhow::bail!("--node, --group and --label need an inventory (-i FILE)");
             }
             return Ok(None);
@@ -421,12 +421,9 @@ impl Settings {
     ) -> anyhow::Result<(Arc<Scan>, Vec<Node>)> {
         let paths = &self.paths;
         let thresholds = self.config.thresholds();
-        let selection = Selection {
-            nodes: args.node.clone(),
-            groups: args.group.clone(),
-            labels: args.label.clone(),
-        };
-        let selected: Vec<_> = selection
+        let selected: Vec<_> = args
+            .select
+            .selection()
             .apply(inv)
             .map_err(anyhow::Error::msg)?
             .into_iter()
@@ -480,17 +477,8 @@ pub struct ScanArgs {
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
 
-    /// Only these nodes (names, ranges like gpu[001-008], globs like 'gpu0*'); repeatable
-    #[arg(short, long, value_name = "NAME")]
-    pub node: Vec<String>,
-
-    /// Only nodes in this inventory group; repeatable
-    #[arg(short, long, value_name = "GROUP")]
-    pub group: Vec<String>,
-
-    /// Only nodes with this label (key=value, or key); repeatable
-    #[arg(short, long, value_name = "LABEL")]
-    pub label: Vec<String>,
+    #[command(flatten)]
+    pub select: super::SelectArgs,
 
     /// Time limit of each nvidia-smi call, in seconds [default: 10, or the config's]
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]

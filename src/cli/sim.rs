@@ -37,9 +37,9 @@ pub struct SimArgs {
 
     /// Folder of fixture nodes (sub-folders with node.toml, root/, bin/, commands/), or one
     /// fixture node; repeatable. Nodes cycle through them in order. Their bin/ stand-ins run
-    /// here at startup: use only fixtures you trust [default: this source tree's
-    /// tests/fixtures/nodes and tests/fixtures/nodes-v2, mixed so that the first 5 nodes show
-    /// every status]
+    /// here at startup: use only fixtures you trust [default: the built-in corpus (the
+    /// source's tests/fixtures/nodes and nodes-v2, unpacked into a temporary folder removed at
+    /// exit), mixed so that the first 5 nodes show every status]
     #[arg(long, value_name = "DIR")]
     pub fixtures: Vec<PathBuf>,
 

@@ -503,7 +503,8 @@ impl Inventory {
 /// No selector selects every node.
 #[derive(Debug, Clone, Default)]
 pub struct Selection {
-    /// Node names or patterns (ranges, `*` and `?` globs).
+    /// Node names or patterns: ranges as in Slurm and ClusterShell (`gpu[001-008]`, brackets
+    /// are always a numeric range, never a glob character class), `*` and `?` globs.
     pub nodes: Vec<String>,
     pub groups: Vec<String>,
     /// `key=value`, or `key` for any value; each value may hold several, comma-separated.
@@ -552,9 +553,14 @@ impl Selection {
 
     /// The selected nodes, in inventory order. Errors when a selector matches nothing, naming it.
     pub fn apply<'a>(&self, inv: &'a Inventory) -> Result<Vec<&'a Node>, String> {
+        // Each pattern with the one it was expanded from, when that had a range.
         let mut patterns = Vec::new();
+        let mut from: Vec<Option<String>> = Vec::new();
         for n in self.nodes.iter().flat_map(|n| split_list(n)) {
-            patterns.extend(range::expand(&n).map_err(|e| format!("--node: {e}"))?);
+            let expanded = range::expand(&n).map_err(|e| format!("--node: {e}"))?;
+            let ranged = range::has_range(&n).then(|| n.clone());
+            from.extend(std::iter::repeat_n(ranged, expanded.len()));
+            patterns.extend(expanded);
         }
         let mut requirements: Vec<(String, Option<String>)> = Vec::new();
         for l in self.labels.iter().flat_map(|l| split_list(l)) {
@@ -584,13 +590,23 @@ impl Selection {
                 })
             })
         };
-        for p in &patterns {
+        for (p, from) in patterns.iter().zip(&from) {
             if !inv.nodes.iter().any(|n| glob(p, &n.name)) {
                 let hint = closest(p, inv.nodes.iter().map(|n| n.name.as_str()))
                     .map(|s| format!("; did you mean `{s}`?"))
                     .unwrap_or_default();
+                // `sim-00[04]*` is `sim-0004*`: say so to whoever meant a character class.
+                let read = from
+                    .as_ref()
+                    .map(|f| {
+                        format!(
+                            " (read from `{f}`: brackets are a node range as in Slurm and \
+                             ClusterShell, not a glob character class)"
+                        )
+                    })
+                    .unwrap_or_default();
                 return Err(format!(
-                    "no node named `{p}` in {}{hint}",
+                    "no node named `{p}`{read} in {}{hint}",
                     inv.path.display()
                 ));
             }

@@ -49,7 +49,10 @@ fn parse_set(inner: &str) -> Result<Vec<String>, String> {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
         let bad = |s: &str| s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit());
         if bad(a) || bad(b) {
-            return Err(format!("`{part}` is not a number or a range like 1-8"));
+            return Err(format!(
+                "`{part}` is not a number or a range like 1-8 (brackets hold a node range as in \
+                 Slurm and ClusterShell, not a glob character class)"
+            ));
         }
         let width = if a.len() > 1 && a.starts_with('0') {
             a.len()

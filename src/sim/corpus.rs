@@ -90,6 +90,45 @@ pub fn discover(dirs: &[PathBuf]) -> anyhow::Result<Vec<Fixture>> {
     Ok(all)
 }
 
+/// The built-in corpus: this binary's source's tests/fixtures/nodes and tests/fixtures/nodes-v2
+/// (kept in sync with the team's shared fixtures by scripts/sync-shared.sh), packed at build time
+/// by build.rs as a gzip-compressed tar of each fixture node's node.toml, root/, bin/ and
+/// commands/ (symlinks kept as symlinks, execute bits kept; the C source of a static stand-in
+/// left out). Empty when the source had no tests/fixtures.
+static BUILTIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/corpus.tar.gz"));
+
+/// The folders of the built-in corpus inside the archive, in the order the mix takes them.
+pub const BUILTIN_FOLDERS: [&str; 2] = ["nodes", "nodes-v2"];
+
+/// Unpacks the built-in corpus ([`BUILTIN`], about 1 MB unpacked) into `dir`, an existing empty
+/// folder the caller removes, and returns its corpus folders (`dir/nodes`, `dir/nodes-v2`, those
+/// present) for [`discover`].
+///
+/// Errors: the binary has no built-in corpus (built from a source without tests/fixtures; the
+/// message names `--fixtures DIR`), or a file cannot be written under `dir`.
+pub fn unpack_builtin(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let gz = flate2::read::GzDecoder::new(BUILTIN);
+    let mut archive = tar::Archive::new(gz);
+    archive.set_preserve_permissions(true);
+    archive.set_preserve_mtime(false);
+    archive.set_overwrite(false);
+    archive
+        .unpack(dir)
+        .with_context(|| format!("cannot unpack the built-in corpus into {}", dir.display()))?;
+    let folders: Vec<PathBuf> = BUILTIN_FOLDERS
+        .iter()
+        .map(|f| dir.join(f))
+        .filter(|d| d.is_dir())
+        .collect();
+    if folders.is_empty() {
+        bail!(
+            "this gpufleet has no built-in corpus (it was built from a source without \
+             tests/fixtures): give fixture nodes with --fixtures DIR"
+        );
+    }
+    Ok(folders)
+}
+
 /// The statuses of a realistic mix, in the order [`mix`] deals them.
 const MIX_ORDER: [&str; 5] = ["ready", "migrate", "blocked", "attention", "no-driver"];
 
@@ -359,5 +398,55 @@ mod tests {
             mixed.iter().take(8).map(|f| &f.name).collect::<Vec<_>>()
         );
         assert_eq!(mixed[0].name, "h200-open-580-k6.18-real");
+    }
+
+    /// Every entry under `dir`, relative, with what it is: a file's bytes and execute bit, a
+    /// symlink's target, a folder.
+    fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, String> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut out = std::collections::BTreeMap::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+                let m = std::fs::symlink_metadata(&p).unwrap();
+                let what = if m.file_type().is_symlink() {
+                    format!("link {}", std::fs::read_link(&p).unwrap().display())
+                } else if m.is_dir() {
+                    todo.push(p.clone());
+                    "dir".to_string()
+                } else {
+                    let x = m.permissions().mode() & 0o100 != 0;
+                    format!("file x={x} {:?}", std::fs::read(&p).unwrap())
+                };
+                out.insert(rel, what);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_built_in_corpus_is_the_source_trees_fixtures_with_links_and_execute_bits() {
+        let tmp = tempfile::tempdir().unwrap();
+        let folders = unpack_builtin(tmp.path()).unwrap();
+        assert_eq!(folders.len(), 2);
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        for (folder, unpacked) in BUILTIN_FOLDERS.iter().zip(&folders) {
+            let mut want = tree(&root.join(folder));
+            // Left out at build time: the C source of a static stand-in (read by nothing).
+            want.retain(|p, _| p.extension().is_none_or(|e| e != "c"));
+            let got = tree(unpacked);
+            assert_eq!(got.len(), want.len(), "{folder}: entry count");
+            for (p, w) in &want {
+                assert_eq!(got.get(p), Some(w), "{folder}/{}", p.display());
+            }
+            // The corpus holds symlinks (sysfs, /dev/null masks) and executable stand-ins.
+            assert!(got.values().any(|v| v.starts_with("link ")), "{folder}");
+            assert!(
+                got.values().any(|v| v.starts_with("file x=true")),
+                "{folder}"
+            );
+        }
     }
 }

@@ -25,8 +25,9 @@
 //! `switch-open` step and a reboot), still executing nothing; the inventory then names the
 //! recipe `sim` of a config written beside it, no drain, and two canaries.
 //!
-//! Not here yet (issue 12): a corpus shipped inside the binary (the default corpus is found through the source tree this binary was built from,
-//! `CARGO_MANIFEST_DIR`).
+//! The default corpus is built in ([`corpus::unpack_builtin`]): unpacked at startup into a
+//! private temporary folder, removed when the simulator stops, so an installed binary needs no
+//! source tree.
 
 pub mod corpus;
 pub mod server;
@@ -178,12 +179,6 @@ pub fn faults(n: usize, hang: f64, drop: f64, refuse: f64) -> Result<Vec<Fault>,
         };
     }
     Ok(out)
-}
-
-/// The default corpus: this source tree's fixtures (`CARGO_MANIFEST_DIR` at build time).
-fn default_fixtures() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    vec![root.join("nodes"), root.join("nodes-v2")]
 }
 
 /// A fresh ed25519 key from 32 bytes of the OS random number generator.
@@ -476,6 +471,8 @@ pub struct Running {
     pub config: Option<PathBuf>,
     /// The folder of the nodes' fixture copies (with `allow_upgrades`), removed on drop.
     copies: Option<PathBuf>,
+    /// The unpacked built-in corpus (when no fixtures were given), removed on drop.
+    _builtin: Option<tempfile::TempDir>,
     /// One line per node: `127.0.0.1:PORT  NAME  (fault)`.
     pub listing: Vec<String>,
     /// One line: how many nodes, ports, fixtures, faults, latency.
@@ -539,8 +536,20 @@ pub async fn start(
     // One listener per node, one socket per connection: as many files as this user may open.
     crate::rt::raise_open_files();
     let faults = faults(n, opts.hang, opts.drop, opts.refuse).map_err(anyhow::Error::msg)?;
+    // The built-in corpus lives in the simulator's own temporary folder when it has one (the
+    // demo removes that one at a signal too), else in a private one; removed on drop.
+    let mut builtin = None;
     let fixtures = if opts.fixtures.is_empty() {
-        corpus::mix(corpus::discover(&default_fixtures())?)
+        let made = match temp {
+            Some(t) => tempfile::Builder::new().prefix("corpus.").tempdir_in(t),
+            None => tempfile::Builder::new()
+                .prefix("gpufleet-sim-corpus.")
+                .tempdir(),
+        };
+        let dir = made.context("cannot make a temporary folder for the built-in corpus")?;
+        let folders = corpus::unpack_builtin(dir.path())?;
+        builtin = Some(dir);
+        corpus::mix(corpus::discover(&folders)?)
     } else {
         corpus::discover(&opts.fixtures)?
     };
@@ -685,6 +694,7 @@ pub async fn start(
         hosts,
         config: written.config,
         copies,
+        _builtin: builtin,
         listing,
         summary,
         shared,

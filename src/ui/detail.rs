@@ -439,10 +439,97 @@ pub(super) fn draw_detail(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> u1
         .selected_row()
         .map(|r| detail_lines(r, t))
         .unwrap_or_default();
+    let lines = wrap_lines(lines, block.inner(area).width);
     let max = (lines.len() as u16).saturating_sub(area.height.saturating_sub(1));
     let p = Paragraph::new(lines)
         .block(block)
         .scroll((app.detail_scroll, 0));
     f.render_widget(p, area);
     max
+}
+
+/// `lines` fitted to `width` columns: a longer line (evidence, a raw probe line) goes on over as
+/// many lines as it needs, broken after a space in the second half of the piece where there is
+/// one, else mid-word. Continuations are indented under the line's last span when the spans
+/// before it (labels: a severity and code, a fact's name) take at most half the width, else
+/// as far as the line's own leading spaces plus 2 (at most half the width). Styles are kept; nothing is cut. Widths are terminal columns
+/// (unicode-width; the text is already [`screen_safe`]). A width under 8 leaves the lines as
+/// they are (the pane is too narrow to read either way).
+pub(super) fn wrap_lines(lines: Vec<Line<'_>>, width: u16) -> Vec<Line<'_>> {
+    use unicode_width::UnicodeWidthChar;
+    let width = usize::from(width);
+    if width < 8 {
+        return lines;
+    }
+    let mut out = Vec::with_capacity(lines.len());
+    for line in lines {
+        if line.width() <= width {
+            out.push(line);
+            continue;
+        }
+        let cells: Vec<(char, Style, usize)> = line
+            .spans
+            .iter()
+            .flat_map(|s| {
+                s.content
+                    .chars()
+                    .map(move |c| (c, s.style, c.width().unwrap_or(0)))
+            })
+            .collect();
+        // A line of labels then a text (a reason, a fact) goes on under its text; any other
+        // under its own start, 2 further in.
+        let label = line.spans.len().saturating_sub(1);
+        let labels: usize = line.spans[..label].iter().map(|s| s.width()).sum();
+        let lead = cells.iter().take_while(|c| c.0 == ' ').count();
+        let indent = if label > 0 && labels <= width / 2 {
+            labels
+        } else {
+            (lead + 2).min(width / 2)
+        };
+        let mut start = 0;
+        let mut first = true;
+        while start < cells.len() {
+            let avail = if first { width } else { width - indent };
+            let (mut end, mut used) = (start, 0);
+            while end < cells.len() && used + cells[end].2 <= avail {
+                used += cells[end].2;
+                end += 1;
+            }
+            if end == start {
+                // A character wider than the room: it goes alone (cut by the pane).
+                end = start + 1;
+            }
+            if end < cells.len()
+                && let Some(sp) = (start + (end - start) / 2..end)
+                    .rev()
+                    .find(|&k| cells[k].0 == ' ')
+            {
+                end = sp + 1;
+            }
+            let mut spans: Vec<Span> = Vec::new();
+            if !first {
+                spans.push(Span::raw(" ".repeat(indent)));
+            }
+            let mut text = String::new();
+            let mut style = cells[start].1;
+            for &(c, st, _) in &cells[start..end] {
+                if st != style && !text.is_empty() {
+                    spans.push(Span::styled(std::mem::take(&mut text), style));
+                }
+                style = st;
+                text.push(c);
+            }
+            if !text.is_empty() {
+                spans.push(Span::styled(text, style));
+            }
+            out.push(Line::from(spans).style(line.style));
+            start = end;
+            // A continuation starts at a word, not at the spaces it was broken at.
+            while start < cells.len() && cells[start].0 == ' ' {
+                start += 1;
+            }
+            first = false;
+        }
+    }
+    out
 }

@@ -291,7 +291,9 @@ fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
             // The markers come on top of the name's own maximum.
             let markers = rows.iter().map(marker).max().unwrap_or(0) as u16;
             let spec = c.spec();
-            (content.max(title) as u16).clamp(spec.min, spec.max + markers)
+            // The sort arrow comes on top of a title as wide as the column's maximum (MIN CC).
+            let arrow = u16::from(app.sort == *c);
+            (content.max(title) as u16).clamp(spec.min, spec.max + markers + arrow)
         })
         .collect();
     // Columns join in priority order; the one of priority u8::MAX (reasons) takes the rest.

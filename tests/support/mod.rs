@@ -190,7 +190,7 @@ fn package_of(name: &str) -> &str {
         "munge" | "unmunge" | "munged" | "mungekey" => "munge",
         "ip" => "iproute2",
         "promtool" => "prometheus",
-        "runuser" => "util-linux",
+        "runuser" | "unshare" => "util-linux",
         other => other,
     }
 }
