@@ -355,7 +355,15 @@ pub fn run(
         hook(info);
     }));
     let _ = execute!(std::io::stdout(), EnableMouseCapture);
-    let result = rt.block_on(event_loop(&mut terminal, &mut app, &theme, target, upgrade));
+    let result = rt.block_on(drive(
+        &mut terminal,
+        &mut app,
+        &theme,
+        target,
+        upgrade,
+        read_terminal,
+        |_, _| {},
+    ));
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
     // Not `ratatui::restore()`: it `eprintln!`s its error, which panics when the terminal is
     // gone (a closed window), and its panic hook would then panic again and abort.
@@ -365,16 +373,9 @@ pub fn run(
     result
 }
 
-async fn event_loop(
-    terminal: &mut ratatui::DefaultTerminal,
-    app: &mut App,
-    theme: &Theme,
-    target: Target,
-    upgrade: Option<UpgradeCtx>,
-) -> anyhow::Result<()> {
-    let upgrade = upgrade.map(Arc::new);
-    let (tx, mut rx) = mpsc::channel::<Msg>(4096);
-    let input_tx = tx.clone();
+/// The terminal's input: a thread that reads key presses, mouse events and resizes and sends
+/// them on `tx` until the event loop is gone.
+fn read_terminal(tx: mpsc::Sender<Msg>) {
     std::thread::spawn(move || {
         while let Ok(ev) = event::read() {
             let msg = match ev {
@@ -383,11 +384,48 @@ async fn event_loop(
                 Event::Resize(w, h) => Msg::Resize(w, h),
                 _ => continue,
             };
-            if input_tx.blocking_send(msg).is_err() {
+            if tx.blocking_send(msg).is_err() {
                 break;
             }
         }
     });
+}
+
+/// One frame the event loop drew, as [`drive`] tells its `on_frame`.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame {
+    /// Key messages the app had been given when this frame was drawn, counted from the start
+    /// of the loop.
+    pub keys: u64,
+    /// The time the frame took: building it from the app ([`ui::draw`]) and writing it to the
+    /// terminal's backend.
+    pub draw: Duration,
+}
+
+/// The TUI's event loop on any ratatui backend, until the app quits or SIGTERM / SIGHUP: it
+/// scans `target` (a first scan at once), feeds scan results, input and ticks to
+/// [`App::update`], carries out the effects, and draws a frame after each burst of messages.
+/// `input` is called once with the sender input messages (keys, mouse, resize) go on — the
+/// real TUI reads the terminal ([`run`]); `benches/tui.rs` sends keys itself — and `on_frame`
+/// after each frame drawn, with the app as drawn.
+///
+/// Errors: the backend cannot draw; a signal handler cannot be installed.
+pub async fn drive<B: ratatui::backend::Backend>(
+    terminal: &mut ratatui::Terminal<B>,
+    app: &mut App,
+    theme: &Theme,
+    target: Target,
+    upgrade: Option<UpgradeCtx>,
+    input: impl FnOnce(mpsc::Sender<Msg>),
+    mut on_frame: impl FnMut(&App, Frame),
+) -> anyhow::Result<()>
+where
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let upgrade = upgrade.map(Arc::new);
+    let (tx, mut rx) = mpsc::channel::<Msg>(4096);
+    input(tx.clone());
+    let mut keys = 0u64;
     use tokio::signal::unix::{SignalKind, signal};
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sighup = signal(SignalKind::hangup())?;
@@ -457,9 +495,11 @@ async fn event_loop(
                 }
             }
         }
+        let started = Instant::now();
         app.ensure_view();
         let mut drawn = ui::Drawn::default();
         terminal.draw(|f| drawn = ui::draw(f, app, theme))?;
+        let draw = started.elapsed();
         app.page = drawn.page;
         app.offset = drawn.offset;
         app.body_rows = std::mem::take(&mut drawn.body_rows);
@@ -474,6 +514,7 @@ async fn event_loop(
             app.help_max = drawn.help_max;
             app.detail_scroll = app.detail_scroll.min(app.help_max);
         }
+        on_frame(app, Frame { keys, draw });
         tokio::select! {
             Some(msg) = rx.recv() => {
                 let mut batch = vec![msg];
@@ -485,6 +526,9 @@ async fn event_loop(
                     }
                 }
                 for m in batch {
+                    if let Msg::Key(_) = m {
+                        keys += 1;
+                    }
                     if let Msg::ScanFinished { generation } = &m
                         && *generation == app.progress.generation
                     {
