@@ -3,6 +3,7 @@
 //! out the effects it returns (start or cancel scans, export, quit).
 
 pub mod keys;
+mod sort;
 #[cfg(test)]
 mod tests;
 mod update;
@@ -585,38 +586,6 @@ impl App {
         m
     }
 
-    fn sort_key_cmp(&self, a: &Row, b: &Row) -> std::cmp::Ordering {
-        use std::cmp::Ordering;
-        let group = |r: &Row| {
-            self.group_by.as_ref().map(|k| {
-                r.labels
-                    .get(k)
-                    .cloned()
-                    .unwrap_or_else(|| "\u{10ffff}".into())
-            })
-        };
-        let by_group = group(a).cmp(&group(b));
-        if by_group != Ordering::Equal {
-            return by_group;
-        }
-        if self.sort.spec().sort == crate::columns::SortKey::Cell {
-            let (x, y) = (compute_cell(a, self.sort), compute_cell(b, self.sort));
-            // Empty cells last.
-            let ord = (x.is_empty(), x).cmp(&(y.is_empty(), y));
-            let ord = if self.descending { ord.reverse() } else { ord };
-            return ord.then_with(|| a.name.cmp(&b.name));
-        }
-        // Rows without a report yet sort after those with one.
-        let ord = match (&a.report, &b.report) {
-            (Some(x), Some(y)) => self.sort.compare(x, y),
-            (Some(_), None) => Ordering::Less,
-            (None, Some(_)) => Ordering::Greater,
-            (None, None) => Ordering::Equal,
-        };
-        let ord = if self.descending { ord.reverse() } else { ord };
-        ord.then_with(|| a.name.cmp(&b.name))
-    }
-
     /// Rebuilds `view` if results arrived since it was last built.
     pub fn ensure_view(&mut self) {
         if self.dirty {
@@ -630,14 +599,13 @@ impl App {
         let keep = self.selected_row().map(|r| r.name.clone());
         let terms = parse_filter(&self.filter);
         self.filter_error = terms.as_ref().err().cloned();
-        let mut view: Vec<usize> = match &terms {
+        let view: Vec<usize> = match &terms {
             Ok(terms) => (0..self.rows.len())
                 .filter(|&i| matches_terms(&self.rows[i], terms))
                 .collect(),
             Err(_) => Vec::new(),
         };
-        view.sort_by(|&a, &b| self.sort_key_cmp(&self.rows[a], &self.rows[b]));
-        self.view = view;
+        self.view = self.sorted(view);
         self.selected = keep
             .and_then(|n| self.view.iter().position(|&i| self.rows[i].name == n))
             .unwrap_or(0)
