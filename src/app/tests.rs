@@ -607,3 +607,28 @@ fn the_keyed_sort_orders_as_column_compare_does() {
         }
     }
 }
+
+/// Free filter text matches as lowercasing the cell would, without the copy.
+#[test]
+fn free_text_matches_ignoring_ascii_case() {
+    for (hay, needle, want) in [
+        ("H200-NVL rack07", "rack07", true),
+        ("H200-NVL rack07", "h200-nvl", true),
+        ("gpu", "gpus", false),
+        ("ÉTÉ-node", "été", false),
+        ("ÉTÉ-node", "Été-n", false),
+        ("ÉTÉ-node", "ÉtÉ-n", true),
+        ("x", "", true),
+    ] {
+        assert_eq!(
+            contains_ignore_ascii_case(hay, needle),
+            hay.to_ascii_lowercase().contains(needle),
+            "{hay} / {needle}"
+        );
+        assert_eq!(
+            contains_ignore_ascii_case(hay, needle),
+            want,
+            "{hay} / {needle}"
+        );
+    }
+}
