@@ -605,20 +605,29 @@ impl App {
     }
 
     /// Recomputes `view` from filter, grouping and sort, keeping the selected node selected.
+    /// The rows are taken in the order of the view before (then the others): mostly in order
+    /// already while results stream in, which the (adaptive, stable) sort finishes quickly; the
+    /// order is the same from any start, ties being broken by the unique node name.
     pub fn rebuild_view(&mut self) {
         self.dirty = false;
-        let keep = self.selected_row().map(|r| r.name.clone());
+        let keep = self.view.get(self.selected).copied();
         let terms = parse_filter(&self.filter);
         self.filter_error = terms.as_ref().err().cloned();
+        let mut seen = vec![false; self.rows.len()];
         let view: Vec<usize> = match &terms {
-            Ok(terms) => (0..self.rows.len())
+            Ok(terms) => self
+                .view
+                .iter()
+                .copied()
+                .chain(0..self.rows.len())
+                .filter(|&i| i < seen.len() && !std::mem::replace(&mut seen[i], true))
                 .filter(|&i| matches_terms(&self.rows[i], terms))
                 .collect(),
             Err(_) => Vec::new(),
         };
         self.view = self.sorted(view);
         self.selected = keep
-            .and_then(|n| self.view.iter().position(|&i| self.rows[i].name == n))
+            .and_then(|k| self.view.iter().position(|&i| i == k))
             .unwrap_or(0)
             .min(self.view.len().saturating_sub(1));
     }

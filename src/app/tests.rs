@@ -632,3 +632,58 @@ fn free_text_matches_ignoring_ascii_case() {
         );
     }
 }
+
+/// Keys and clicks act on the view as last drawn: a result that re-sorts the rows before the
+/// next frame does not move the row under the cursor or the mouse.
+#[test]
+fn input_acts_on_the_rows_as_drawn_while_results_stream_in() {
+    use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let mut a = app(3);
+    let names: Vec<String> = a.rows.iter().map(|r| r.name.clone()).collect();
+    a.update(Msg::ScanStarted {
+        generation: 1,
+        names: names.clone(),
+    });
+    for n in &names {
+        a.update(Msg::NodeDone {
+            generation: 1,
+            report: Box::new(report(n, NodeStatus::Ready)),
+            raw: None,
+        });
+    }
+    a.ensure_view(); // drawn: gpu000, gpu001, gpu002
+    a.body_y = 3;
+    a.body_rows = vec![Some(0), Some(1), Some(2)];
+    // gpu002 turns attention (it will sort first); the screen still shows the old order.
+    a.update(Msg::NodeDone {
+        generation: 1,
+        report: Box::new(report("gpu002", NodeStatus::Attention)),
+        raw: None,
+    });
+    a.update(Msg::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: 2,
+        row: 4,
+        modifiers: KeyModifiers::NONE,
+    }));
+    assert_eq!(a.selected_row().unwrap().name, "gpu001", "the row clicked");
+    a.update(key('j'));
+    assert_eq!(
+        a.selected_row().unwrap().name,
+        "gpu002",
+        "the row shown below"
+    );
+    a.ensure_view(); // the next frame
+    assert_eq!(
+        a.view
+            .iter()
+            .map(|&i| a.rows[i].name.as_str())
+            .collect::<Vec<_>>(),
+        ["gpu002", "gpu000", "gpu001"]
+    );
+    assert_eq!(
+        a.selected_row().unwrap().name,
+        "gpu002",
+        "the selection followed its node"
+    );
+}
