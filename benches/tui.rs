@@ -222,6 +222,29 @@ struct Note {
     at: Instant,
     running: bool,
     done: usize,
+    /// CPU time of the event loop's thread so far.
+    cpu: Duration,
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is valid for writes.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// The load average over the last minute (`/proc/loadavg`).
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .unwrap_or("?")
+        .to_string()
 }
 
 /// The keys of one round (a name for the table, the key), repeated; a round ends in the
@@ -322,12 +345,8 @@ fn simulated() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("start gpufleet sim");
-    let mut summary = String::new();
     for line in std::io::BufReader::new(sim.stdout.take().unwrap()).lines() {
         let line = line.expect("gpufleet sim's output");
-        if summary.is_empty() && line.contains("nodes") {
-            summary = line.clone();
-        }
         if line.starts_with("ready") {
             break;
         }
@@ -378,7 +397,8 @@ fn simulated() {
             while last.done == 0 {
                 last = heard.recv().unwrap();
             }
-            let mut out: Vec<(&'static str, bool, Duration)> = Vec::new();
+            // (kind, while streaming, key → frame, event loop CPU in between)
+            let mut out: Vec<(&'static str, bool, Duration, Duration)> = Vec::new();
             let mut sent = 0u64;
             loop {
                 let (kind, key) = script[out.len() % script.len()];
@@ -386,11 +406,13 @@ fn simulated() {
                 let t = Instant::now();
                 tx.blocking_send(Msg::Key(key)).unwrap();
                 sent += 1;
+                let cpu_before = last.cpu;
                 while last.keys < sent {
                     last = heard.recv().unwrap();
                 }
-                out.push((kind, streaming, last.at - t));
-                if out.len() >= MIN_KEYS && !last.running && out.len() % script.len() == 0 {
+                out.push((kind, streaming, last.at - t, last.cpu - cpu_before));
+                if out.len() >= MIN_KEYS && !last.running && out.len().is_multiple_of(script.len())
+                {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(25));
@@ -408,6 +430,7 @@ fn simulated() {
     let mut all_in = None;
     let mut heap_all_in = 0;
     let mut failed = 0;
+    let load_before = load();
     let scan_start = Instant::now();
     let on_frame = |app: &App, f: gpufleet::runtime::Frame| {
         let p = app.progress;
@@ -426,6 +449,7 @@ fn simulated() {
             at: now,
             running: p.running,
             done: p.done,
+            cpu: thread_cpu(),
         });
     };
     rt.block_on(gpufleet::runtime::drive(
@@ -439,6 +463,7 @@ fn simulated() {
     ))
     .unwrap();
     let presses = keys_thread.unwrap().join().unwrap();
+    let load_after = load();
     let tui_rss = peak_rss_mib("self");
     let sim_rss = peak_rss_mib(&sim.id().to_string());
     // SAFETY: signals our own child, still unreaped.
@@ -449,8 +474,9 @@ fn simulated() {
         "gpufleet tui --read-only on `gpufleet sim --nodes {nodes}` (child process), 200x50 TestBackend"
     );
     println!(
-        "simulator: {summary} (ready after {:.1} s)",
-        sim_ready.as_secs_f64()
+        "simulator: ready after {:.1} s; load average {load_before} at the scan's start, {load_after} at the end ({} CPUs)",
+        sim_ready.as_secs_f64(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
         "scan: first result after {:.2} s, all {nodes} in after {} ({failed} unreachable)",
@@ -464,12 +490,21 @@ fn simulated() {
     let pick = |streaming: Option<bool>, kind: Option<&str>| -> Vec<Duration> {
         presses
             .iter()
-            .filter(|(k, s, _)| streaming.is_none_or(|x| x == *s) && kind.is_none_or(|x| x == *k))
+            .filter(|(k, s, ..)| streaming.is_none_or(|x| x == *s) && kind.is_none_or(|x| x == *k))
             .map(|p| p.2)
+            .collect()
+    };
+    let cpu = |streaming: bool| -> Vec<Duration> {
+        presses
+            .iter()
+            .filter(|p| p.1 == streaming)
+            .map(|p| p.3)
             .collect()
     };
     row("key → frame, while results stream", pick(Some(true), None));
     row("key → frame, after the scan", pick(Some(false), None));
+    row("  its event loop CPU, streaming", cpu(true));
+    row("  its event loop CPU, after", cpu(false));
     for kind in ["move", "page", "sort", "detail", "filter"] {
         row(&format!("  {kind} keys (both)"), pick(None, Some(kind)));
     }

@@ -70,6 +70,9 @@ pub struct Row {
     /// Cell texts per [`Column`], computed when the report or probe state changes (sorting and
     /// drawing read these; formatting 10,000 rows per frame would not fit a frame).
     pub cells: Vec<String>,
+    /// The node, kernel, driver and GPU cells lowercased (ASCII), one a line: what free filter
+    /// text is looked for in (cells never hold a line break: they are screen-safe).
+    search: String,
     /// Marked for an upgrade.
     pub marked: bool,
     /// How the report differs from the `--compare` snapshot (`None`: no comparison, no report
@@ -135,6 +138,7 @@ impl Row {
             report: None,
             raw: None,
             cells: Vec::new(),
+            search: String::new(),
             marked: false,
             diff: None,
         }
@@ -149,6 +153,11 @@ impl Row {
     /// Recomputes the cached cells.
     pub fn refresh(&mut self) {
         self.cells = Column::matrix().map(|c| compute_cell(self, c)).collect();
+        self.search = FREE_TEXT
+            .iter()
+            .map(|c| cell(self, *c).to_ascii_lowercase())
+            .collect::<Vec<_>>()
+            .join("\n");
     }
 
     pub fn status(&self) -> Option<NodeStatus> {
@@ -519,22 +528,13 @@ fn term_matches(row: &Row, key: &str, val: &str) -> bool {
         "reason" => report.is_some_and(|r| r.reasons.iter().any(|x| x.code.as_str().contains(val))),
         "canary" if val == "canary" => row.canary,
         "canary" => false,
-        _ => [Column::Node, Column::Kernel, Column::Driver, Column::Gpus]
-            .iter()
-            .any(|c| contains_ignore_ascii_case(cell(row, *c), val)),
+        // In one of the cells: no cell holds a line break, so no match spans two of them.
+        _ => row.search.contains(val),
     }
 }
 
-/// Whether `hay` contains `needle` (lowercase), ASCII letters compared case-insensitively: as
-/// `hay.to_ascii_lowercase().contains(needle)`, without a copy of `hay` per row and column (a
-/// filter typed over 10,000 rows).
-fn contains_ignore_ascii_case(hay: &str, needle: &str) -> bool {
-    let (hay, needle) = (hay.as_bytes(), needle.as_bytes());
-    needle.is_empty()
-        || hay
-            .windows(needle.len())
-            .any(|w| w.eq_ignore_ascii_case(needle))
-}
+/// The columns free filter text is looked for in.
+const FREE_TEXT: [Column; 4] = [Column::Node, Column::Kernel, Column::Driver, Column::Gpus];
 
 impl App {
     /// An app over `rows`, sorted by status (worst first).
