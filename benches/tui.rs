@@ -14,9 +14,10 @@
 //! `TestBackend` instead of a terminal. Once results stream in, a thread sends keys on the
 //! input channel as the terminal reader does (moves, pages, sorts, the detail pane opened,
 //! stepped and closed, a filter typed and cleared; one key at a time, 25 ms after the frame
-//! that showed the last one) until at least 200 keys and the scan are done. Key → frame is
-//! measured from just before the key is queued to the end of the first frame drawn after the
-//! app took it; keys pressed while the scan runs and after it ends are reported apart. Heap
+//! that showed the last one) until at least 200 keys are done, the scan has ended and a round
+//! of keys followed. Key → frame is measured from just before the key is queued to the end of
+//! the first frame drawn after the app took it, with the CPU time the event loop's thread spent
+//! meanwhile; keys pressed while the scan runs and after it ends are reported apart. Heap
 //! bytes per node: the live heap (a counting allocator) once all N results are in, less the
 //! live heap before the session was resolved, over N. Peak RSS: VmHWM of this process and of
 //! the simulator.
@@ -24,6 +25,12 @@
 //! Not measured: the terminal's own output (escape sequences to a pty; `TestBackend` only
 //! diffs cells). The simulator and the scan share the machine's cores with the TUI, as in
 //! `gpufleet demo`: on a small shared machine the figures are noisy (bench/README.md).
+//!
+//! Measured (bench/README.md has every run; 2 shared vCPUs, load average 3 to 5): key → frame
+//! while 10,000 results stream in, median 6 to 11 ms, p99 62 to 100 ms (the loop's own CPU per
+//! key: median 6 ms, p99 23 to 28 ms; the rest is waiting for a core the simulator and the scan
+//! share); after the scan ≤ 20 ms; frame median 3 to 4 ms while streaming; 35 KB of heap per
+//! node (mostly the raw probe output kept for the detail pane); peak RSS 473 MiB.
 //!
 //! `--synthetic`: the former bench, no simulator — 10,000 clones of one real report (the H200
 //! probe output) put into the app directly, then frames, keys with 100 results between two
