@@ -33,7 +33,7 @@ mod upgrade;
 pub use select::SelectArgs;
 pub use settings::{Given, Origin, ScanArgs, Settings};
 pub use snapshot::SnapshotArgs;
-pub use tui::TuiArgs;
+pub use tui::{TuiArgs, TuiSession};
 
 const ABOUT: &str = "Inspect GPU nodes for the move to NVIDIA open kernel modules + DMA-BUF";
 

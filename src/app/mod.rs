@@ -3,6 +3,7 @@
 //! out the effects it returns (start or cancel scans, export, quit).
 
 pub mod keys;
+mod sort;
 #[cfg(test)]
 mod tests;
 mod update;
@@ -69,6 +70,9 @@ pub struct Row {
     /// Cell texts per [`Column`], computed when the report or probe state changes (sorting and
     /// drawing read these; formatting 10,000 rows per frame would not fit a frame).
     pub cells: Vec<String>,
+    /// The node, kernel, driver and GPU cells lowercased (ASCII), one a line: what free filter
+    /// text is looked for in (cells never hold a line break: they are screen-safe).
+    search: String,
     /// Marked for an upgrade.
     pub marked: bool,
     /// How the report differs from the `--compare` snapshot (`None`: no comparison, no report
@@ -134,6 +138,7 @@ impl Row {
             report: None,
             raw: None,
             cells: Vec::new(),
+            search: String::new(),
             marked: false,
             diff: None,
         }
@@ -148,6 +153,11 @@ impl Row {
     /// Recomputes the cached cells.
     pub fn refresh(&mut self) {
         self.cells = Column::matrix().map(|c| compute_cell(self, c)).collect();
+        self.search = FREE_TEXT
+            .iter()
+            .map(|c| cell(self, *c).to_ascii_lowercase())
+            .collect::<Vec<_>>()
+            .join("\n");
     }
 
     pub fn status(&self) -> Option<NodeStatus> {
@@ -522,11 +532,13 @@ fn term_matches(row: &Row, key: &str, val: &str) -> bool {
         "reason" => report.is_some_and(|r| r.reasons.iter().any(|x| x.code.as_str().contains(val))),
         "canary" if val == "canary" => row.canary,
         "canary" => false,
-        _ => [Column::Node, Column::Kernel, Column::Driver, Column::Gpus]
-            .iter()
-            .any(|c| cell(row, *c).to_ascii_lowercase().contains(val)),
+        // In one of the cells: no cell holds a line break, so no match spans two of them.
+        _ => row.search.contains(val),
     }
 }
+
+/// The columns free filter text is looked for in.
+const FREE_TEXT: [Column; 4] = [Column::Node, Column::Kernel, Column::Driver, Column::Gpus];
 
 impl App {
     /// An app over `rows`, sorted by status (worst first).
@@ -590,38 +602,6 @@ impl App {
         m
     }
 
-    fn sort_key_cmp(&self, a: &Row, b: &Row) -> std::cmp::Ordering {
-        use std::cmp::Ordering;
-        let group = |r: &Row| {
-            self.group_by.as_ref().map(|k| {
-                r.labels
-                    .get(k)
-                    .cloned()
-                    .unwrap_or_else(|| "\u{10ffff}".into())
-            })
-        };
-        let by_group = group(a).cmp(&group(b));
-        if by_group != Ordering::Equal {
-            return by_group;
-        }
-        if self.sort.spec().sort == crate::columns::SortKey::Cell {
-            let (x, y) = (compute_cell(a, self.sort), compute_cell(b, self.sort));
-            // Empty cells last.
-            let ord = (x.is_empty(), x).cmp(&(y.is_empty(), y));
-            let ord = if self.descending { ord.reverse() } else { ord };
-            return ord.then_with(|| a.name.cmp(&b.name));
-        }
-        // Rows without a report yet sort after those with one.
-        let ord = match (&a.report, &b.report) {
-            (Some(x), Some(y)) => self.sort.compare(x, y),
-            (Some(_), None) => Ordering::Less,
-            (None, Some(_)) => Ordering::Greater,
-            (None, None) => Ordering::Equal,
-        };
-        let ord = if self.descending { ord.reverse() } else { ord };
-        ord.then_with(|| a.name.cmp(&b.name))
-    }
-
     /// Rebuilds `view` if results arrived since it was last built.
     pub fn ensure_view(&mut self) {
         if self.dirty {
@@ -631,24 +611,33 @@ impl App {
 
     /// Recomputes `view` from filter, grouping and sort, keeping the selected node selected once
     /// the user has moved the cursor ([`App::cursor_moved`]); before that, on the first row.
+    /// The rows are taken in the order of the view before (then the others): mostly in order
+    /// already while results stream in, which the (adaptive, stable) sort finishes quickly; the
+    /// order is the same from any start, ties being broken by the unique node name.
     pub fn rebuild_view(&mut self) {
         self.dirty = false;
         let keep = self
-            .selected_row()
-            .filter(|_| self.cursor_moved)
-            .map(|r| r.name.clone());
+            .view
+            .get(self.selected)
+            .copied()
+            .filter(|_| self.cursor_moved);
         let terms = parse_filter(&self.filter);
         self.filter_error = terms.as_ref().err().cloned();
-        let mut view: Vec<usize> = match &terms {
-            Ok(terms) => (0..self.rows.len())
+        let mut seen = vec![false; self.rows.len()];
+        let view: Vec<usize> = match &terms {
+            Ok(terms) => self
+                .view
+                .iter()
+                .copied()
+                .chain(0..self.rows.len())
+                .filter(|&i| i < seen.len() && !std::mem::replace(&mut seen[i], true))
                 .filter(|&i| matches_terms(&self.rows[i], terms))
                 .collect(),
             Err(_) => Vec::new(),
         };
-        view.sort_by(|&a, &b| self.sort_key_cmp(&self.rows[a], &self.rows[b]));
-        self.view = view;
+        self.view = self.sorted(view);
         self.selected = keep
-            .and_then(|n| self.view.iter().position(|&i| self.rows[i].name == n))
+            .and_then(|k| self.view.iter().position(|&i| i == k))
             .unwrap_or(0)
             .min(self.view.len().saturating_sub(1));
     }

@@ -485,3 +485,199 @@ fn rows_left_over_from_a_cancelled_scan_are_marked_stale() {
     assert!(!a.rows[1].stale());
     assert_eq!(cell(&a.rows[1], Column::Node), "gpu001");
 }
+
+/// The sort keys made once per rebuild (`app/sort.rs`) order rows as comparing reports with
+/// [`Column::compare`] (and computed cells for cell-sorted columns) does, for every matrix
+/// column, both ways, grouped or not, with rows still pending among them.
+#[test]
+fn the_keyed_sort_orders_as_column_compare_does() {
+    use crate::probe::{RawRun, RunEnd};
+    use std::cmp::Ordering;
+    let raw = RawRun {
+        boundary: "gpufleet-RAW".into(),
+        output: include_bytes!("../../docs/examples/h200-probe-raw.txt").to_vec(),
+        end: RunEnd::Completed,
+        duration: std::time::Duration::from_millis(100),
+        exit: None,
+    };
+    let base = crate::probe::report(
+        Some("x".into()),
+        &raw,
+        &crate::model::Thresholds::default(),
+        "2026-11-30T10:00:00Z".into(),
+    );
+    let kernels = [
+        Some("5.15.0-100-generic"),
+        Some("5.15.0-9-generic"),
+        Some("6.8.0"),
+        None,
+    ];
+    let drivers = [Some("550.54.15"), Some("535.1"), Some("580.65.06"), None];
+    let n = 24;
+    let mut rows = Vec::new();
+    for i in 0..n {
+        let mut row = Row::new(format!("gpu{:02}", (i * 7) % n));
+        if i % 2 == 0 {
+            row.labels.insert("rack".into(), format!("r{}", i % 3));
+        }
+        rows.push(row);
+    }
+    let mut a = App::new(rows, Keymap::default(), false, "test".into());
+    let names: Vec<String> = a.rows.iter().map(|r| r.name.clone()).collect();
+    a.update(Msg::ScanStarted {
+        generation: 1,
+        names: names.clone(),
+    });
+    for (i, name) in names.iter().enumerate() {
+        if i % 11 == 5 {
+            continue; // still pending: no report
+        }
+        let mut r = if i % 9 == 4 {
+            report(name, NodeStatus::Unreachable)
+        } else {
+            base.clone()
+        };
+        r.name = name.clone();
+        if r.status != NodeStatus::Unreachable {
+            r.status = NodeStatus::ALL[i % NodeStatus::ALL.len()];
+            if let Some(k) = r.kernel.as_mut() {
+                k.release = kernels[i % kernels.len()].map(str::to_string);
+            }
+            if let Some(d) = r.driver.as_mut() {
+                d.version = drivers[(i / 2) % drivers.len()].map(str::to_string);
+            }
+            if let Some(g) = r.gpus.as_mut() {
+                g.truncate(i % 4);
+            }
+        }
+        a.update(Msg::NodeDone {
+            generation: 1,
+            report: Box::new(r),
+            raw: None,
+        });
+    }
+    // The comparison as it was made before the keys: from the reports and computed cells.
+    let reference = |a: &App, x: &Row, y: &Row| -> Ordering {
+        let group = |r: &Row| {
+            a.group_by.as_ref().map(|k| {
+                r.labels
+                    .get(k)
+                    .cloned()
+                    .unwrap_or_else(|| "\u{10ffff}".into())
+            })
+        };
+        let by_group = group(x).cmp(&group(y));
+        if by_group != Ordering::Equal {
+            return by_group;
+        }
+        let ord = if a.sort.spec().sort == crate::columns::SortKey::Cell {
+            let (p, q) = (compute_cell(x, a.sort), compute_cell(y, a.sort));
+            (p.is_empty(), p).cmp(&(q.is_empty(), q))
+        } else {
+            match (&x.report, &y.report) {
+                (Some(p), Some(q)) => a.sort.compare(p, q),
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (None, None) => Ordering::Equal,
+            }
+        };
+        let ord = if a.descending { ord.reverse() } else { ord };
+        ord.then_with(|| x.name.cmp(&y.name))
+    };
+    for group_by in [None, Some("rack".to_string())] {
+        for column in Column::matrix() {
+            for descending in [false, true] {
+                a.group_by = group_by.clone();
+                a.sort = column;
+                a.descending = descending;
+                a.rebuild_view();
+                let mut want: Vec<usize> = (0..a.rows.len()).collect();
+                want.sort_by(|&i, &j| reference(&a, &a.rows[i], &a.rows[j]));
+                let shown = |v: &[usize]| {
+                    v.iter()
+                        .map(|&i| a.rows[i].name.clone())
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(
+                    shown(&a.view),
+                    shown(&want),
+                    "sorted by {column:?}, descending {descending}, grouped by {group_by:?}"
+                );
+            }
+        }
+    }
+}
+
+/// Free filter text is looked for in the node, kernel, driver and GPU cells, ignoring ASCII
+/// case, and never across two cells.
+#[test]
+fn free_text_matches_one_cell_ignoring_ascii_case() {
+    let mut r = Row::new("GPU07.Rack07-ÉTÉ");
+    r.report = Some(report("GPU07.Rack07-ÉTÉ", NodeStatus::Ready));
+    r.refresh();
+    assert_eq!(cell(&r, Column::Kernel), "?");
+    for (filter, want) in [
+        ("rack07", true),
+        ("gpu07.rack07-ÉtÉ", true),
+        ("été", false),  // ASCII case only, as before
+        ("ÉtÉ?", false), // the end of one cell and the start of the next
+        ("status:ready rack", true),
+    ] {
+        assert_eq!(matches(&r, filter), want, "{filter}");
+    }
+}
+
+/// Keys and clicks act on the view as last drawn: a result that re-sorts the rows before the
+/// next frame does not move the row under the cursor or the mouse.
+#[test]
+fn input_acts_on_the_rows_as_drawn_while_results_stream_in() {
+    use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let mut a = app(3);
+    let names: Vec<String> = a.rows.iter().map(|r| r.name.clone()).collect();
+    a.update(Msg::ScanStarted {
+        generation: 1,
+        names: names.clone(),
+    });
+    for n in &names {
+        a.update(Msg::NodeDone {
+            generation: 1,
+            report: Box::new(report(n, NodeStatus::Ready)),
+            raw: None,
+        });
+    }
+    a.ensure_view(); // drawn: gpu000, gpu001, gpu002
+    a.body_y = 3;
+    a.body_rows = vec![Some(0), Some(1), Some(2)];
+    // gpu002 turns attention (it will sort first); the screen still shows the old order.
+    a.update(Msg::NodeDone {
+        generation: 1,
+        report: Box::new(report("gpu002", NodeStatus::Attention)),
+        raw: None,
+    });
+    a.update(Msg::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: 2,
+        row: 4,
+        modifiers: KeyModifiers::NONE,
+    }));
+    assert_eq!(a.selected_row().unwrap().name, "gpu001", "the row clicked");
+    a.update(key('j'));
+    assert_eq!(
+        a.selected_row().unwrap().name,
+        "gpu002",
+        "the row shown below"
+    );
+    a.ensure_view(); // the next frame
+    assert_eq!(
+        a.view
+            .iter()
+            .map(|&i| a.rows[i].name.as_str())
+            .collect::<Vec<_>>(),
+        ["gpu002", "gpu000", "gpu001"]
+    );
+    assert_eq!(
+        a.selected_row().unwrap().name,
+        "gpu002",
+        "the selection followed its node"
+    );
+}

@@ -147,8 +147,10 @@ impl App {
         }
     }
 
+    /// A key acts on the view as last drawn (results that came since re-sort it at the next
+    /// frame, the selection following its node): what is on screen, and no rebuild of 10,000
+    /// rows before each key while results stream in.
     fn key(&mut self, k: KeyEvent) -> Vec<Effect> {
-        self.ensure_view();
         if self.mode == Mode::FilterInput {
             return self.filter_key(k);
         }
@@ -461,6 +463,8 @@ impl App {
                 return vec![Effect::PlanUpgrade { nodes }];
             }
             Action::ExportJson | Action::ExportCsv => {
+                // Every node the filter passes now, results since the last frame included.
+                self.ensure_view();
                 let reports: Vec<NodeReport> = self
                     .view
                     .iter()
@@ -477,8 +481,8 @@ impl App {
         Vec::new()
     }
 
+    /// As keys, on the view as last drawn: a click hits the row shown under it.
     fn mouse(&mut self, m: MouseEvent) -> Vec<Effect> {
-        self.ensure_view();
         match m.kind {
             MouseEventKind::ScrollDown => self.act(Action::Down),
             MouseEventKind::ScrollUp => self.act(Action::Up),

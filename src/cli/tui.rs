@@ -56,134 +56,161 @@ pub struct TuiArgs {
 
 /// Runs the TUI until the user quits; returns the exit code (0).
 pub fn run(s: &Settings, args: &TuiArgs) -> anyhow::Result<u8> {
-    let config = &s.config;
-    use crate::app::{App, Keymap, Row};
-    use crate::runtime::Target;
-    let collected = if args.from.is_empty() {
-        None
-    } else {
-        Some(super::snapshot::from_files(s, &args.from)?)
-    };
-    let mut settings = s.probe(&args.scan)?;
-    let thresholds = config.thresholds();
-    let inventory = match collected {
-        Some(_) => None,
-        None => s.inventory(&args.scan)?,
-    };
-    // Collected snapshots (--from) change nothing: the session is read-only.
-    let read_only_sources =
-        s.read_only(args.read_only || !args.from.is_empty(), inventory.as_ref());
-    let read_only = crate::actions::permit::WritePermit::new(read_only_sources).is_err();
-    let theme_name = args
-        .theme
-        .clone()
-        .unwrap_or_else(|| config.tui.theme.clone());
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let theme = s.theme(&theme_name, no_color)?;
-    let (keymap, problems) = Keymap::new(&config.keys, read_only);
-    let (target, rows, source) = match (&inventory, collected) {
-        (_, Some(reports)) => {
-            let names: Vec<String> = reports.iter().map(|r| r.name.clone()).collect();
-            let rows = names.iter().map(|n| Row::new(n.clone())).collect();
-            let source = format!(
-                "{} ({} nodes)",
-                args.from
-                    .iter()
-                    .map(|f| f.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                names.len()
-            );
-            (
-                Target::Files {
-                    files: args.from.clone(),
-                    names,
-                },
-                rows,
-                source,
-            )
-        }
-        (None, None) => {
-            settings.root = Settings::local_root(&args.scan)?;
-            let hostname = || {
-                std::fs::read_to_string(settings.root.join("proc/sys/kernel/hostname"))
-                    .ok()
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or_else(|| "localhost".into())
-            };
-            let name = Settings::local_name(&args.scan)?.unwrap_or_else(hostname);
-            let rows = vec![Row::new(name.clone())];
-            (
-                Target::Local {
-                    name,
-                    settings,
-                    thresholds,
-                },
-                rows,
-                "local".to_string(),
-            )
-        }
-        (Some(inv), None) => {
-            let (scan, selected) = s.scan(&args.scan, inv, settings)?;
-            let rows = selected
-                .iter()
-                .map(|n| {
-                    let mut r = Row::new(n.name.clone());
-                    r.labels = n.labels.clone();
-                    r.groups = n.groups.clone();
-                    r.canary = n.canary;
-                    r.refresh();
-                    r
-                })
-                .collect();
-            let source = format!("{} ({} nodes)", inv.path.display(), selected.len());
-            (
-                Target::Fleet {
-                    scan,
-                    nodes: selected,
-                    journal: s.paths.state_dir.as_ref().map(|d| d.join("journal.jsonl")),
-                },
-                rows,
-                source,
-            )
-        }
-    };
-    let compare = match &args.compare {
-        Some(path) => Some(crate::app::Compare::new(
-            path.display().to_string(),
-            crate::diff::read(path).map_err(|e| {
-                anyhow::anyhow!("--compare {}", crate::model::text::terminal_safe(&e))
-            })?,
-            &rows,
-        )),
-        None => None,
-    };
-    let mut app = App::new(rows, keymap, read_only, source);
-    app.compare = compare;
-    app.refresh_secs = args.refresh.or(config.tui.refresh);
-    if !problems.is_empty() {
-        for p in &problems {
-            eprintln!("gpufleet: config: {p}");
-        }
-        app.message = Some(format!(
-            "config: {} (and {} more)",
-            problems[0],
-            problems.len() - 1
-        ));
-    }
-    let upgrade = match (&inventory, &target) {
-        (Some(_), Target::Fleet { nodes, .. }) => Some(crate::runtime::UpgradeCtx {
-            nodes: nodes.clone(),
-            cfg: config.upgrade.clone(),
-            recipes: config.recipes.clone(),
-            state_dir: s.state_dir()?,
-            read_only: read_only_sources,
-        }),
-        _ => None,
-    };
-    crate::runtime::run(app, theme, target, upgrade)?;
+    let t = TuiSession::new(s, args)?;
+    crate::runtime::run(t.app, t.theme, t.target, t.upgrade)?;
     Ok(0)
+}
+
+/// What `gpufleet tui` runs: the app over its rows, the theme, what it scans and what it
+/// needs to upgrade, resolved from the settings and flags as the command does (the runtime
+/// then drives them: [`crate::runtime::run`] on the terminal, [`crate::runtime::drive`] on any
+/// backend, as `benches/tui.rs` does).
+pub struct TuiSession {
+    pub app: crate::app::App,
+    pub theme: crate::ui::Theme,
+    pub target: crate::runtime::Target,
+    pub upgrade: Option<crate::runtime::UpgradeCtx>,
+}
+
+impl TuiSession {
+    /// Resolves the session of `gpufleet tui` with `args`.
+    ///
+    /// Errors: as `gpufleet tui`'s before the terminal is touched — an unreadable inventory,
+    /// `--from` file or `--compare` snapshot, an unknown theme, invalid scan settings.
+    pub fn new(s: &Settings, args: &TuiArgs) -> anyhow::Result<TuiSession> {
+        let config = &s.config;
+        use crate::app::{App, Keymap, Row};
+        use crate::runtime::Target;
+        let collected = if args.from.is_empty() {
+            None
+        } else {
+            Some(super::snapshot::from_files(s, &args.from)?)
+        };
+        let mut settings = s.probe(&args.scan)?;
+        let thresholds = config.thresholds();
+        let inventory = match collected {
+            Some(_) => None,
+            None => s.inventory(&args.scan)?,
+        };
+        // Collected snapshots (--from) change nothing: the session is read-only.
+        let read_only_sources =
+            s.read_only(args.read_only || !args.from.is_empty(), inventory.as_ref());
+        let read_only = crate::actions::permit::WritePermit::new(read_only_sources).is_err();
+        let theme_name = args
+            .theme
+            .clone()
+            .unwrap_or_else(|| config.tui.theme.clone());
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let theme = s.theme(&theme_name, no_color)?;
+        let (keymap, problems) = Keymap::new(&config.keys, read_only);
+        let (target, rows, source) = match (&inventory, collected) {
+            (_, Some(reports)) => {
+                let names: Vec<String> = reports.iter().map(|r| r.name.clone()).collect();
+                let rows = names.iter().map(|n| Row::new(n.clone())).collect();
+                let source = format!(
+                    "{} ({} nodes)",
+                    args.from
+                        .iter()
+                        .map(|f| f.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    names.len()
+                );
+                (
+                    Target::Files {
+                        files: args.from.clone(),
+                        names,
+                    },
+                    rows,
+                    source,
+                )
+            }
+            (None, None) => {
+                settings.root = Settings::local_root(&args.scan)?;
+                let hostname = || {
+                    std::fs::read_to_string(settings.root.join("proc/sys/kernel/hostname"))
+                        .ok()
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty())
+                        .unwrap_or_else(|| "localhost".into())
+                };
+                let name = Settings::local_name(&args.scan)?.unwrap_or_else(hostname);
+                let rows = vec![Row::new(name.clone())];
+                (
+                    Target::Local {
+                        name,
+                        settings,
+                        thresholds,
+                    },
+                    rows,
+                    "local".to_string(),
+                )
+            }
+            (Some(inv), None) => {
+                let (scan, selected) = s.scan(&args.scan, inv, settings)?;
+                let rows = selected
+                    .iter()
+                    .map(|n| {
+                        let mut r = Row::new(n.name.clone());
+                        r.labels = n.labels.clone();
+                        r.groups = n.groups.clone();
+                        r.canary = n.canary;
+                        r.refresh();
+                        r
+                    })
+                    .collect();
+                let source = format!("{} ({} nodes)", inv.path.display(), selected.len());
+                (
+                    Target::Fleet {
+                        scan,
+                        nodes: selected,
+                        journal: s.paths.state_dir.as_ref().map(|d| d.join("journal.jsonl")),
+                    },
+                    rows,
+                    source,
+                )
+            }
+        };
+        let compare = match &args.compare {
+            Some(path) => Some(crate::app::Compare::new(
+                path.display().to_string(),
+                crate::diff::read(path).map_err(|e| {
+                    anyhow::anyhow!("--compare {}", crate::model::text::terminal_safe(&e))
+                })?,
+                &rows,
+            )),
+            None => None,
+        };
+        let mut app = App::new(rows, keymap, read_only, source);
+        app.compare = compare;
+        app.refresh_secs = args.refresh.or(config.tui.refresh);
+        if !problems.is_empty() {
+            for p in &problems {
+                eprintln!("gpufleet: config: {p}");
+            }
+            app.message = Some(format!(
+                "config: {} (and {} more)",
+                problems[0],
+                problems.len() - 1
+            ));
+        }
+        let upgrade = match (&inventory, &target) {
+            (Some(_), Target::Fleet { nodes, .. }) => Some(crate::runtime::UpgradeCtx {
+                nodes: nodes.clone(),
+                cfg: config.upgrade.clone(),
+                recipes: config.recipes.clone(),
+                state_dir: s.state_dir()?,
+                read_only: read_only_sources,
+            }),
+            _ => None,
+        };
+        Ok(TuiSession {
+            app,
+            theme,
+            target,
+            upgrade,
+        })
+    }
 }
 
 /// Plain `gpufleet` when stdin or stdout is not a terminal: a snapshot of the same nodes (the

@@ -352,7 +352,15 @@ pub fn run(
         hook(info);
     }));
     let _ = execute!(std::io::stdout(), EnableMouseCapture);
-    let result = rt.block_on(event_loop(&mut terminal, &mut app, &theme, target, upgrade));
+    let result = rt.block_on(drive(
+        &mut terminal,
+        &mut app,
+        &theme,
+        target,
+        upgrade,
+        read_terminal,
+        |_, _| {},
+    ));
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
     // Not `ratatui::restore()`: it `eprintln!`s its error, which panics when the terminal is
     // gone (a closed window), and its panic hook would then panic again and abort.
@@ -362,16 +370,9 @@ pub fn run(
     result
 }
 
-async fn event_loop(
-    terminal: &mut ratatui::DefaultTerminal,
-    app: &mut App,
-    theme: &Theme,
-    target: Target,
-    upgrade: Option<UpgradeCtx>,
-) -> anyhow::Result<()> {
-    let upgrade = upgrade.map(Arc::new);
-    let (tx, mut rx) = mpsc::channel::<Msg>(4096);
-    let input_tx = tx.clone();
+/// The terminal's input: a thread that reads key presses, mouse events and resizes and sends
+/// them on `tx` until the event loop is gone.
+fn read_terminal(tx: mpsc::Sender<Msg>) {
     std::thread::spawn(move || {
         while let Ok(ev) = event::read() {
             let msg = match ev {
@@ -380,11 +381,54 @@ async fn event_loop(
                 Event::Resize(w, h) => Msg::Resize(w, h),
                 _ => continue,
             };
-            if input_tx.blocking_send(msg).is_err() {
+            if tx.blocking_send(msg).is_err() {
                 break;
             }
         }
     });
+}
+
+/// One frame the event loop drew, as [`drive`] tells its `on_frame`.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame {
+    /// Key messages the app had been given when this frame was drawn, counted from the start
+    /// of the loop.
+    pub keys: u64,
+    /// The time the frame took: building it from the app ([`ui::draw`]) and writing it to the
+    /// terminal's backend.
+    pub draw: Duration,
+}
+
+/// The TUI's event loop on any ratatui backend, until the app quits or SIGTERM / SIGHUP: it
+/// scans `target` (a first scan at once), feeds scan results, input and ticks to
+/// [`App::update`], carries out the effects, and draws a frame after each burst of messages.
+/// `input` is called once with the sender input messages (keys, mouse, resize) go on — the
+/// real TUI reads the terminal ([`run`]); `benches/tui.rs` sends keys itself — and `on_frame`
+/// after each frame drawn, with the app as drawn.
+///
+/// Errors: the backend cannot draw; a signal handler cannot be installed.
+pub async fn drive<B: ratatui::backend::Backend>(
+    terminal: &mut ratatui::Terminal<B>,
+    app: &mut App,
+    theme: &Theme,
+    target: Target,
+    upgrade: Option<UpgradeCtx>,
+    input: impl FnOnce(mpsc::Sender<Msg>),
+    mut on_frame: impl FnMut(&App, Frame),
+) -> anyhow::Result<()>
+where
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let upgrade = upgrade.map(Arc::new);
+    let (tx, mut rx) = mpsc::channel::<Msg>(4096);
+    // Input has its own channel, read first: a key never queues behind thousands of results.
+    let (input_tx, mut input_rx) = mpsc::channel::<Msg>(256);
+    input(input_tx);
+    let mut keys = 0u64;
+    // Something changed since the last frame; it is to be drawn at once (input, ticks,
+    // effects), not only when the frame gap has passed (results alone).
+    let (mut undrawn, mut draw_now) = (true, true);
+    let mut last_draw = Instant::now();
     use tokio::signal::unix::{SignalKind, signal};
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sighup = signal(SignalKind::hangup())?;
@@ -396,6 +440,9 @@ async fn event_loop(
         names: None,
     }];
     loop {
+        if !pending.is_empty() {
+            (undrawn, draw_now) = (true, true);
+        }
         for effect in std::mem::take(&mut pending) {
             match effect {
                 Effect::Quit => {
@@ -454,56 +501,196 @@ async fn event_loop(
                 }
             }
         }
-        app.ensure_view();
-        let mut drawn = ui::Drawn::default();
-        terminal.draw(|f| drawn = ui::draw(f, app, theme))?;
-        app.page = drawn.page;
-        app.offset = drawn.offset;
-        app.body_rows = std::mem::take(&mut drawn.body_rows);
-        app.header_hits = drawn.header_hits;
-        app.header_y = drawn.header_y;
-        app.body_y = drawn.body_y;
-        if app.mode == crate::app::Mode::Detail {
-            app.detail_max = drawn.detail_max;
-            app.detail_scroll = app.detail_scroll.min(app.detail_max);
+        if undrawn && (draw_now || last_draw.elapsed() >= RESULT_FRAME_GAP) {
+            draw(terminal, app, theme, keys, &mut on_frame)?;
+            (undrawn, draw_now) = (false, false);
+            last_draw = Instant::now();
         }
-        if app.mode == crate::app::Mode::Help {
-            app.help_max = drawn.help_max;
-            app.detail_scroll = app.detail_scroll.min(app.help_max);
-        }
+        let held_back = tokio::time::Instant::from_std(last_draw + RESULT_FRAME_GAP);
         tokio::select! {
-            Some(msg) = rx.recv() => {
-                let mut batch = vec![msg];
-                // Results come in bursts: apply what is queued, then draw once.
-                while batch.len() < 4096 {
-                    match rx.try_recv() {
-                        Ok(m) => batch.push(m),
-                        Err(_) => break,
-                    }
-                }
-                for m in batch {
-                    if let Msg::ScanFinished { generation } = &m
-                        && *generation == app.progress.generation
-                    {
-                        last_scan_end = Some(Instant::now());
-                    }
-                    pending.extend(app.update(m));
-                }
+            biased;
+            _ = sigterm.recv() => pending.push(Effect::Quit),
+            _ = sighup.recv() => pending.push(Effect::Quit),
+            Some(msg) = input_rx.recv() => {
+                pending.extend(apply(app, msg, &mut keys, &mut last_scan_end));
+                (undrawn, draw_now) = (true, true);
             }
             _ = tick.tick() => {
                 let since = last_scan_end.map(|t| t.elapsed().as_secs());
                 pending.extend(app.update(Msg::Tick { since_scan_secs: since }));
+                (undrawn, draw_now) = (true, true);
             }
-            _ = sigterm.recv() => pending.push(Effect::Quit),
-            _ = sighup.recv() => pending.push(Effect::Quit),
+            Some(msg) = rx.recv() => {
+                apply_burst(app, msg, &mut rx, &input_rx, &mut keys, &mut last_scan_end, &mut pending);
+                undrawn = true;
+            }
+            _ = tokio::time::sleep_until(held_back), if undrawn => {}
+        }
+        // Input that came meanwhile is applied before the next frame.
+        while let Ok(msg) = input_rx.try_recv() {
+            pending.extend(apply(app, msg, &mut keys, &mut last_scan_end));
+            (undrawn, draw_now) = (true, true);
         }
     }
+}
+
+/// Results applied in one go before a frame is drawn, at most.
+const BATCH: usize = 4096;
+/// Time spent applying queued results before a frame is drawn, at most (input that arrives
+/// stops it at once).
+const BATCH_TIME: Duration = Duration::from_millis(8);
+/// Frames drawn for scan results alone come at most this often (input, ticks and effects draw
+/// at once): with 10,000 nodes streaming in, a frame per burst of results would take the CPU
+/// that keys need (bench/README.md, "The TUI at 10,000 simulated nodes").
+const RESULT_FRAME_GAP: Duration = Duration::from_millis(50);
+
+/// Gives `msg` to the app; counts keys, notes when the current scan finished. Returns the
+/// effects to carry out.
+fn apply(
+    app: &mut App,
+    msg: Msg,
+    keys: &mut u64,
+    last_scan_end: &mut Option<Instant>,
+) -> Vec<Effect> {
+    if let Msg::Key(_) = msg {
+        *keys += 1;
+    }
+    if let Msg::ScanFinished { generation } = &msg
+        && *generation == app.progress.generation
+    {
+        *last_scan_end = Some(Instant::now());
+    }
+    app.update(msg)
+}
+
+/// Results come in bursts: applies `first` and what is queued behind it on `rx`, to be drawn
+/// once — for [`BATCH_TIME`] and [`BATCH`] messages at most, and not one more once `input`
+/// waits. Returns how many were applied.
+fn apply_burst(
+    app: &mut App,
+    first: Msg,
+    rx: &mut mpsc::Receiver<Msg>,
+    input: &mpsc::Receiver<Msg>,
+    keys: &mut u64,
+    last_scan_end: &mut Option<Instant>,
+    pending: &mut Vec<Effect>,
+) -> usize {
+    let until = Instant::now() + BATCH_TIME;
+    let (mut next, mut n) = (Some(first), 0);
+    while let Some(m) = next.take() {
+        pending.extend(apply(app, m, keys, last_scan_end));
+        n += 1;
+        if n >= BATCH || !input.is_empty() || Instant::now() >= until {
+            break;
+        }
+        next = rx.try_recv().ok();
+    }
+    n
+}
+
+/// Draws one frame of `app` and keeps what the app needs from it (page size, mouse targets,
+/// scroll limits); then tells `on_frame`.
+fn draw<B: ratatui::backend::Backend>(
+    terminal: &mut ratatui::Terminal<B>,
+    app: &mut App,
+    theme: &Theme,
+    keys: u64,
+    on_frame: &mut impl FnMut(&App, Frame),
+) -> anyhow::Result<()>
+where
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let started = Instant::now();
+    app.ensure_view();
+    let mut drawn = ui::Drawn::default();
+    terminal.draw(|f| drawn = ui::draw(f, app, theme))?;
+    let draw = started.elapsed();
+    app.page = drawn.page;
+    app.offset = drawn.offset;
+    app.body_rows = std::mem::take(&mut drawn.body_rows);
+    app.header_hits = drawn.header_hits;
+    app.header_y = drawn.header_y;
+    app.body_y = drawn.body_y;
+    if app.mode == crate::app::Mode::Detail {
+        app.detail_max = drawn.detail_max;
+        app.detail_scroll = app.detail_scroll.min(app.detail_max);
+    }
+    if app.mode == crate::app::Mode::Help {
+        app.help_max = drawn.help_max;
+        app.detail_scroll = app.detail_scroll.min(app.help_max);
+    }
+    on_frame(app, Frame { keys, draw });
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::{Code, NodeReport};
+
+    /// A key that arrives while results are queued stops the burst: it is applied before the
+    /// thousands behind (issue 12, item 5), which wait for the next turn.
+    #[test]
+    fn a_waiting_key_stops_a_burst_of_results() {
+        use crate::app::{Keymap, Row};
+        use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+        let names: Vec<String> = (0..3000).map(|i| format!("n{i:04}")).collect();
+        let rows = names.iter().map(|n| Row::new(n.clone())).collect();
+        let mut app = App::new(rows, Keymap::default(), true, "test".into());
+        app.update(Msg::ScanStarted {
+            generation: 1,
+            names: names.clone(),
+        });
+        let (tx, mut rx) = mpsc::channel(4096);
+        for n in &names {
+            let mut r = NodeReport::unreachable(
+                n.clone(),
+                Code::SshTimeout,
+                "x".into(),
+                vec![],
+                String::new(),
+                0,
+            );
+            r.status = crate::model::NodeStatus::Ready;
+            tx.try_send(Msg::NodeDone {
+                generation: 1,
+                report: Box::new(r),
+                raw: None,
+            })
+            .unwrap();
+        }
+        let (input_tx, input_rx) = mpsc::channel(8);
+        let first = rx.try_recv().unwrap();
+        let (mut keys, mut end, mut pending) = (0, None, Vec::new());
+        let all = apply_burst(
+            &mut app,
+            first,
+            &mut rx,
+            &input_rx,
+            &mut keys,
+            &mut end,
+            &mut pending,
+        );
+        assert!(all >= 1, "{all}");
+        let key = KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE);
+        input_tx.try_send(Msg::Key(key)).unwrap();
+        let first = rx.try_recv().unwrap();
+        let n = apply_burst(
+            &mut app,
+            first,
+            &mut rx,
+            &input_rx,
+            &mut keys,
+            &mut end,
+            &mut pending,
+        );
+        assert_eq!(
+            n, 1,
+            "the burst stopped at the first result once a key waited"
+        );
+        assert_eq!(app.progress.done, all + 1);
+        assert_eq!(rx.len(), 3000 - all - 1, "the rest wait in the channel");
+    }
 
     /// The TUI's CSV export (`E`) neutralizes formulas and escapes node text as
     /// `gpufleet snapshot --format csv` does.
