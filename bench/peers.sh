@@ -56,7 +56,9 @@ have() {
 version() {
   case $1 in
     gpufleet) "$gpufleet" --version ;;
-    pssh) "$venv/bin/python" -c 'import pssh; print("parallel-ssh", pssh.__version__)' ;;
+    # pssh.__version__ comes from versioneer, which reads the git checkout of the current
+    # folder (this repository's): ask pip for the installed version instead.
+    pssh) echo "parallel-ssh $("$venv/bin/pip" show parallel-ssh 2>/dev/null | sed -n 's/^Version: //p')" ;;
     clush) clush --version 2>&1 | head -1 ;;
     pdsh) pdsh -V 2>&1 | head -1 ;;
     bssh) bssh --version 2>&1 | head -1 ;;
