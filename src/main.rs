@@ -6,6 +6,10 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    // No transparent huge pages: mimalloc asks for them (MADV_HUGEPAGE), and a scan's many
+    // small per-session buffers then fault in and zero 2 MiB at a time: 24 MB more peak RSS at
+    // 10,000 nodes for no CPU gain (bench/README.md). Best effort: an old kernel says EINVAL.
+    let _ = nix::sys::prctl::set_thp_disable(true);
     // An empty variable means unset, as with KUBECONFIG (clap would see an empty value).
     for var in [
         "GPUFLEET_CONFIG",

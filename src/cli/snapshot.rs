@@ -209,6 +209,8 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
         }
         (None, Some(inv)) => {
             let (scan, selected) = s.scan(&args.scan, &inv, settings)?;
+            // The selected nodes are copies: the inventory is not needed while they are scanned.
+            drop(inv);
             let drained = s.drained_nodes();
             let statuses = scan_fleet(scan, selected, &drained, &mut *sink)?;
             sink.finish(&snapshot::End::new(now_rfc3339(), &statuses))?;
