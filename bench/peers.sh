@@ -23,6 +23,7 @@ venv=${VENV:-$out/venv}
 reps=${REPS:-3}
 conc=${CONC:-64}
 gpufleet=${GPUFLEET:-$repo/target/release/gpufleet}
+bench_user=gpufleet-bench   # the login of the real sshd fleets (start_sshd)
 mkdir -p "$out"
 export PATH=$venv/bin:$HOME/.cargo/bin:$PATH:/usr/sbin:/sbin
 
@@ -103,8 +104,15 @@ start_sshd() { # N: one real OpenSSH sshd per node on 127.0.0.1, ports from 3000
   ssh-keygen -q -t ed25519 -N '' -f "$f/userkey"
   ssh-keygen -q -t ed25519 -N '' -f "$f/hostkey"
   mkdir -p /run/sshd
+  # A login of its own whose shell reads no startup file: a login as root runs root's
+  # ~/.bashrc (bash sources it for a command over SSH), whose cost on this machine (pyenv init:
+  # a `pyenv rehash` per login) would be measured as every tool's server floor.
+  # Its password field `*` (no password, not `!` locked: sshd without PAM refuses a locked
+  # account even for a key).
+  id "$bench_user" >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent \
+    --shell /bin/sh --password '*' "$bench_user" || { say "!! cannot create the user $bench_user"; return 1; }
   : > "$f/hosts"; : > "$f/known_hosts"; : > "$f/names"; : > "$f/server_pids"
-  printf 'known_hosts = "known_hosts"\nread_only = true\n[defaults]\nuser = "root"\nidentity_file = "userkey"\nroot = "%s"\n' "$fx/root" > "$f/inventory.toml"
+  printf 'known_hosts = "known_hosts"\nread_only = true\n[defaults]\nuser = "%s"\nidentity_file = "userkey"\nroot = "%s"\n' "$bench_user" "$fx/root" > "$f/inventory.toml"
   : > "$f/ssh_config"
   for i in $(seq 0 $((n - 1))); do
     port=$((30000 + i))
@@ -129,8 +137,8 @@ EOC
     printf 'Host node%s\n  HostName 127.0.0.1\n  Port %s\n' "$i" "$port" >> "$f/ssh_config"
     printf '[[nodes]]\nname = "node%s"\nhost = "127.0.0.1"\nport = %s\n' "$i" "$port" >> "$f/inventory.toml"
   done
-  printf 'Host *\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n  BatchMode yes\n' \
-    "$f/userkey" "$f/known_hosts" >> "$f/ssh_config"
+  printf 'Host *\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n  BatchMode yes\n' \
+    "$bench_user" "$f/userkey" "$f/known_hosts" >> "$f/ssh_config"
   sleep 1
   cat "$f"/n/*.pid > "$f/server_pids"
   echo "$fx/root" > "$f/root"
@@ -170,11 +178,11 @@ run_tool() { # TOOL N RUNDIR
     pssh)
       "$venv/bin/python" "$here/pssh_run.py" "$fleet" "$conc" "$cmd" "$d" ;;
     bssh)
-      bssh -H "$(sed 's/^/root@/' "$fleet/hosts" | paste -sd,)" -i "$(grep -m1 IdentityFile "$fleet/ssh_config" | awk '{print $2}')" \
-        --parallel "$conc" --output-dir "$d" "$cmd" > "$d/out.txt" 2>&1 ;;
+      bssh -H "$(sed "s/^/$(awk '$1 == "User" {print $2; exit}' "$fleet/ssh_config")@/" "$fleet/hosts" | paste -sd,)" -i "$(grep -m1 IdentityFile "$fleet/ssh_config" | awk '{print $2}')" \
+        --parallel "$conc" "$cmd" > "$d/out.txt" 2>&1 ;;  # not --output-dir: it names files by host alone, and every node here is 127.0.0.1
     ansible)
       sed 's/:/ ansible_port=/; s/^/node ansible_host=/' "$fleet/hosts" | awk '{ $1 = "n" NR; print }' > "$d/inv.ini"
-      ANSIBLE_HOST_KEY_CHECKING=True ANSIBLE_SSH_ARGS="-F $fleet/ssh_config" ansible all -i "$d/inv.ini" -u root \
+      ANSIBLE_HOST_KEY_CHECKING=True ANSIBLE_SSH_ARGS="-F $fleet/ssh_config" ansible all -i "$d/inv.ini" -u "$(awk '$1 == "User" {print $2; exit}' "$fleet/ssh_config")" \
         -m raw -a "$cmd" -f "$conc" > "$d/out.txt" 2>&1 ;;
   esac
 }

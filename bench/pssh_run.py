@@ -7,8 +7,10 @@ from pssh.config import HostConfig
 
 fleet, conc, cmd, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 hosts = [l.strip() for l in open(f"{fleet}/hosts") if l.strip()]
-key = [l.split()[1] for l in open(f"{fleet}/ssh_config") if l.strip().startswith("IdentityFile")][0]
-configs = [HostConfig(port=int(h.rsplit(":", 1)[1]), user="root", private_key=key) for h in hosts]
+conf = [l.split() for l in open(f"{fleet}/ssh_config") if l.strip()]
+key = [w[1] for w in conf if w[0] == "IdentityFile"][0]
+user = [w[1] for w in conf if w[0] == "User"][0]
+configs = [HostConfig(port=int(h.rsplit(":", 1)[1]), user=user, private_key=key) for h in hosts]
 client = ParallelSSHClient([h.rsplit(":", 1)[0] for h in hosts], host_config=configs,
                            pool_size=conc, timeout=60, num_retries=1)
 results = client.run_command(cmd, stop_on_errors=False, encoding="latin-1")

@@ -246,8 +246,11 @@ fn probe_as_command(boundary: &str) -> String {
 }
 
 /// OpenSSH's client through the simulator's ssh_config, by node name.
-fn ssh_by_name(config: &Path, name: &str, command: &str) -> Output {
+/// `ssh -F config name command`; with `tty`, `-tt` as Ansible's `raw` module runs it (a
+/// terminal asked for and granted).
+fn ssh_by_name(config: &Path, name: &str, command: &str, tty: bool) -> Output {
     Command::new(support::need("ssh"))
+        .args(if tty { &["-tt"][..] } else { &[] })
         .arg("-F")
         .arg(config)
         .arg(name)
@@ -358,7 +361,8 @@ fn sim_is_scanned_by_gpufleet_and_openssh_alike() {
         let out = if i % 2 == 0 {
             ssh(&key, &known_hosts, *port, "sh -s", &stdin)
         } else {
-            ssh_by_name(&ssh_config, name, &probe_as_command(boundary))
+            // The first of them asks for a terminal first (Ansible's raw module, bssh).
+            ssh_by_name(&ssh_config, name, &probe_as_command(boundary), i == 1)
         };
         assert_eq!(
             out.status.code(),

@@ -526,6 +526,10 @@ impl server::Handler for Conn {
         session.channel_failure(channel)
     }
 
+    /// A terminal is granted, as a flag only: Ansible's `raw` module (`ssh -tt`) and bssh ask
+    /// for one before their command, and fail on a refusal. Nothing runs either way; the probe
+    /// is answered with the same bytes as without a terminal (a real sshd would turn its `\n`
+    /// into `\r\n`, which the peers' benchmarks do not depend on).
     async fn pty_request(
         &mut self,
         channel: ChannelId,
@@ -537,7 +541,7 @@ impl server::Handler for Conn {
         _modes: &[(Pty, u32)],
         session: &mut Session,
     ) -> Result<(), Self::Error> {
-        session.channel_failure(channel)
+        session.channel_success(channel)
     }
 
     async fn data(
