@@ -29,8 +29,9 @@
 //! Measured (bench/README.md has every run; 2 shared vCPUs, load average 3 to 5): key → frame
 //! while 10,000 results stream in, median 6 to 11 ms, p99 62 to 100 ms (the loop's own CPU per
 //! key: median 6 ms, p99 23 to 28 ms; the rest is waiting for a core the simulator and the scan
-//! share); after the scan ≤ 20 ms; frame median 3 to 4 ms while streaming; 35 KB of heap per
-//! node (mostly the raw probe output kept for the detail pane); peak RSS 473 MiB.
+//! share); after the scan ≤ 20 ms; frame median 3 to 4 ms while streaming. With the raw probe
+//! output kept packed (session 4; a quiet machine, load 2): p99 37.8 ms, 14.3 KB of heap per
+//! node (35 KB before), peak RSS 241 MiB (473 before).
 //!
 //! `--synthetic`: the former bench, no simulator — 10,000 clones of one real report (the H200
 //! probe output) put into the app directly, then frames, keys with 100 results between two

@@ -98,7 +98,7 @@ fn app(read_only: bool) -> App {
     a.update(Msg::NodeDone {
         generation: 1,
         report: Box::new(r),
-        raw: Some(raw),
+        raw: Some(Arc::new(gpufleet::app::RawOutput::of(&raw))),
     });
     a.update(Msg::NodeRunning {
         generation: 1,

@@ -681,3 +681,35 @@ fn input_acts_on_the_rows_as_drawn_while_results_stream_in() {
         "the selection followed its node"
     );
 }
+
+/// The raw output kept per node is packed and gives back the same sections; damaged packed
+/// bytes are an error, never an empty output.
+#[test]
+fn raw_output_is_kept_packed_and_unpacks_to_the_same_sections() {
+    let run = RawRun {
+        boundary: "gpufleet-RAW".into(),
+        output: include_bytes!("../../docs/examples/h200-probe-raw.txt").to_vec(),
+        end: crate::probe::RunEnd::Completed,
+        duration: std::time::Duration::from_millis(1),
+        exit: None,
+    };
+    let raw = RawOutput::of(&run);
+    assert_eq!(raw.bytes, run.output.len());
+    assert!(
+        raw.packed.len() * 2 < run.output.len(),
+        "{} packed of {}",
+        raw.packed.len(),
+        run.output.len()
+    );
+    let want = crate::model::sections::parse(&run.output, &run.boundary);
+    let got = raw.sections().unwrap();
+    assert_eq!(got.sections.len(), want.sections.len());
+    assert!(got.sections.len() > 10);
+    for (g, w) in got.sections.iter().zip(&want.sections) {
+        assert_eq!((&g.name, &g.body), (&w.name, &w.body));
+    }
+    assert_eq!(got.complete, want.complete);
+    let mut damaged = raw.clone();
+    damaged.packed.truncate(damaged.packed.len() / 2);
+    assert!(damaged.sections().is_err());
+}

@@ -58,7 +58,7 @@ impl App {
                     r.probe = Probe::Done;
                     r.diff = diff;
                     r.report = Some(*report);
-                    r.raw = raw.map(|run| Arc::new(RawSections::of(&run)));
+                    r.raw = raw;
                     r.refresh();
                 }
                 self.dirty = true;

@@ -193,7 +193,7 @@ fn spawn_scan(
                     let (report, raw) = match probe::run_local(&settings).await {
                         Ok(run) => (
                             probe::report(Some(name.clone()), &run, &thresholds, at),
-                            Some(Arc::new(run)),
+                            Some(Arc::new(crate::app::RawOutput::of(&run))),
                         ),
                         Err(e) => (
                             crate::model::NodeReport::unreachable(
@@ -253,7 +253,7 @@ fn spawn_scan(
                             .send(Msg::NodeDone {
                                 generation,
                                 report: Box::new(report),
-                                raw: raw.map(Arc::new),
+                                raw: raw.map(|run| Arc::new(crate::app::RawOutput::of(&run))),
                             })
                             .await;
                     });

@@ -398,8 +398,20 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
     let Some(raw) = &row.raw else {
         return out;
     };
-    let parsed = &raw.output;
     out.push(Line::default());
+    let parsed = match raw.sections() {
+        Ok(p) => p,
+        Err(e) => {
+            out.push(Line::from(Span::styled(
+                format!(
+                    "raw probe output · {} bytes · unreadable here: {e}",
+                    raw.bytes
+                ),
+                t.role(Role::Header),
+            )));
+            return out;
+        }
+    };
     out.push(Line::from(Span::styled(
         format!(
             "raw probe output · {} sections · {} bytes",
