@@ -17,7 +17,9 @@ use crate::probe::endpoint::Login;
 /// The identity files (and their certificates) of one scan, each read and parsed once, not once
 /// per node: a 10,000-node scan with one key reads it once. Keyed by the key file's path and
 /// the login's `CertificateFile`; a file that failed to load fails the same way for every node
-/// of the scan (its message kept).
+/// of the scan (its message kept). The TUI's rescans share their session's [`super::HostKeys`],
+/// so a key file changed during a TUI session is read at the next `gpufleet tui`; keys added
+/// to ssh-agent are asked for at every connection.
 #[derive(Default)]
 pub struct Identities {
     loaded: Mutex<HashMap<(PathBuf, Option<PathBuf>), Loaded>>,
