@@ -86,14 +86,14 @@ impl Scan {
         }
     }
 
-    /// Scans `nodes`, at most `ssh.concurrency` at a time, sending each report on `tx` as it
-    /// finishes (in completion order) with its node's index in `nodes`. Returns when every
-    /// node is done or `tx` is closed.
-    pub async fn run<N: Into<Endpoint>>(
-        self: Arc<Self>,
-        nodes: Vec<N>,
-        tx: mpsc::Sender<(usize, NodeReport)>,
-    ) {
+    /// Runs `per_node(scan, index, node)` for each of `nodes` (its index in `nodes`), at most
+    /// `ssh.concurrency` at a time, started in order; returns when every one is done. The one
+    /// concurrency loop of fleet scans: [`Scan::run`]'s and the TUI's.
+    pub async fn each<N, F, Fut>(self: Arc<Self>, nodes: impl IntoIterator<Item = N>, per_node: F)
+    where
+        F: Fn(Arc<Scan>, usize, N) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
         let permits = Arc::new(Semaphore::new(crate::rt::concurrency_for(
             self.ssh.concurrency,
         )));
@@ -106,14 +106,29 @@ impl Scan {
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 break;
             };
-            let (scan, tx) = (self.clone(), tx.clone());
-            let node: Endpoint = node.into();
+            let job = per_node(self.clone(), pos, node);
             tasks.spawn(async move {
                 let _permit = permit;
-                let (report, _) = scan.probe_guarded(node).await;
-                let _ = tx.send((pos, report)).await;
+                job.await;
             });
         }
         while tasks.join_next().await.is_some() {}
+    }
+
+    /// Scans `nodes` ([`Scan::each`]), sending each report on `tx` as it finishes (in
+    /// completion order) with its node's index in `nodes`. Returns when every node is done.
+    pub async fn run<N: Into<Endpoint>>(
+        self: Arc<Self>,
+        nodes: Vec<N>,
+        tx: mpsc::Sender<(usize, NodeReport)>,
+    ) {
+        self.each(nodes, move |scan, pos, node| {
+            let (tx, node): (_, Endpoint) = (tx.clone(), node.into());
+            async move {
+                let (report, _) = scan.probe_guarded(node).await;
+                let _ = tx.send((pos, report)).await;
+            }
+        })
+        .await
     }
 }

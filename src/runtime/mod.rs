@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use ratatui::crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
 use ratatui::crossterm::execute;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::app::{App, Effect, ExportFormat, Msg};
@@ -227,37 +227,33 @@ fn spawn_scan(
                         .and_then(|j| crate::actions::rollout::drained_in(j).ok())
                         .unwrap_or_default(),
                 );
-                let permits = Arc::new(Semaphore::new(crate::rt::concurrency_for(
-                    scan.ssh.concurrency,
-                )));
                 let wanted: std::collections::HashSet<&String> = names.iter().collect();
-                for node in nodes.iter().filter(|n| wanted.contains(&n.name)).cloned() {
-                    // Finished tasks are freed as we go (as in `probe::Scan::run`).
-                    while tasks.try_join_next().is_some() {}
-                    // Taking the permit before spawning starts nodes in inventory order.
-                    let Ok(permit) = permits.clone().acquire_owned().await else {
-                        break;
-                    };
-                    let (scan, tx, drained) = (scan.clone(), tx.clone(), drained.clone());
-                    tasks.spawn(async move {
-                        let _permit = permit;
-                        let _ = tx
-                            .send(Msg::NodeRunning {
-                                generation,
-                                name: node.name.clone(),
-                            })
-                            .await;
-                        let (mut report, raw) = scan.probe_guarded(node).await;
-                        crate::actions::rollout::mark_drained(&mut report, &drained);
-                        let _ = tx
-                            .send(Msg::NodeDone {
-                                generation,
-                                report: Box::new(report),
-                                raw: raw.map(|run| Arc::new(crate::app::RawOutput::of(&run))),
-                            })
-                            .await;
-                    });
-                }
+                // Positions, not copies: a node is copied when its task starts.
+                let chosen: Vec<usize> = (0..nodes.len())
+                    .filter(|&i| wanted.contains(&nodes[i].name))
+                    .collect();
+                scan.clone()
+                    .each(chosen, |scan, _, i| {
+                        let (tx, drained, node) = (tx.clone(), drained.clone(), nodes[i].clone());
+                        async move {
+                            let _ = tx
+                                .send(Msg::NodeRunning {
+                                    generation,
+                                    name: node.name.clone(),
+                                })
+                                .await;
+                            let (mut report, raw) = scan.probe_guarded(node).await;
+                            crate::actions::rollout::mark_drained(&mut report, &drained);
+                            let _ = tx
+                                .send(Msg::NodeDone {
+                                    generation,
+                                    report: Box::new(report),
+                                    raw: raw.map(|run| Arc::new(crate::app::RawOutput::of(&run))),
+                                })
+                                .await;
+                        }
+                    })
+                    .await;
             }
             Target::Files { files, .. } => {
                 let files = files.clone();

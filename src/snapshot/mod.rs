@@ -619,22 +619,21 @@ mod tests {
 
     #[test]
     fn check_exits_2_on_unknown() {
-        let n = |s| s;
         let check = Some(Check::default());
-        assert_eq!(exit_code(&[n(NodeStatus::Ready)], check), 0);
+        assert_eq!(exit_code(&[NodeStatus::Ready], check), 0);
         assert_eq!(
-            exit_code(&[n(NodeStatus::Ready), n(NodeStatus::Migrate)], check),
+            exit_code(&[NodeStatus::Ready, NodeStatus::Migrate], check),
             1
         );
         assert_eq!(
-            exit_code(&[n(NodeStatus::Migrate), n(NodeStatus::Unknown)], check),
+            exit_code(&[NodeStatus::Migrate, NodeStatus::Unknown], check),
             2
         );
-        assert_eq!(exit_code(&[n(NodeStatus::Unknown)], None), 0);
+        assert_eq!(exit_code(&[NodeStatus::Unknown], None), 0);
         let lenient = Some(Check {
             allow_no_driver: true,
         });
-        assert_eq!(exit_code(&[n(NodeStatus::NoDriver)], check), 1);
-        assert_eq!(exit_code(&[n(NodeStatus::NoDriver)], lenient), 0);
+        assert_eq!(exit_code(&[NodeStatus::NoDriver], check), 1);
+        assert_eq!(exit_code(&[NodeStatus::NoDriver], lenient), 0);
     }
 }
