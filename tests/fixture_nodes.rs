@@ -34,7 +34,8 @@ fn fixture_nodes() -> Vec<PathBuf> {
     v
 }
 
-/// Runs `gpufleet snapshot --format json` on one fixture; returns the node and the wall time.
+/// Runs `gpufleet snapshot --format json` on one fixture; returns the whole document and the
+/// wall time.
 fn probe(fixture: &Path) -> (Value, Duration) {
     let path = format!("{}:/usr/bin:/bin", fixture.join("bin").display());
     let start = Instant::now();
@@ -60,7 +61,57 @@ fn probe(fixture: &Path) -> (Value, Duration) {
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON output");
     assert_eq!(doc["schema_version"], 2);
     assert_eq!(doc["nodes"].as_array().unwrap().len(), 1);
-    (doc["nodes"][0].clone(), took)
+    (doc, took)
+}
+
+/// The committed copy of every fixture's JSON output (tests/golden/): what the snapshot says must
+/// not change by accident (issue "One house": no behaviour change while files move). Times and
+/// durations are normalized. An intended change is blessed with
+/// `GPUFLEET_BLESS=1 cargo test --test fixture_nodes every_fixture` (tests/golden/README.md),
+/// and the diff read before it is committed.
+fn golden_mismatch(fixture: &Path, doc: &Value) -> Option<String> {
+    let set = fixture.parent().unwrap().file_name().unwrap();
+    let name = fixture.file_name().unwrap();
+    let path = manifest()
+        .join("tests/golden")
+        .join(set)
+        .join(format!("{}.json", name.to_string_lossy()));
+    let mut doc = doc.clone();
+    doc["generated_at"] = "GENERATED_AT".into();
+    for n in doc["nodes"].as_array_mut().unwrap() {
+        n["scanned_at"] = "SCANNED_AT".into();
+        n["duration_ms"] = 0.into();
+    }
+    let text = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+    if std::env::var_os("GPUFLEET_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        return None;
+    }
+    match std::fs::read_to_string(&path) {
+        Ok(want) if want == text => None,
+        Ok(want) => {
+            let first = want
+                .lines()
+                .zip(text.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(want.lines().count().min(text.lines().count()));
+            Some(format!(
+                "{}: JSON output differs from {} from line {} (want {:?}, got {:?}); \
+                 if intended, bless it (tests/golden/README.md)",
+                name.display(),
+                path.display(),
+                first + 1,
+                want.lines().nth(first).unwrap_or(""),
+                text.lines().nth(first).unwrap_or("")
+            ))
+        }
+        Err(e) => Some(format!(
+            "{}: no committed JSON output ({}: {e}); bless it (tests/golden/README.md)",
+            name.display(),
+            path.display()
+        )),
+    }
 }
 
 #[test]
@@ -69,14 +120,16 @@ fn every_fixture_matches_its_expected_values() {
     let mut seen = BTreeMap::new();
     for fixture in fixture_nodes() {
         let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
-        let (node, took) = probe(&fixture);
+        let (doc, took) = probe(&fixture);
+        failures.extend(golden_mismatch(&fixture, &doc));
+        let node = &doc["nodes"][0];
         // The nvidia-smi time limit bounds the run even when nvidia-smi hangs (smi-hang fixture).
         if took > Duration::from_secs(SMI_TIMEOUT_SECS + 6) {
             failures.push(format!(
                 "{name}: took {took:?} with a {SMI_TIMEOUT_SECS} s nvidia-smi limit"
             ));
         }
-        failures.extend(check_expected(&fixture, &node));
+        failures.extend(check_expected(&fixture, node));
         // Every reason carries the documented fields.
         for r in node["reasons"].as_array().unwrap() {
             for field in ["code", "severity", "message", "evidence"] {
