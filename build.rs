@@ -126,7 +126,10 @@ fn main() {
     let Some(out_dir) = std::env::var_os("OUT_DIR") else {
         panic!("cargo sets OUT_DIR for build scripts");
     };
-    if let Err(e) = pack_corpus(manifest, &Path::new(&out_dir).join("corpus.tar.gz")) {
+    // The corpus is the simulator's (the `sim` feature, on by default).
+    if std::env::var_os("CARGO_FEATURE_SIM").is_some()
+        && let Err(e) = pack_corpus(manifest, &Path::new(&out_dir).join("corpus.tar.gz"))
+    {
         panic!("cannot pack the simulator's built-in corpus: {e}");
     }
     println!("cargo:rerun-if-env-changed=GPUFLEET_GIT_REVISION");

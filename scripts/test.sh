@@ -46,6 +46,8 @@ cargo --version
 rustup component add rustfmt clippy 2>/dev/null || true
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
+# The product without the simulator (the `sim` feature, on by default) builds and lints too.
+cargo clippy --no-default-features --locked -- -D warnings
 
 # What a test may start: sshd with its own config file, slurmctld, slurmd, tmux on a
 # gpufleet-test socket, gpufleet itself (sim, TUI). None may outlive the suite.

@@ -25,6 +25,7 @@ mod policy;
 mod rollouts;
 mod select;
 mod settings;
+#[cfg(feature = "sim")]
 mod sim;
 mod snapshot;
 mod tui;
@@ -143,10 +144,12 @@ pub enum Command {
     Config(config_cmd::ConfigCommand),
     /// Serve a simulated fleet over SSH on 127.0.0.1 (fixture nodes; read-only) and write an
     /// inventory for it: try gpufleet without a fleet
+    #[cfg(feature = "sim")]
     #[command(after_help = sim::SIM_HELP)]
     Sim(sim::SimArgs),
     /// Try gpufleet without a fleet: a simulated fleet of 200 nodes over SSH on 127.0.0.1, in
     /// the TUI (a table when stdout is not a terminal); read-only
+    #[cfg(feature = "sim")]
     #[command(after_help = sim::DEMO_HELP)]
     Demo(sim::DemoArgs),
     /// Check (and generate) the Kubernetes side: GPU Operator ClusterPolicy / NVIDIADriver,
@@ -205,7 +208,9 @@ pub fn run(cli: Cli, given: Given) -> ExitCode {
         Some(Command::Rollouts(a)) => rollouts::rollouts(s, &a),
         Some(Command::Locks(a)) => rollouts::locks(s, &a),
         Some(Command::Unlock(a)) => rollouts::unlock(s, &a),
+        #[cfg(feature = "sim")]
         Some(Command::Sim(a)) => sim::sim_cmd(&a),
+        #[cfg(feature = "sim")]
         Some(Command::Demo(a)) => sim::demo_cmd(s, &a),
         Some(Command::Policy(a)) => policy::run(&a),
         Some(Command::Inventory(c)) => inventory_list::run(s, &c),

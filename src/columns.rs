@@ -203,7 +203,7 @@ pub const COLUMNS: [Spec; 18] = [
 /// state (empty when unset or empty), `skip` when the skip label is `true`; raw label text
 /// (the caller escapes it).
 pub fn operator_upgrade_cell(labels: &std::collections::BTreeMap<String, String>) -> String {
-    use crate::actions::drain::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
+    use crate::model::gpu_operator::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
     let state = labels
         .get(UPGRADE_STATE_LABEL)
         .map(|s| s.trim())

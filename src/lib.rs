@@ -19,10 +19,13 @@
 //! - [`app`]: the TUI's state machine and keymap (no terminal I/O).
 //! - [`ui`]: drawing the TUI, themes.
 //! - [`runtime`]: owns the terminal, input and tasks for the TUI.
+//! - [`fleet`]: the use cases — a scan (one decision of what it reads, one stream of reports)
+//!   and a rollout (prepare → plan → execute → report) — for the CLI and the TUI alike.
 //! - [`cli`]: arguments → settings → a subcommand → exit code.
 //! - [`policy`]: the Kubernetes side: ClusterPolicy, NVIDIADriver, MachineConfig checks against
 //!   the committed schemas (schemas/), against a snapshot, and the ClusterPolicy patch.
 //! - [`sim`]: `gpufleet sim`, a simulated fleet over SSH on this machine (no command runs).
+//! - [`yaml`]: YAML as kubectl reads it, with lines (a leaf: policy and Ansible inventories).
 //! - [`rt`]: the tokio runtime of the commands, and SIGINT/SIGTERM/SIGHUP as one future.
 
 /// `gpufleet --version`: the package version and, when built from a git checkout, the commit
@@ -37,6 +40,7 @@ pub mod columns;
 pub mod config;
 pub mod diag;
 pub mod diff;
+pub mod fleet;
 pub mod inventory;
 pub mod limits;
 pub mod model;
@@ -44,6 +48,8 @@ pub mod policy;
 pub mod probe;
 pub mod rt;
 pub mod runtime;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod snapshot;
 pub mod ui;
+pub mod yaml;

@@ -350,7 +350,7 @@ fn kubectl_stand_in(dir: &Path, fail_with: Option<&str>) -> PathBuf {
             "    kernelModuleConfig:\n      name: kernel-module-params",
             1,
         );
-    let cp = gpufleet::policy::yaml::parse_stream(&cp_yaml).expect("yaml")[0].to_json();
+    let cp = gpufleet::yaml::parse_stream(&cp_yaml).expect("yaml")[0].to_json();
     let list =
         |items: Vec<Value>| serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
     std::fs::write(dir.join("cp.json"), list(vec![cp]).to_string()).expect("write");
@@ -652,7 +652,8 @@ fn merge_patch(target: &mut Value, patch: &Value) {
 
 #[test]
 fn generate_writes_a_patch_that_checks_clean_and_validates_on_a_real_clusterpolicy() {
-    use gpufleet::policy::{schema, schemas, yaml};
+    use gpufleet::policy::{schema, schemas};
+    use gpufleet::yaml;
     let dir = tempfile::tempdir().expect("tempdir");
     let a100 = snapshot_of(dir.path(), "nodes/a100-proprietary-535-k5.15-peermem");
     let drift = snapshot_of(dir.path(), "nodes-v2/h100nvl-open-575-param-drift");

@@ -178,18 +178,27 @@ fn sigterm_and_resize_restore_the_terminal() {
         .status()
         .unwrap();
     assert!(resized.success());
+    // The frame drawn at the new size: its header on the first row and its key bar on the
+    // 20th. Not "migrate somewhere on a screen of 90 columns": tmux crops the old frame to the
+    // new size at once, and the TUI's redraw starts with a clear (ratatui clears on a resize),
+    // so a screen captured after that stale match could be the blank between the clear and
+    // the frame — on a loaded machine, long enough to be caught.
+    let mut screen = String::new();
     support::wait_until(
-        "the TUI to redraw at 90 columns",
-        Duration::from_secs(5),
+        "the TUI to redraw at 90x20",
+        Duration::from_secs(10),
         || {
-            let s = tmux.screen();
-            s.contains("migrate") && s.lines().all(|l| l.chars().count() <= 90)
+            screen = tmux.screen();
+            let lines: Vec<&str> = screen.lines().collect();
+            lines.len() == 20
+                && lines[0].starts_with(" gpufleet")
+                && lines[19].contains("? help")
+                && screen.contains("migrate")
+                && lines.iter().all(|l| l.chars().count() <= 90)
         },
     );
-    let screen = tmux.screen();
-    assert!(screen.lines().all(|l| l.chars().count() <= 90), "{screen}");
     assert!(
-        screen.contains("migrate"),
+        screen.contains("h100-open-555-k6.6-peermem"),
         "redrawn at the new size:\n{screen}"
     );
     let pid = std::fs::read_to_string(&pidfile).unwrap();

@@ -17,6 +17,7 @@ use tokio::process::Command;
 
 use super::permit::WritePermit;
 use crate::inventory::{DrainBackend, DrainSpec, Node};
+use crate::model::gpu_operator::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
 
 /// A command line to run here: argv, or a shell command for `sh -c`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -155,12 +156,6 @@ pub fn uncordon_commands(spec: &DrainSpec, node: &Node) -> Vec<Local> {
         DrainBackend::None => Vec::new(),
     }
 }
-
-/// The GPU Operator's per-node upgrade state label (docs/domain.md, "GPU Operator upgrade
-/// labels"): empty or absent when no upgrade is under way; `upgrade-done` once finished.
-pub const UPGRADE_STATE_LABEL: &str = "nvidia.com/gpu-driver-upgrade-state";
-/// The label that tells the GPU Operator to leave a node's driver alone (`true`).
-pub const UPGRADE_SKIP_LABEL: &str = "nvidia.com/gpu-driver-upgrade.skip";
 
 /// Kubernetes only: `kubectl get node NAME -o jsonpath=…` printing the upgrade state label,
 /// a newline, the skip label and a newline (empty lines when unset).

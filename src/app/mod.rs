@@ -417,7 +417,7 @@ pub fn cell(row: &Row, c: Column) -> &str {
 fn compute_cell(row: &Row, c: Column) -> String {
     if c == Column::OperatorUpgrade {
         let cell = crate::columns::operator_upgrade_cell(&row.labels);
-        return crate::snapshot::clip(&screen_safe(&cell), 64);
+        return crate::model::text::clip(&screen_safe(&cell), 64);
     }
     if c == Column::Node {
         let mark = if row.marked { "✓ " } else { "" };
@@ -441,7 +441,7 @@ fn compute_cell(row: &Row, c: Column) -> String {
             _ => String::new(),
         };
     };
-    crate::snapshot::clip(&screen_safe(&c.display(r)), 64)
+    crate::model::text::clip(&screen_safe(&c.display(r)), 64)
 }
 
 /// One term of a filter: a key (`status`, `flavor`, `label`, `group`, `reason`, or `""` for

@@ -108,10 +108,10 @@ pub struct CheckArgs {
     pub format: PolicyFormat,
 }
 
-/// The nodes of several snapshot files, one per name (the newest `scanned_at` wins):
-/// [`crate::snapshot::collected::load_reports`].
+/// The nodes of several snapshot files, one per name (the newest `scanned_at` wins), as
+/// every collected-file scan reads them ([`crate::fleet::scan::Files`]).
 pub fn load_nodes(files: &[PathBuf]) -> Result<Vec<crate::model::NodeReport>, String> {
-    crate::snapshot::collected::load_reports(files)
+    crate::fleet::scan::Files::read(files.to_vec())?.reports()
 }
 
 pub fn run(args: &PolicyArgs) -> anyhow::Result<u8> {

@@ -15,6 +15,7 @@ use clap::{ArgMatches, Args};
 
 use crate::actions::permit::ReadOnlySources;
 use crate::config::{Config, Paths};
+use crate::fleet::scan::Source;
 use crate::inventory::{Inventory, Node};
 use crate::probe::ProbeSettings;
 use crate::probe::known_hosts::KnownHosts;
@@ -210,21 +211,62 @@ impl Settings {
             .ok_or_else(|| anyhow::anyhow!("no state folder (no home folder?): set --state-dir"))
     }
 
-    /// The nodes this state folder's rollout journal left drained (node → rollout); empty
-    /// without a journal. An unreadable journal is said on stderr and taken as none.
-    pub fn drained_nodes(&self) -> std::collections::BTreeMap<String, String> {
-        let Some(dir) = &self.paths.state_dir else {
-            return Default::default();
-        };
-        let path = dir.join("journal.jsonl");
-        match crate::actions::rollout::drained_in(&path) {
-            Ok(drained) => drained,
-            Err(e) => {
-                eprintln!(
-                    "gpufleet: warning: {}: {e}; drained nodes are not marked",
-                    path.display()
+    /// The rollout journal of the state folder (`<state>/journal.jsonl`), whose drained nodes
+    /// a scan marks; `None` without a state folder.
+    pub fn journal_path(&self) -> Option<PathBuf> {
+        self.paths
+            .state_dir
+            .as_ref()
+            .map(|d| d.join("journal.jsonl"))
+    }
+
+    /// What a scan reads, decided here once for `snapshot`, `tui` and plain `gpufleet`: the
+    /// `from` files (`--from`), else the inventory's selected nodes over SSH, else this machine
+    /// (`--root`, `--name`). Returns the inventory too, when one was read (read-only sources,
+    /// upgrades).
+    ///
+    /// Errors: `--from` with an explicit inventory; an unreadable `--from` file (escaped); as
+    /// [`Settings::inventory`]'s, [`Settings::scan`]'s, [`Settings::local_root`]'s and
+    /// [`Settings::local_name`]'s.
+    pub fn source(
+        &self,
+        args: &ScanArgs,
+        from: &[PathBuf],
+        mut probe: ProbeSettings,
+    ) -> anyhow::Result<(Source, Option<Inventory>)> {
+        use crate::fleet::scan::{Files, Fleet, Local};
+        if !from.is_empty() {
+            // `--from` reads files, not an inventory: one named by `-i` or $GPUFLEET_INVENTORY
+            // is a usage error (a default inventory file is ignored).
+            if self.explicit_inventory() {
+                anyhow::bail!(
+                    "--from shows collected snapshots; it takes no inventory (-i or $GPUFLEET_INVENTORY)"
                 );
-                Default::default()
+            }
+            let files = Files::read(from.to_vec())
+                .map_err(|e| anyhow::anyhow!("{}", crate::model::text::terminal_safe(&e)))?;
+            return Ok((Source::Files(files), None));
+        }
+        match self.inventory(args)? {
+            None => {
+                probe.root = Settings::local_root(args)?;
+                Ok((
+                    Source::Local(Local {
+                        name: Settings::local_name(args)?,
+                        settings: probe,
+                        thresholds: self.config.thresholds(),
+                    }),
+                    None,
+                ))
+            }
+            Some(inv) => {
+                let (scan, nodes) = self.scan(args, &inv, probe)?;
+                let fleet = Fleet {
+                    scan,
+                    nodes,
+                    journal: self.journal_path(),
+                };
+                Ok((Source::Fleet(fleet), Some(inv)))
             }
         }
     }

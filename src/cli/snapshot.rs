@@ -2,14 +2,13 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::Args;
 
 use super::{Interrupted, ScanArgs, Settings};
+use crate::fleet::scan::{Event, ScanError, Source};
 use crate::model::NodeStatus;
-use crate::probe::scan::{Scan, now_rfc3339};
-use crate::probe::{self};
+use crate::probe::scan::now_rfc3339;
 use crate::snapshot::{self, Format};
 
 pub(super) const SNAPSHOT_HELP: &str = "\
@@ -92,21 +91,6 @@ pub(super) const FROM_CONFLICTS: [&str; 11] = [
     "host_key_policy",
 ];
 
-/// `--from` reads files, not an inventory: an inventory named by `-i` or
-/// `$GPUFLEET_INVENTORY` is a usage error (a default inventory file is ignored).
-pub(super) fn from_files(
-    s: &Settings,
-    files: &[PathBuf],
-) -> anyhow::Result<Vec<crate::model::NodeReport>> {
-    if s.explicit_inventory() {
-        anyhow::bail!(
-            "--from shows collected snapshots; it takes no inventory (-i or $GPUFLEET_INVENTORY)"
-        );
-    }
-    crate::snapshot::collected::load_reports(files)
-        .map_err(|e| anyhow::anyhow!("{}", crate::model::text::terminal_safe(&e)))
-}
-
 /// `--format`'s values (clap's side of [`Format`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FormatArg {
@@ -148,13 +132,7 @@ fn format_of_file(file: &std::path::Path) -> Format {
 
 /// Runs `gpufleet snapshot`; returns the exit code (see [`SNAPSHOT_HELP`]).
 pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
-    let collected = if args.from.is_empty() {
-        None
-    } else {
-        Some(from_files(s, &args.from)?)
-    };
-    let mut settings = s.probe(&args.scan)?;
-    let thresholds = s.config.thresholds();
+    let settings = s.probe(&args.scan)?;
     let stdout = std::io::stdout();
     let format = match (args.format, &args.output) {
         (Some(f), _) => Format::from(f),
@@ -169,10 +147,8 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
             format!("{format:?}").to_lowercase()
         );
     }
-    let inventory = match collected {
-        Some(_) => None,
-        None => s.inventory(&args.scan)?,
-    };
+    // The selected nodes are copies: the inventory is not needed while they are scanned.
+    let (source, _) = s.source(&args.scan, &args.from, settings)?;
     let mut file = args
         .output
         .as_deref()
@@ -188,35 +164,7 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
     } else {
         snapshot::sink(format, out)
     };
-    let statuses = match (collected, inventory) {
-        (Some(nodes), _) => snapshot::write_all(&mut *sink, now_rfc3339(), nodes)?,
-        (None, None) => {
-            settings.root = Settings::local_root(&args.scan)?;
-            let name = Settings::local_name(&args.scan)?;
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let scanned_at = now_rfc3339();
-            let run = rt
-                .block_on(probe::run_local_cancellable(
-                    &settings,
-                    crate::rt::stop_requested(),
-                ))
-                .map_err(|e| anyhow::anyhow!("cannot start sh for the local probe: {e}"))?
-                .ok_or(Interrupted)?;
-            let node = probe::report(name, &run, &thresholds, scanned_at);
-            snapshot::write_all(&mut *sink, now_rfc3339(), vec![node])?
-        }
-        (None, Some(inv)) => {
-            let (scan, selected) = s.scan(&args.scan, &inv, settings)?;
-            // The selected nodes are copies: the inventory is not needed while they are scanned.
-            drop(inv);
-            let drained = s.drained_nodes();
-            let statuses = scan_fleet(scan, selected, &drained, &mut *sink)?;
-            sink.finish(&snapshot::End::new(now_rfc3339(), &statuses))?;
-            statuses
-        }
-    };
+    let statuses = scan_into(&source, &mut *sink)?;
     drop(sink);
     if let Some(f) = file {
         f.commit()?;
@@ -227,55 +175,84 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
     Ok(snapshot::exit_code(&statuses, check))
 }
 
-/// Scans `selected` through `scan`, giving each report to `sink` as it arrives, placed at its
-/// node's position in `selected` (progress on stderr when it is a terminal); returns the
-/// nodes' statuses in that order. No report is kept here: the sink keeps what it needs.
+/// Scans `source` ([`Source::run`]), giving each report to `sink` as it arrives, placed at its
+/// node's position (progress on stderr when it is a terminal and the nodes are probed over
+/// SSH), then the end; returns the nodes' statuses in that order. No report is kept here: the
+/// sink keeps what it needs.
 ///
-/// Errors: [`Interrupted`] on Ctrl-C/SIGTERM; the sink's write errors.
-fn scan_fleet(
-    scan: Arc<Scan>,
-    selected: Vec<crate::inventory::Node>,
-    drained: &std::collections::BTreeMap<String, String>,
-    sink: &mut dyn snapshot::Sink,
-) -> anyhow::Result<Vec<NodeStatus>> {
-    let total = selected.len();
-    let keys = scan.keys.clone();
-    let rt = crate::rt::build()?;
-    let progress = std::io::stderr().is_terminal();
-    rt.block_on(async {
-        let (tx, mut rx) = tokio::sync::mpsc::channel(256);
-        let task = tokio::spawn(scan.run(selected, tx));
-        let mut statuses = vec![NodeStatus::Unknown; total];
-        let (mut done, mut failed) = (0usize, 0usize);
-        let mut stop = std::pin::pin!(crate::rt::stop_requested());
-        loop {
-            let r = tokio::select! {
-                r = rx.recv() => r,
-                _ = &mut stop => {
-                    task.abort();
-                    if progress {
-                        eprint!("\r\x1b[2K");
-                    }
-                    return Err(anyhow::Error::new(Interrupted));
-                }
-            };
-            let Some((pos, mut r)) = r else { break };
-            crate::actions::rollout::mark_drained(&mut r, drained);
-            if let Some(s) = statuses.get_mut(pos) {
-                *s = r.status;
-            }
-            done += 1;
-            failed += usize::from(r.status == NodeStatus::Unreachable);
-            sink.node(pos, r)?;
-            if progress {
-                eprint!("\r\x1b[2Kscanning {done}/{total} nodes, {failed} unreachable");
-            }
-        }
-        let _ = task.await;
+/// Errors: [`Interrupted`] on Ctrl-C/SIGTERM; the local probe cannot start; the sink's write
+/// errors.
+fn scan_into(source: &Source, sink: &mut dyn snapshot::Sink) -> anyhow::Result<Vec<NodeStatus>> {
+    let total = source.len();
+    let fleet = match source {
+        Source::Fleet(f) => Some(f),
+        _ => None,
+    };
+    // The fleet's many nodes on the workers; one node or files on this thread.
+    let rt = match fleet {
+        Some(_) => crate::rt::build()?,
+        None => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+    };
+    let progress = fleet.is_some() && std::io::stderr().is_terminal();
+    let clear = || {
         if progress {
             eprint!("\r\x1b[2K");
         }
-        for m in keys
+    };
+    let statuses = rt.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+        let on = move |ev: Event| {
+            let tx = tx.clone();
+            async move {
+                match ev {
+                    Event::Done { pos, report, .. } => {
+                        let _ = tx.send((pos, report)).await;
+                    }
+                    Event::Warning(w) => eprintln!("gpufleet: warning: {w}"),
+                    Event::Running { .. } => {}
+                }
+            }
+        };
+        let scan = source.run(None, on, crate::rt::stop_requested());
+        let mut scan = std::pin::pin!(scan);
+        let mut statuses = vec![NodeStatus::Unknown; total];
+        let (mut done, mut failed, mut scanning) = (0usize, 0usize, true);
+        loop {
+            tokio::select! {
+                ended = &mut scan, if scanning => {
+                    scanning = false;
+                    match ended {
+                        Ok(()) => {}
+                        Err(ScanError::Interrupted) => {
+                            clear();
+                            return Err(anyhow::Error::new(Interrupted));
+                        }
+                        Err(e) => return Err(anyhow::anyhow!("{}", crate::model::text::terminal_safe(&e.to_string()))),
+                    }
+                }
+                got = rx.recv() => {
+                    let Some((pos, r)) = got else { break };
+                    if let Some(s) = statuses.get_mut(pos) {
+                        *s = r.status;
+                    }
+                    done += 1;
+                    failed += usize::from(r.status == NodeStatus::Unreachable);
+                    sink.node(pos, *r)?;
+                    if progress {
+                        eprint!("\r\x1b[2Kscanning {done}/{total} nodes, {failed} unreachable");
+                    }
+                }
+            }
+        }
+        clear();
+        Ok::<_, anyhow::Error>(statuses)
+    })?;
+    if let Some(f) = fleet {
+        for m in f
+            .scan
+            .keys
             .learned
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -283,6 +260,7 @@ fn scan_fleet(
         {
             eprintln!("gpufleet: {m}");
         }
-        Ok::<_, anyhow::Error>(statuses)
-    })
+    }
+    sink.finish(&snapshot::End::new(now_rfc3339(), &statuses))?;
+    Ok(statuses)
 }

@@ -80,18 +80,9 @@ impl TuiSession {
     pub fn new(s: &Settings, args: &TuiArgs) -> anyhow::Result<TuiSession> {
         let config = &s.config;
         use crate::app::{App, Keymap, Row};
-        use crate::runtime::Target;
-        let collected = if args.from.is_empty() {
-            None
-        } else {
-            Some(super::snapshot::from_files(s, &args.from)?)
-        };
-        let mut settings = s.probe(&args.scan)?;
-        let thresholds = config.thresholds();
-        let inventory = match collected {
-            Some(_) => None,
-            None => s.inventory(&args.scan)?,
-        };
+        use crate::fleet::scan::Source;
+        let settings = s.probe(&args.scan)?;
+        let (mut source, inventory) = s.source(&args.scan, &args.from, settings)?;
         // Collected snapshots (--from) change nothing: the session is read-only.
         let read_only_sources =
             s.read_only(args.read_only || !args.from.is_empty(), inventory.as_ref());
@@ -103,52 +94,34 @@ impl TuiSession {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         let theme = s.theme(&theme_name, no_color)?;
         let (keymap, problems) = Keymap::new(&config.keys, read_only);
-        let (target, rows, source) = match (&inventory, collected) {
-            (_, Some(reports)) => {
-                let names: Vec<String> = reports.iter().map(|r| r.name.clone()).collect();
-                let rows = names.iter().map(|n| Row::new(n.clone())).collect();
-                let source = format!(
+        let (rows, what) = match &mut source {
+            Source::Files(f) => (
+                f.names.iter().map(|n| Row::new(n.clone())).collect(),
+                format!(
                     "{} ({} nodes)",
-                    args.from
+                    f.files
                         .iter()
                         .map(|f| f.display().to_string())
                         .collect::<Vec<_>>()
                         .join(" "),
-                    names.len()
-                );
-                (
-                    Target::Files {
-                        files: args.from.clone(),
-                        names,
-                    },
-                    rows,
-                    source,
-                )
-            }
-            (None, None) => {
-                settings.root = Settings::local_root(&args.scan)?;
-                let hostname = || {
-                    std::fs::read_to_string(settings.root.join("proc/sys/kernel/hostname"))
+                    f.names.len()
+                ),
+            ),
+            Source::Local(l) => {
+                // The row's name before the probe answers: the root's hostname.
+                let root = &l.settings.root;
+                let name = l.name.get_or_insert_with(|| {
+                    std::fs::read_to_string(root.join("proc/sys/kernel/hostname"))
                         .ok()
                         .map(|s| s.trim().to_string())
                         .filter(|s| !s.is_empty())
                         .unwrap_or_else(|| "localhost".into())
-                };
-                let name = Settings::local_name(&args.scan)?.unwrap_or_else(hostname);
-                let rows = vec![Row::new(name.clone())];
-                (
-                    Target::Local {
-                        name,
-                        settings,
-                        thresholds,
-                    },
-                    rows,
-                    "local".to_string(),
-                )
+                });
+                (vec![Row::new(name.clone())], "local".to_string())
             }
-            (Some(inv), None) => {
-                let (scan, selected) = s.scan(&args.scan, inv, settings)?;
-                let rows = selected
+            Source::Fleet(f) => {
+                let rows = f
+                    .nodes
                     .iter()
                     .map(|n| {
                         let mut r = Row::new(n.name.clone());
@@ -159,18 +132,12 @@ impl TuiSession {
                         r
                     })
                     .collect();
-                let source = format!("{} ({} nodes)", inv.path.display(), selected.len());
-                (
-                    Target::Fleet {
-                        scan,
-                        nodes: selected,
-                        journal: s.paths.state_dir.as_ref().map(|d| d.join("journal.jsonl")),
-                    },
-                    rows,
-                    source,
-                )
+                let path = inventory.as_ref().map(|i| i.path.display().to_string());
+                let what = format!("{} ({} nodes)", path.unwrap_or_default(), f.nodes.len());
+                (rows, what)
             }
         };
+        let source_text = what;
         let compare = match &args.compare {
             Some(path) => Some(crate::app::Compare::new(
                 path.display().to_string(),
@@ -181,7 +148,7 @@ impl TuiSession {
             )),
             None => None,
         };
-        let mut app = App::new(rows, keymap, read_only, source);
+        let mut app = App::new(rows, keymap, read_only, source_text);
         app.compare = compare;
         app.refresh_secs = args.refresh.or(config.tui.refresh);
         if !problems.is_empty() {
@@ -194,16 +161,18 @@ impl TuiSession {
                 problems.len() - 1
             ));
         }
-        let upgrade = match (&inventory, &target) {
-            (Some(_), Target::Fleet { nodes, .. }) => Some(crate::runtime::UpgradeCtx {
-                nodes: nodes.clone(),
+        let upgrade = match (&inventory, &source) {
+            (Some(inv), Source::Fleet(f)) => Some(crate::fleet::rollout::Rollouts {
+                nodes: f.nodes.clone(),
                 cfg: config.upgrade.clone(),
                 recipes: config.recipes.clone(),
                 state_dir: s.state_dir()?,
                 read_only: read_only_sources,
+                inventory: Some(inv.path.display().to_string()),
             }),
             _ => None,
         };
+        let target = std::sync::Arc::new(source);
         Ok(TuiSession {
             app,
             theme,

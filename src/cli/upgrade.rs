@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use clap::Args;
 
 use super::{ScanArgs, Settings};
-use crate::probe::scan::now_rfc3339;
+use crate::actions::rollout;
 
 pub(super) const UPGRADE_HELP: &str = "\
 Per node: lock (a marker on the node) → drain → the recipe's steps → wait for SSH after a reboot
@@ -71,12 +71,8 @@ pub struct UpgradeArgs {
     pub read_only: bool,
 }
 
-fn print_plan(
-    plan: &crate::actions::rollout::Plan,
-    dry_run: bool,
-    progress: &crate::actions::rollout::Progress,
-) {
-    for l in crate::actions::rollout::plan_lines(plan, dry_run) {
+fn print_plan(plan: &rollout::Plan, dry_run: bool, progress: &rollout::Progress) {
+    for l in rollout::plan_lines(plan, dry_run) {
         println!("{l}");
     }
     let mut steps: Vec<String> = plan
@@ -110,10 +106,12 @@ fn confirm(count: usize) -> anyhow::Result<bool> {
     Ok(line.trim() == count.to_string())
 }
 
-/// Runs `gpufleet upgrade`; returns the exit code (see [`UPGRADE_HELP`]).
+/// Runs `gpufleet upgrade`; returns the exit code (see [`UPGRADE_HELP`]). Parses, prints and
+/// prompts; the rollout itself is [`crate::fleet::rollout`].
 pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
+    use crate::fleet::rollout::{Abandoned, Choice, Lock, RolloutError, Rollouts};
+    let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
     let config = &s.config;
-    use crate::actions::{journal, permit::WritePermit, rollout};
     if args.scan.local || args.scan.root.is_some() {
         anyhow::bail!(
             "--local and --root do not apply to upgrades: a rollout works on an inventory's nodes over SSH"
@@ -123,108 +121,63 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
     let inv = s
         .inventory(&args.scan)?
         .ok_or_else(|| anyhow::anyhow!("upgrade needs an inventory (-i FILE)"))?;
-    // Refused before anything else when read-only, dry run included: nothing may start.
-    let permit = WritePermit::new(s.read_only(args.read_only, Some(&inv)))?;
-    let state = s.state_dir()?;
-    // One rollout at a time per state folder, from here on (a dry run changes nothing and
-    // takes no lock). `--abandon` is refused while the rollout's process runs.
-    let mut local = if args.dry_run {
-        None
-    } else {
-        match rollout::lock_local(&state) {
-            Ok(l) => Some(l),
-            Err(rollout::LocalLockError::Held { path, holder }) if args.abandon => {
-                anyhow::bail!(
-                    "not abandoned: the rollout is still running ({holder}; it holds {}); stop that process first (then `--resume` or `--abandon`), or wait for it to end",
-                    path.display()
-                );
-            }
-            Err(e) => return Err(e.into()),
-        }
-    };
-    let journal_path = state.join("journal.jsonl");
-    let (entries, skipped_lines) = journal::read(&journal_path)?;
-    if skipped_lines > 0 {
-        eprintln!(
-            "gpufleet: warning: {}: {skipped_lines} line(s) that are not journal entries were skipped",
-            journal_path.display()
-        );
+    let mut cfg = config.upgrade.clone();
+    if let Some(m) = args.max_unavailable {
+        cfg.max_unavailable = m as usize;
     }
-    let stopped = rollout::unfinished(&entries);
-    if stopped.is_none()
-        && let Some(id) = rollout::unreadable_unfinished(&entries)
-    {
-        if !args.abandon {
-            anyhow::bail!("{}", rollout::unreadable_message(&id));
-        }
-        let mut j = journal::Journal::open(&state)?;
-        j.append(&journal::Entry {
-            ts: now_rfc3339(),
-            who: journal::who(),
-            rollout: id.clone(),
-            node: String::new(),
-            step: "rollout".into(),
-            seq: None,
-            phase: journal::Phase::Abandoned,
-            command: String::new(),
-            outcome: "abandoned by the operator (its plan could not be read)".into(),
-        })?;
-        println!(
-            "abandoned rollout {id}; its plan could not be read, so check its nodes by hand: `gpufleet locks` lists node locks, and drained nodes stay drained"
+    let rollouts = Rollouts {
+        nodes: inv.nodes.clone(),
+        cfg,
+        recipes: config.recipes.clone(),
+        state_dir: s.state_dir()?,
+        read_only: s.read_only(args.read_only, Some(&inv)),
+        inventory: Some(inv.path.display().to_string()),
+    };
+    // Refused before anything else when read-only, dry run included: nothing may start.
+    let permit = rollouts.permit()?;
+    let mut session = rollouts.open(match (args.dry_run, args.abandon) {
+        (true, _) => Lock::None,
+        (false, true) => Lock::Abandon,
+        (false, false) => Lock::Take,
+    })?;
+    if session.skipped_lines > 0 {
+        eprintln!(
+            "gpufleet: warning: {}: {} line(s) that are not journal entries were skipped",
+            session.journal_path.display(),
+            session.skipped_lines
         );
-        return Ok(0);
     }
     if args.abandon {
-        let (plan, progress) = stopped.ok_or_else(|| {
-            anyhow::anyhow!(
-                "nothing to abandon: every rollout in {} finished",
-                journal_path.display()
-            )
-        })?;
-        let mut j = journal::Journal::open(&state)?;
-        j.append(&journal::Entry {
-            ts: now_rfc3339(),
-            who: journal::who(),
-            rollout: plan.rollout.clone(),
-            node: String::new(),
-            step: "rollout".into(),
-            seq: None,
-            phase: journal::Phase::Abandoned,
-            command: String::new(),
-            outcome: "abandoned by the operator".into(),
-        })?;
-        let nodes: Vec<&str> = plan.nodes.iter().map(|n| n.node.as_str()).collect();
-        println!(
-            "abandoned rollout {} ({}); check those nodes: drained ones stay drained",
-            plan.rollout,
-            nodes.join(", ")
-        );
-        for l in rollout::left_behind(&plan, &progress) {
-            println!("  {l}");
+        match session.abandon()? {
+            Abandoned::Unreadable(id) => println!(
+                "abandoned rollout {id}; its plan could not be read, so check its nodes by hand: `gpufleet locks` lists node locks, and drained nodes stay drained"
+            ),
+            Abandoned::Rollout {
+                id,
+                nodes,
+                left_behind,
+            } => {
+                println!(
+                    "abandoned rollout {id} ({}); check those nodes: drained ones stay drained",
+                    nodes.join(", ")
+                );
+                for l in left_behind {
+                    println!("  {l}");
+                }
+            }
         }
         return Ok(0);
     }
-    if !args.resume
-        && let Some((plan, _)) = &stopped
-    {
-        anyhow::bail!(
-            "rollout {} did not finish: `gpufleet upgrade --resume` goes on with it, `--abandon` gives it up",
-            plan.rollout
-        );
-    }
+    let resumed = if args.resume {
+        Some(session.resume()?)
+    } else {
+        session.check_finished()?;
+        None
+    };
     let (scan, selected) = s.scan(&args.scan, &inv, settings)?;
-    let mut ucfg = config.upgrade.clone();
-    if let Some(m) = args.max_unavailable {
-        ucfg.max_unavailable = m as usize;
-    }
     let rt = crate::rt::build()?;
-    let (plan, progress) = if args.resume {
-        stopped.ok_or_else(|| {
-            anyhow::anyhow!(
-                "nothing to resume: every rollout in {} finished",
-                journal_path.display()
-            )
-        })?
+    let (plan, progress) = if let Some(resumed) = resumed {
+        resumed
     } else {
         let mode = if args.canary {
             rollout::Mode::Canary
@@ -232,36 +185,27 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
             rollout::Mode::Wave
         };
         // The canaries of the whole inventory gate the waves, selected or not.
-        let planned = rt.block_on(rollout::prepare(
+        let planned = rt.block_on(rollouts.prepare(
+            &session,
             scan.clone(),
-            &inv.nodes,
             &selected,
-            rollout::Choice::Next(mode),
-            &entries,
-            &ucfg,
-            &config.recipes,
-            &rollout::new_id(),
+            Choice::Next(mode),
             |n| eprintln!("probing {n} node(s) before planning…"),
         ));
-        let plan = match planned {
-            Ok(p) => p,
+        match planned {
+            Ok(p) => (p, Default::default()),
             // A wave blocked by its canaries is a state of the fleet, not a usage error: exit 1.
-            Err(rollout::NoPlan::CanariesFirst(why)) => {
+            Err(RolloutError::CanariesFirst(why)) => {
                 eprintln!("gpufleet: {why}");
                 return Ok(1);
             }
             // Every node that cannot be planned, one per line (node names and recipe names are
             // inventory text: each line escaped).
             Err(e) => {
-                let lines: Vec<String> = e
-                    .to_string()
-                    .lines()
-                    .map(|l| crate::model::text::terminal_safe(l).into_owned())
-                    .collect();
+                let lines: Vec<String> = e.to_string().lines().map(safe).collect();
                 return Err(anyhow::Error::msg(lines.join("\n")));
             }
-        };
-        (plan, Default::default())
+        }
     };
     print_plan(&plan, args.dry_run, &progress);
     if args.dry_run {
@@ -271,63 +215,31 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
         println!("nothing to do");
         return Ok(0);
     }
-    if let Some(l) = local.as_mut() {
-        l.note(&plan.rollout);
-    }
+    session.note(&plan.rollout);
     if !args.yes && !confirm(plan.nodes.len())? {
         eprintln!("gpufleet: not confirmed; nothing changed");
         return Ok(2);
     }
-    // Only how to reach each node comes from the inventory; what runs is the plan.
-    let nodes: Vec<crate::inventory::Node> = plan
-        .nodes
-        .iter()
-        .map(|p| {
-            inv.nodes
-                .iter()
-                .find(|n| n.name == p.node)
-                .cloned()
-                .ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "{} is in the rollout but no longer in {}",
-                        p.node,
-                        inv.path.display()
-                    )
-                })
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let executor = std::sync::Arc::new(rollout::Executor::new(
+    let run = rollouts.start(
+        session,
         permit,
-        journal::Journal::open(&state)?,
         scan,
-        &ucfg,
+        plan,
         progress,
-        Box::new(|l| eprintln!("gpufleet: {}", crate::model::text::terminal_safe(l))),
-    ));
-    if !args.resume {
-        executor.start(&plan).map_err(anyhow::Error::msg)?;
+        args.resume,
+        Box::new(move |l| eprintln!("gpufleet: {}", safe(l))),
+    )?;
+    let report = rt.block_on(run.finish());
+    for (node, what) in report.failures() {
+        eprintln!("gpufleet: {} {}", safe(node), safe(&what));
     }
-    let (outcomes, summary) = rt.block_on(executor.run_plan(&plan, nodes));
-    let failed = outcomes.iter().filter(|o| o.failure.is_some()).count();
-    for o in &outcomes {
-        if let Some(f) = &o.failure {
-            let drained = rollout::drained_note(&plan, &o.node, f.seq);
-            let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
-            eprintln!(
-                "gpufleet: {} stopped at {}{drained}: {}",
-                safe(&o.node),
-                f.step,
-                safe(&f.why)
-            );
-        }
-    }
+    let failed = report.failed();
     if failed > 0 {
         eprintln!(
             "gpufleet: fix what stopped them, then `gpufleet upgrade --resume` goes on from there (or `--abandon`)"
         );
     }
     // Node output is in it (a failed step's excerpt): escaped here, once.
-    println!("{}", crate::model::text::terminal_safe(&summary));
-    drop(local);
+    println!("{}", safe(&report.summary));
     Ok(if failed == 0 { 0 } else { 1 })
 }

@@ -570,7 +570,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
     let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     // saphyr expands aliases with a node budget only: a big string aliased many times gets
     // past it. The policy reader's budget counts bytes too; its refusals stand here.
-    if let Err(e) = crate::policy::yaml::parse_stream(text)
+    if let Err(e) = crate::yaml::parse_stream(text)
         && e.message.contains("refused")
     {
         return Err(InventoryError(format!(

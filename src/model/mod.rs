@@ -6,6 +6,7 @@ pub mod boot;
 pub mod diagnose;
 pub mod driver;
 pub mod facts;
+pub mod gpu_operator;
 pub mod gpudb;
 pub mod kconfig;
 pub mod klog;

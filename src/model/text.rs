@@ -18,6 +18,8 @@
 //! outputs a backslash of the text itself is written `\\`, so an escape is never ambiguous: a
 //! name of the four characters `a\x1b` shows as `a\\x1b`, a name `a` + ESC as `a\x1b`. Escape
 //! once, where text reaches the terminal: escaping escaped text doubles its backslashes.
+//!
+//! [`clip`] and [`clip_with`] cut text to a number of characters (table cells, the matrix).
 
 use std::borrow::Cow;
 
@@ -224,6 +226,21 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for SafeFormatter
         }
         w.write_all(rest.as_bytes())
     }
+}
+
+/// `s` cut to `max` characters, the last one an ellipsis when cut.
+pub fn clip(s: &str, max: usize) -> String {
+    clip_with(s, max, '…')
+}
+
+/// `s` cut to `max` characters (`max` ≥ 1), the last one `mark` when cut.
+pub fn clip_with(s: &str, max: usize, mark: char) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push(mark);
+    out
 }
 
 #[cfg(test)]

@@ -89,7 +89,7 @@ fn worth_checking(doc: &Doc) -> bool {
     doc.node.at("spec.config.storage.files").is_some_and(|f| {
         f.as_seq().iter().any(|e| {
             e.get("path")
-                .and_then(super::yaml::Node::as_str)
+                .and_then(crate::yaml::Node::as_str)
                 .is_some_and(|p| p.contains("/modprobe.d/") || p.contains("/modules-load.d/"))
         })
     })
@@ -165,14 +165,14 @@ pub fn read_cluster(k: &Kubectl) -> Result<(Vec<Doc>, Vec<Finding>), KubectlErro
 }
 
 /// Each node's GPU Operator upgrade labels (`kubectl get nodes -o json`): an info finding per
-/// node that has the upgrade state label ([`crate::actions::drain::UPGRADE_STATE_LABEL`]) or the
+/// node that has the upgrade state label ([`crate::model::gpu_operator::UPGRADE_STATE_LABEL`]) or the
 /// skip label, saying both (a node with neither gets none: the Operator is not upgrading it, or
 /// its automatic upgrades are off). gpufleet's kubernetes drain refuses such nodes
 /// ([`crate::actions::drain::operator_guard`]).
 ///
 /// Errors: kubectl fails or prints no objects.
 pub fn node_upgrade_labels(k: &Kubectl) -> Result<Vec<Finding>, KubectlError> {
-    use crate::actions::drain::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
+    use crate::model::gpu_operator::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
     let nodes = k.get(&["nodes"])?.unwrap_or_default();
     let mut out = Vec::new();
     for n in &nodes {
@@ -180,7 +180,7 @@ pub fn node_upgrade_labels(k: &Kubectl) -> Result<Vec<Finding>, KubectlError> {
         let label = |key: &str| {
             labels
                 .and_then(|l| l.get(key))
-                .and_then(super::yaml::Node::as_str)
+                .and_then(crate::yaml::Node::as_str)
                 .map(str::to_string)
         };
         let (state, skip) = (label(UPGRADE_STATE_LABEL), label(UPGRADE_SKIP_LABEL));

@@ -15,7 +15,6 @@ pub mod generate;
 pub mod kubectl;
 pub mod schema;
 pub mod schemas;
-pub mod yaml;
 
 mod rules;
 pub use rules::check;
@@ -24,7 +23,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use yaml::{Node, Style, Value};
+use crate::yaml::{self, Node, Style, Value};
 
 /// How bad a finding is. Exit code 1 when any is `Warning` or `Error`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

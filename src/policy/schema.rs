@@ -22,7 +22,7 @@
 
 use serde_json::Value as J;
 
-use super::yaml::{Node, Value};
+use crate::yaml::{Node, Value};
 
 /// How to read a schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,7 +285,7 @@ fn a_type(t: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::yaml::parse_stream;
+    use crate::yaml::parse_stream;
 
     fn check(schema: &str, doc: &str, dialect: Dialect) -> Vec<Issue> {
         let schema: J = serde_json::from_str(schema).expect("schema");

@@ -32,7 +32,7 @@ pub struct Crd {
 }
 
 fn crd(text: &str) -> Result<Crd, String> {
-    let docs = super::yaml::parse_stream(text).map_err(|e| e.to_string())?;
+    let docs = crate::yaml::parse_stream(text).map_err(|e| e.to_string())?;
     let doc = docs.first().ok_or("empty CRD")?.to_json();
     let group = doc
         .pointer("/spec/group")

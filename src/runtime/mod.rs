@@ -4,162 +4,27 @@
 //! panic hook, plus turning mouse capture off first).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ratatui::crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
 use ratatui::crossterm::execute;
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 
 use crate::app::{App, Effect, ExportFormat, Msg};
-use crate::inventory::Node;
-use crate::model::Thresholds;
-use crate::probe::scan::{Scan, now_rfc3339};
-use crate::probe::{self, ProbeSettings};
+use crate::fleet::scan::{Event as ScanEvent, ScanError, Source};
+use crate::probe::scan::now_rfc3339;
 use crate::ui::{self, Theme};
 
-/// What the TUI scans.
-#[derive(Clone)]
-pub enum Target {
-    /// This machine, named `name`.
-    Local {
-        name: String,
-        settings: ProbeSettings,
-        thresholds: Thresholds,
-    },
-    /// Inventory nodes over SSH; `journal`: the rollout journal whose drained nodes are
-    /// marked (read again at each scan).
-    Fleet {
-        scan: Arc<Scan>,
-        nodes: Vec<Node>,
-        journal: Option<PathBuf>,
-    },
-    /// Snapshots collected elsewhere (`gpufleet tui --from`): a scan reads `files` again
-    /// (merged by node name, newest `scanned_at` wins) and shows the reports of `names`, the
-    /// nodes found when the TUI started; a node no longer in the files keeps its last report.
-    Files {
-        files: Vec<PathBuf>,
-        names: Vec<String>,
-    },
-}
+/// What the TUI scans ([`crate::fleet::scan::Source`]), shared by its scans.
+pub type Target = Arc<Source>;
 
-impl Target {
-    fn names(&self) -> Vec<String> {
-        match self {
-            Target::Local { name, .. } => vec![name.clone()],
-            Target::Fleet { nodes, .. } => nodes.iter().map(|n| n.name.clone()).collect(),
-            Target::Files { names, .. } => names.clone(),
-        }
-    }
-}
+/// What the TUI needs to upgrade nodes (fleet mode only): the rollout use case's context.
+pub type UpgradeCtx = crate::fleet::rollout::Rollouts;
 
-/// What the TUI needs to upgrade nodes (fleet mode only).
-pub struct UpgradeCtx {
-    pub nodes: Vec<Node>,
-    pub cfg: crate::config::UpgradeConfig,
-    pub recipes: std::collections::BTreeMap<String, crate::config::Recipe>,
-    pub state_dir: PathBuf,
-    /// What each read-only source says (the permit is made from them when a plan runs).
-    pub read_only: crate::actions::permit::ReadOnlySources,
-}
-
-impl UpgradeCtx {
-    /// Probes `names` again (and every other canary, for a wave; concurrently, through
-    /// [`crate::actions::rollout::prepare`] as the CLI does), then plans an upgrade of them: the
-    /// plan, or why not. Fresh probes, so a node upgraded meanwhile is not planned again.
-    async fn plan(
-        &self,
-        scan: Arc<Scan>,
-        names: &[String],
-    ) -> Result<crate::actions::rollout::Plan, String> {
-        use crate::actions::{journal, rollout};
-        let (entries, _) =
-            journal::read(&self.state_dir.join("journal.jsonl")).map_err(|e| e.to_string())?;
-        if let Some((p, _)) = rollout::unfinished(&entries) {
-            return Err(format!(
-                "rollout {} did not finish: run `gpufleet upgrade --resume` (or `--abandon`) first",
-                p.rollout
-            ));
-        }
-        if let Some(id) = rollout::unreadable_unfinished(&entries) {
-            return Err(rollout::unreadable_message(&id));
-        }
-        let mut chosen = Vec::new();
-        for name in names {
-            let node = self
-                .nodes
-                .iter()
-                .find(|n| n.name == *name)
-                .ok_or_else(|| format!("{name} is not in the inventory"))?;
-            chosen.push(node.clone());
-        }
-        rollout::prepare(
-            scan,
-            &self.nodes,
-            &chosen,
-            rollout::Choice::Exactly,
-            &entries,
-            &self.cfg,
-            &self.recipes,
-            &rollout::new_id(),
-            |_| {},
-        )
-        .await
-        .map_err(|e| e.to_string())
-    }
-
-    /// Runs `plan`, the one the operator confirmed (journaled, locked, with the write
-    /// permit), and reports through `tx`.
-    fn spawn(
-        &self,
-        plan: crate::actions::rollout::Plan,
-        scan: Arc<Scan>,
-        tx: mpsc::Sender<Msg>,
-    ) -> Result<(), String> {
-        use crate::actions::{journal, permit::WritePermit, rollout};
-        let permit = WritePermit::new(self.read_only).map_err(|e| e.to_string())?;
-        let mut lock = rollout::lock_local(&self.state_dir).map_err(|e| e.to_string())?;
-        // Another rollout may have started (and stopped) since the plan was made.
-        let (entries, _) =
-            journal::read(&self.state_dir.join("journal.jsonl")).map_err(|e| e.to_string())?;
-        if let Some((p, _)) = rollout::unfinished(&entries) {
-            return Err(format!(
-                "rollout {} did not finish: run `gpufleet upgrade --resume` (or `--abandon`) first",
-                p.rollout
-            ));
-        }
-        if let Some(id) = rollout::unreadable_unfinished(&entries) {
-            return Err(rollout::unreadable_message(&id));
-        }
-        lock.note(&plan.rollout);
-        let journal = journal::Journal::open(&self.state_dir).map_err(|e| e.to_string())?;
-        let log_tx = tx.clone();
-        let ex = Arc::new(rollout::Executor::new(
-            permit,
-            journal,
-            scan,
-            &self.cfg,
-            Default::default(),
-            Box::new(move |l| {
-                let _ = log_tx.try_send(Msg::UpgradeLog(l.to_string()));
-            }),
-        ));
-        ex.start(&plan)?;
-        let nodes = self.nodes.clone();
-        tokio::spawn(async move {
-            let _lock = lock;
-            let (_, summary) = ex.run_plan(&plan, nodes).await;
-            let names = plan.nodes.iter().map(|n| n.node.clone()).collect();
-            let _ = tx.send(Msg::UpgradeDone { names, summary }).await;
-        });
-        Ok(())
-    }
-}
-
-/// Runs scan `generation` over `names`, sending progress on `tx`. Aborting the returned task
-/// aborts every node probe in it.
+/// Runs scan `generation` over `names` of `target`, sending progress on `tx`. Aborting the
+/// returned task aborts every node probe in it.
 fn spawn_scan(
     target: Target,
     generation: u64,
@@ -173,120 +38,49 @@ fn spawn_scan(
                 names: names.clone(),
             })
             .await;
-        let mut tasks = JoinSet::new();
-        match &target {
-            Target::Local {
-                name,
-                settings,
-                thresholds,
-            } => {
-                let (name, settings, thresholds, tx) =
-                    (name.clone(), settings.clone(), *thresholds, tx.clone());
-                tasks.spawn(async move {
-                    let _ = tx
-                        .send(Msg::NodeRunning {
-                            generation,
-                            name: name.clone(),
-                        })
-                        .await;
-                    let at = now_rfc3339();
-                    let (report, raw) = match probe::run_local(&settings).await {
-                        Ok(run) => (
-                            probe::report(Some(name.clone()), &run, &thresholds, at),
-                            Some(Arc::new(crate::app::RawOutput::of(&run))),
-                        ),
-                        Err(e) => (
-                            crate::model::NodeReport::unreachable(
-                                name.clone(),
-                                crate::model::Code::ProbeOutputInvalid,
-                                format!("cannot start sh: {e}"),
-                                Vec::new(),
-                                at,
-                                0,
-                            ),
-                            None,
-                        ),
-                    };
-                    let _ = tx
-                        .send(Msg::NodeDone {
-                            generation,
-                            report: Box::new(report),
-                            raw,
-                        })
-                        .await;
-                });
+        let wanted: std::collections::HashSet<String> = names.into_iter().collect();
+        let on_tx = tx.clone();
+        // Called in each node's task: the raw output is packed there, on the workers.
+        let on = move |ev: ScanEvent| {
+            let tx = on_tx.clone();
+            async move {
+                let msg = match ev {
+                    ScanEvent::Running { name, .. } => Msg::NodeRunning { generation, name },
+                    ScanEvent::Done { report, raw, .. } => Msg::NodeDone {
+                        generation,
+                        report,
+                        raw: raw.map(|run| Arc::new(crate::app::RawOutput::of(&run))),
+                    },
+                    ScanEvent::Warning(w) => Msg::Notice(w),
+                };
+                let _ = tx.send(msg).await;
             }
-            Target::Fleet {
-                scan,
-                nodes,
-                journal,
-            } => {
-                let drained = Arc::new(
-                    journal
-                        .as_deref()
-                        .and_then(|j| crate::actions::rollout::drained_in(j).ok())
-                        .unwrap_or_default(),
-                );
-                let wanted: std::collections::HashSet<&String> = names.iter().collect();
-                // Positions, not copies: a node is copied when its task starts.
-                let chosen: Vec<usize> = (0..nodes.len())
-                    .filter(|&i| wanted.contains(&nodes[i].name))
-                    .collect();
-                scan.clone()
-                    .each(chosen, |scan, _, i| {
-                        let (tx, drained, node) = (tx.clone(), drained.clone(), nodes[i].clone());
-                        async move {
-                            let _ = tx
-                                .send(Msg::NodeRunning {
-                                    generation,
-                                    name: node.name.clone(),
-                                })
-                                .await;
-                            let (mut report, raw) = scan.probe_guarded(node).await;
-                            crate::actions::rollout::mark_drained(&mut report, &drained);
-                            let _ = tx
-                                .send(Msg::NodeDone {
-                                    generation,
-                                    report: Box::new(report),
-                                    raw: raw.map(|run| Arc::new(crate::app::RawOutput::of(&run))),
-                                })
-                                .await;
-                        }
-                    })
-                    .await;
-            }
-            Target::Files { files, .. } => {
-                let files = files.clone();
-                let read = tokio::task::spawn_blocking(move || {
-                    crate::snapshot::collected::load_reports(&files)
+        };
+        let ended = target.run(Some(&wanted), on, std::future::pending()).await;
+        let failed = match ended {
+            Ok(()) | Err(ScanError::Interrupted) => None,
+            Err(ScanError::LocalProbe(e)) => {
+                let name = target.names().remove(0);
+                Some(Msg::NodeDone {
+                    generation,
+                    report: Box::new(crate::model::NodeReport::unreachable(
+                        name,
+                        crate::model::Code::ProbeOutputInvalid,
+                        format!("cannot start sh: {e}"),
+                        Vec::new(),
+                        now_rfc3339(),
+                        0,
+                    )),
+                    raw: None,
                 })
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r);
-                match read {
-                    Ok(reports) => {
-                        let wanted: std::collections::HashSet<&String> = names.iter().collect();
-                        for report in reports.into_iter().filter(|r| wanted.contains(&r.name)) {
-                            let _ = tx
-                                .send(Msg::NodeDone {
-                                    generation,
-                                    report: Box::new(report),
-                                    raw: None,
-                                })
-                                .await;
-                        }
-                    }
-                    Err(e) => {
-                        let _ = tx
-                            .send(Msg::Notice(format!(
-                                "cannot read the snapshots again: {e}; the reports shown are those read before"
-                            )))
-                            .await;
-                    }
-                }
             }
+            Err(ScanError::Files(e)) => Some(Msg::Notice(format!(
+                "cannot read the snapshots again: {e}; the reports shown are those read before"
+            ))),
+        };
+        if let Some(msg) = failed {
+            let _ = tx.send(msg).await;
         }
-        while tasks.join_next().await.is_some() {}
         let _ = tx.send(Msg::ScanFinished { generation }).await;
     })
 }
@@ -329,6 +123,43 @@ fn export_in(
         .map(|d| d.join(&path))
         .unwrap_or(path);
     Ok(shown.display().to_string())
+}
+
+/// Starts `plan`, the one the operator confirmed, through the rollout use case (journaled,
+/// locked, with the write permit), reporting on `tx` when it ends.
+///
+/// Errors: as [`crate::fleet::rollout::Rollouts::start`]'s, and the permit's, the lock's and the
+/// "did not finish" check's (another rollout may have started, and stopped, since the plan was
+/// made), in words.
+fn run_upgrade(
+    ctx: &UpgradeCtx,
+    plan: crate::actions::rollout::Plan,
+    scan: Arc<crate::probe::scan::Scan>,
+    tx: mpsc::Sender<Msg>,
+) -> Result<(), String> {
+    use crate::fleet::rollout::Lock;
+    let started = (|| {
+        let permit = ctx.permit()?;
+        let session = ctx.open(Lock::Take)?;
+        session.check_finished()?;
+        let log_tx = tx.clone();
+        let log = Box::new(move |l: &str| {
+            let _ = log_tx.try_send(Msg::UpgradeLog(l.to_string()));
+        });
+        ctx.start(session, permit, scan, plan, Default::default(), false, log)
+    })();
+    let run = started.map_err(|e| e.to_string())?;
+    let names = run.plan().nodes.iter().map(|n| n.node.clone()).collect();
+    tokio::spawn(async move {
+        let report = run.finish().await;
+        let _ = tx
+            .send(Msg::UpgradeDone {
+                names,
+                summary: report.summary,
+            })
+            .await;
+    });
+    Ok(())
 }
 
 /// Runs the TUI until the user quits or a signal ends it.
@@ -463,15 +294,19 @@ where
                 Effect::Export { format, reports } => {
                     pending.extend(app.update(Msg::Exported(export(format, reports))));
                 }
-                Effect::PlanUpgrade { nodes } => match (&upgrade, &target) {
-                    (Some(ctx), Target::Fleet { scan, .. }) => {
-                        let (ctx, scan, tx) = (ctx.clone(), scan.clone(), tx.clone());
+                Effect::PlanUpgrade { nodes } => match (&upgrade, &*target) {
+                    (Some(ctx), Source::Fleet(fleet)) => {
+                        let (ctx, scan, tx) = (ctx.clone(), fleet.scan.clone(), tx.clone());
                         let names: Vec<String> = nodes.iter().map(|r| r.name.clone()).collect();
                         tokio::spawn(async move {
-                            let answer = ctx.plan(scan, &names).await.map(|plan| {
-                                let lines = crate::actions::rollout::plan_lines(&plan, false);
-                                (lines, Box::new(plan))
-                            });
+                            let answer = ctx
+                                .plan_exactly(scan, &names)
+                                .await
+                                .map(|plan| {
+                                    let lines = crate::actions::rollout::plan_lines(&plan, false);
+                                    (lines, Box::new(plan))
+                                })
+                                .map_err(|e| e.to_string());
                             let _ = tx.send(Msg::UpgradePlanned(answer)).await;
                         });
                     }
@@ -482,9 +317,9 @@ where
                 Effect::RunUpgrade { plan } => {
                     // The plan the operator confirmed, carried whole: it is what runs.
                     let names: Vec<String> = plan.nodes.iter().map(|n| n.node.clone()).collect();
-                    let started = match (&upgrade, &target) {
-                        (Some(ctx), Target::Fleet { scan, .. }) => {
-                            ctx.spawn(*plan, scan.clone(), tx.clone())
+                    let started = match (&upgrade, &*target) {
+                        (Some(ctx), Source::Fleet(fleet)) => {
+                            run_upgrade(ctx, *plan, fleet.scan.clone(), tx.clone())
                         }
                         _ => Err("upgrades need an inventory (gpufleet tui -i FILE)".to_string()),
                     };

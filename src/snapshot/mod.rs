@@ -17,7 +17,7 @@ use anstyle::{Ansi256Color, AnsiColor, Color, Style};
 
 use crate::columns::Column;
 use crate::model::report::{NodeReport, Snapshot, summary};
-use crate::model::text::{json_string, terminal_safe};
+use crate::model::text::{clip, json_string, terminal_safe};
 use crate::model::{NodeStatus, Severity};
 
 /// Output format.
@@ -273,21 +273,6 @@ pub fn table_cells(
         .iter()
         .map(|c| clip(&safe(&c.display(n)), 64))
         .collect()
-}
-
-/// `s` cut to `max` characters, the last one an ellipsis when cut.
-pub fn clip(s: &str, max: usize) -> String {
-    clip_with(s, max, '…')
-}
-
-/// `s` cut to `max` characters (`max` ≥ 1), the last one `mark` when cut.
-pub fn clip_with(s: &str, max: usize, mark: char) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
-    out.push(mark);
-    out
 }
 
 impl Sink for TableSink<'_> {

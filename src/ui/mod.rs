@@ -548,7 +548,7 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                     let width =
                         usize::from(shown.iter().find(|(x, _)| *x == c).map_or(0, |(_, w)| *w));
                     let text = if width > 1 {
-                        crate::snapshot::clip(&text, width)
+                        crate::model::text::clip(&text, width)
                     } else {
                         text
                     };

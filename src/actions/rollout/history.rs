@@ -9,7 +9,6 @@ use serde::Serialize;
 use super::*;
 use crate::actions::journal::{Entry, Phase};
 use crate::actions::node_side;
-use crate::model::report::NodeReport;
 
 /// How far a rollout got, per (node, step number): the last phase the journal says.
 pub type Progress = HashMap<(String, usize), Phase>;
@@ -222,16 +221,6 @@ pub fn drained_in(
     path: &std::path::Path,
 ) -> std::io::Result<std::collections::BTreeMap<String, String>> {
     crate::actions::journal::read(path).map(|(entries, _)| drained_by(&entries))
-}
-
-/// Sets each report's `rollout.drained_by` from [`drained_by`]'s map.
-pub fn mark_drained(report: &mut NodeReport, drained: &std::collections::BTreeMap<String, String>) {
-    if let Some(r) = drained.get(&report.name) {
-        report
-            .rollout
-            .get_or_insert_with(Default::default)
-            .drained_by = Some(r.clone());
-    }
 }
 
 /// Rollouts given up with `--abandon`: their node markers may be taken over.

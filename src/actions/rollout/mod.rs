@@ -10,10 +10,10 @@
 //! recipe step still running on the node (recipe steps run detached: [`node_side`]).
 //!
 //! Split along the pure/I-O line: `plan` (the typed plan, planning: pure), `history` (the
-//! journal's view of rollouts: pure), `gates` (pure), `exec` (the executor: the only part that runs commands,
-//! here and on nodes, and writes the journal), `prepare` (probes before planning, for the CLI and
-//! the TUI),
-//! `local` (the state folder's lock), `locks` (reading and breaking node locks from here).
+//! journal's view of rollouts: pure), `gates` (pure), `exec` (the executor: the only part that
+//! runs commands, here and on nodes, and writes the journal), `local` (the state folder's
+//! lock), `locks` (reading and breaking node locks from here). The use case that strings them
+//! together (probe, plan, confirm, execute, report) is [`crate::fleet::rollout`].
 
 mod exec;
 mod gates;
@@ -21,7 +21,6 @@ mod history;
 mod local;
 mod locks;
 mod plan;
-mod prepare;
 #[cfg(test)]
 mod tests;
 
@@ -31,4 +30,3 @@ pub use history::*;
 pub use local::*;
 pub use locks::*;
 pub use plan::*;
-pub use prepare::*;

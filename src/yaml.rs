@@ -1,5 +1,6 @@
 //! YAML documents as Kubernetes reads them, with the line of every value (docs/domain.md,
-//! "Policy check").
+//! "Policy check"). A shared leaf (it imports nothing of the crate): the policy checks and the
+//! Ansible YAML inventory read YAML with it.
 //!
 //! Parsing is saphyr-parser's (a YAML 1.2 event parser that gives each event its span); the tree
 //! is built here so that every key and value keeps its line, and plain scalars are resolved the

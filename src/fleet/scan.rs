@@ -1,0 +1,288 @@
+//! The scan use case: what one scan reads — this machine, an inventory's nodes over SSH, or
+//! snapshots collected elsewhere — decided once ([`Source`]), and one stream of reports
+//! ([`Source::run`]) that `gpufleet snapshot`, the TUI, `policy check --against` and a rollout's
+//! prepare all read. The rollout journal's drain marks are joined here, on the way out
+//! (docs/domain.md, "Snapshot JSON": `rollout.drained_by`), so the read path never calls the
+//! write layer.
+
+use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::inventory::Node;
+use crate::model::Thresholds;
+use crate::model::report::NodeReport;
+use crate::probe::scan::{Scan, now_rfc3339};
+use crate::probe::{self, ProbeSettings, RawRun};
+
+/// What a scan reads.
+pub enum Source {
+    /// This machine, with the local probe (`sh`).
+    Local(Local),
+    /// Inventory nodes over SSH.
+    Fleet(Fleet),
+    /// `gpufleet snapshot --format json|jsonl` files collected elsewhere (`--from`).
+    Files(Files),
+}
+
+/// This machine.
+pub struct Local {
+    /// The node's name; `None`: the report takes the hostname the probe read.
+    pub name: Option<String>,
+    /// The probe's settings, root prefix included.
+    pub settings: ProbeSettings,
+    pub thresholds: Thresholds,
+}
+
+/// Inventory nodes over SSH.
+pub struct Fleet {
+    pub scan: Arc<Scan>,
+    /// The selected nodes, in inventory order (a report's position is its index here).
+    pub nodes: Vec<Node>,
+    /// The rollout journal whose drained nodes are marked (`rollout.drained_by`), read again at
+    /// each run; `None`: no marks.
+    pub journal: Option<PathBuf>,
+}
+
+/// Snapshots collected elsewhere, merged by node name, the newest `scanned_at` winning
+/// ([`crate::snapshot::collected`]).
+pub struct Files {
+    pub files: Vec<PathBuf>,
+    /// The nodes found when the files were first read, in the order first seen.
+    pub names: Vec<String>,
+    /// The reports of that first read, given by the first run; later runs read the files again.
+    first: Mutex<Option<Vec<NodeReport>>>,
+}
+
+/// What a scan tells as it goes.
+pub enum Event {
+    /// The probe of the node at `pos` started.
+    Running { pos: usize, name: String },
+    /// The node at `pos` is done: its report (an unreachable node is a report too) and, when it
+    /// answered, the raw probe output.
+    Done {
+        pos: usize,
+        report: Box<NodeReport>,
+        raw: Option<RawRun>,
+    },
+    /// Something the scan could not do that does not stop it (an unreadable journal: drained
+    /// nodes are not marked), in words.
+    Warning(String),
+}
+
+/// Why a run ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    /// `cancel` completed (Ctrl-C, SIGTERM): nodes still running were stopped.
+    #[error("interrupted")]
+    Interrupted,
+    /// The local probe could not start (`sh` missing, no processes left).
+    #[error("cannot start sh for the local probe: {0}")]
+    LocalProbe(std::io::Error),
+    /// The collected files cannot be read again (file:line: why; node text quoted: escape it
+    /// where it is shown).
+    #[error("{0}")]
+    Files(String),
+}
+
+impl Files {
+    /// Reads and merges `files` ([`crate::snapshot::collected::load_reports`]).
+    ///
+    /// Errors: as `load_reports`'s (`file:line: message`; node text quoted).
+    pub fn read(files: Vec<PathBuf>) -> Result<Files, String> {
+        let reports = crate::snapshot::collected::load_reports(&files)?;
+        Ok(Files {
+            names: reports.iter().map(|r| r.name.clone()).collect(),
+            files,
+            first: Mutex::new(Some(reports)),
+        })
+    }
+
+    /// The reports of the first read, once (later: read again).
+    ///
+    /// Errors: as [`Files::read`]'s.
+    pub fn reports(&self) -> Result<Vec<NodeReport>, String> {
+        match self
+            .first
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            Some(r) => Ok(r),
+            None => crate::snapshot::collected::load_reports(&self.files),
+        }
+    }
+}
+
+impl Source {
+    /// The names of the nodes a run reports, in report order (a local node without a name:
+    /// `localhost`).
+    pub fn names(&self) -> Vec<String> {
+        match self {
+            Source::Local(l) => vec![l.name.clone().unwrap_or_else(|| "localhost".into())],
+            Source::Fleet(f) => f.nodes.iter().map(|n| n.name.clone()).collect(),
+            Source::Files(f) => f.names.clone(),
+        }
+    }
+
+    /// How many nodes a run over all of them reports.
+    pub fn len(&self) -> usize {
+        match self {
+            Source::Local(_) => 1,
+            Source::Fleet(f) => f.nodes.len(),
+            Source::Files(f) => f.names.len(),
+        }
+    }
+
+    /// Whether a run reports no node at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Scans the nodes named in `wanted` (`None`: all), telling `on` as it goes: each node's
+    /// [`Event::Running`] then [`Event::Done`] (in completion order, from the node's own task,
+    /// so work done in `on` — compressing the raw output — runs on the workers in parallel),
+    /// and [`Event::Warning`]s. Fleet nodes are probed at most `ssh.concurrency` at a time,
+    /// started in inventory order; a report's `pos` is its node's index in the source.
+    /// Returns when every node is done.
+    ///
+    /// Errors: [`ScanError::Interrupted`] once `cancel` completes (the nodes still running are
+    /// stopped, their process trees included); [`ScanError::LocalProbe`];
+    /// [`ScanError::Files`].
+    pub async fn run<F, Fut>(
+        &self,
+        wanted: Option<&HashSet<String>>,
+        on: F,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<(), ScanError>
+    where
+        F: Fn(Event) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let is_wanted = |name: &String| wanted.is_none_or(|w| w.contains(name));
+        match self {
+            Source::Local(l) => {
+                let name = self.names().remove(0);
+                if !is_wanted(&name) {
+                    return Ok(());
+                }
+                on(Event::Running {
+                    pos: 0,
+                    name: name.clone(),
+                })
+                .await;
+                let scanned_at = now_rfc3339();
+                let run = probe::run_local_cancellable(&l.settings, cancel)
+                    .await
+                    .map_err(ScanError::LocalProbe)?
+                    .ok_or(ScanError::Interrupted)?;
+                let report = probe::report(l.name.clone(), &run, &l.thresholds, scanned_at);
+                on(Event::Done {
+                    pos: 0,
+                    report: Box::new(report),
+                    raw: Some(run),
+                })
+                .await;
+                Ok(())
+            }
+            Source::Fleet(f) => {
+                let marks = Arc::new(match drain_marks(f.journal.as_ref()) {
+                    Ok(m) => m,
+                    Err(w) => {
+                        on(Event::Warning(w)).await;
+                        BTreeMap::new()
+                    }
+                });
+                let on = Arc::new(on);
+                // Positions, not copies: a node is copied when its task starts.
+                let chosen: Vec<usize> = (0..f.nodes.len())
+                    .filter(|&i| is_wanted(&f.nodes[i].name))
+                    .collect();
+                let work = f.scan.clone().each(chosen, |scan, _, pos| {
+                    let (on, marks, node) = (on.clone(), marks.clone(), f.nodes[pos].clone());
+                    async move {
+                        on(Event::Running {
+                            pos,
+                            name: node.name.clone(),
+                        })
+                        .await;
+                        let (mut report, raw) = scan.probe_guarded(node).await;
+                        mark_drained(&mut report, &marks);
+                        let report = Box::new(report);
+                        on(Event::Done { pos, report, raw }).await;
+                    }
+                });
+                tokio::select! {
+                    () = work => Ok(()),
+                    () = cancel => Err(ScanError::Interrupted),
+                }
+            }
+            Source::Files(f) => {
+                let reports = f.reports().map_err(ScanError::Files)?;
+                for (pos, report) in reports.into_iter().enumerate() {
+                    if is_wanted(&report.name) {
+                        on(Event::Done {
+                            pos,
+                            report: Box::new(report),
+                            raw: None,
+                        })
+                        .await;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Every report of a run over all nodes, in source order (for a rollout's prepare: the
+    /// reports a plan is made from).
+    ///
+    /// Errors: as [`Source::run`]'s.
+    pub async fn reports(
+        &self,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<Vec<NodeReport>, ScanError> {
+        let got = Arc::new(Mutex::new(Vec::with_capacity(self.len())));
+        let sink = got.clone();
+        self.run(
+            None,
+            move |ev| {
+                if let Event::Done { pos, report, .. } = ev {
+                    sink.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push((pos, report));
+                }
+                std::future::ready(())
+            },
+            cancel,
+        )
+        .await?;
+        let mut got = std::mem::take(&mut *got.lock().unwrap_or_else(PoisonError::into_inner));
+        got.sort_by_key(|(pos, _)| *pos);
+        Ok(got.into_iter().map(|(_, r)| *r).collect())
+    }
+}
+
+/// The nodes the journal at `path` left drained (node → rollout id,
+/// [`crate::actions::rollout::drained_by`]); none without a journal.
+///
+/// Errors: the journal exists but cannot be read, in words (`path: why; drained nodes are not
+/// marked`).
+fn drain_marks(path: Option<&PathBuf>) -> Result<BTreeMap<String, String>, String> {
+    let Some(path) = path else {
+        return Ok(BTreeMap::new());
+    };
+    crate::actions::rollout::drained_in(path)
+        .map_err(|e| format!("{}: {e}; drained nodes are not marked", path.display()))
+}
+
+/// Sets the report's `rollout.drained_by` from `marks` (node → rollout id).
+fn mark_drained(report: &mut NodeReport, marks: &BTreeMap<String, String>) {
+    if let Some(r) = marks.get(&report.name) {
+        report
+            .rollout
+            .get_or_insert_with(Default::default)
+            .drained_by = Some(r.clone());
+    }
+}
