@@ -6,6 +6,7 @@
 
 use std::cmp::Ordering;
 
+use crate::model::report::NextBootDriver;
 use crate::model::{Code, NodeReport, NodeStatus};
 
 /// A column of the matrix, the table or the CSV.
@@ -38,6 +39,25 @@ pub enum Column {
     /// `nvidia.com/gpu-driver-upgrade.skip=true` (docs/domain.md, "GPU Operator upgrade
     /// labels"). The matrix only: it is not a fact of the report.
     OperatorUpgrade,
+}
+
+/// How a cell reads, whatever its words: the matrix colours a cell by its tone (a theme role),
+/// never by its text, so rewording a cell keeps its colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    /// Nothing to point out.
+    Plain,
+    /// The status cell: the status's own colour.
+    Status(NodeStatus),
+    /// In the way of the move: the proprietary module, nvidia-peermem loaded or configured.
+    Warn,
+    /// Blocks the move or the next reboot: no DMA-BUF kernel support where GPUDirect RDMA
+    /// applies, a next boot without the driver.
+    Crit,
+    /// Unknown: the report has `null` there (the cell says `?`).
+    Unknown,
+    /// Secondary: the reason codes (the detail pane has their words).
+    Dim,
 }
 
 /// How rows sort by a column.
@@ -303,9 +323,9 @@ impl Column {
             Column::PeermemConfigured => yes_no(n.peermem.as_ref().and_then(|p| p.configured)),
             Column::NextBoot if unreachable => "-".into(),
             Column::NextBoot => match n.next_boot_driver() {
-                Some("ok") => "ok",
-                Some("missing") => "no driver",
-                Some(_) => "n/a",
+                Some(NextBootDriver::Ok) => "ok",
+                Some(NextBootDriver::Missing) => "no driver",
+                Some(NextBootDriver::NotApplicable) => "n/a",
                 None => "?",
             }
             .into(),
@@ -338,6 +358,70 @@ impl Column {
         }
     }
 
+    /// The tone of [`Column::display`]'s cell for `n`, from the report's facts.
+    pub fn tone(self, n: &NodeReport) -> Tone {
+        let unreachable = n.status == NodeStatus::Unreachable;
+        // Unknown where the cell says `?`: a missing fact of a node that answered.
+        let known = |k: bool| {
+            if k || unreachable {
+                Tone::Plain
+            } else {
+                Tone::Unknown
+            }
+        };
+        let driver = n.driver.as_ref();
+        let peermem = n.peermem.as_ref();
+        let bit = |b: Option<bool>| {
+            if b.is_some() {
+                Tone::Plain
+            } else {
+                Tone::Unknown
+            }
+        };
+        match self {
+            Column::Status => Tone::Status(n.status),
+            Column::Reasons => Tone::Dim,
+            Column::Kernel => known(n.kernel.as_ref().is_some_and(|k| k.release.is_some())),
+            Column::Flavor => match driver {
+                Some(d) if d.flavor == crate::model::driver::Flavor::Proprietary => Tone::Warn,
+                d => known(d.is_some()),
+            },
+            Column::Driver => known(driver.is_some()),
+            Column::Gpus => known(n.gpu_summary().is_some()),
+            Column::DmaBuf if unreachable => Tone::Plain,
+            // No DMA-BUF blocks only where GPUDirect RDMA applies.
+            Column::DmaBuf => match n.dma_buf.as_ref().and_then(|d| d.kernel_support) {
+                Some(false) if !n.reasons.iter().any(|r| r.code == Code::NoRdmaDevice) => {
+                    Tone::Crit
+                }
+                b => bit(b),
+            },
+            Column::Peermem => match peermem.map(|p| (p.loaded, p.configured)) {
+                None | Some((Some(false), Some(false))) => Tone::Plain,
+                Some((Some(true), _) | (_, Some(true))) => Tone::Warn,
+                Some(_) => Tone::Unknown,
+            },
+            Column::PeermemLoaded => bit(peermem.and_then(|p| p.loaded)),
+            Column::PeermemConfigured => bit(peermem.and_then(|p| p.configured)),
+            Column::NextBoot if unreachable => Tone::Plain,
+            Column::NextBoot => match n.next_boot_driver() {
+                Some(NextBootDriver::Missing) => Tone::Crit,
+                d => bit(d.map(|_| true)),
+            },
+            Column::RdmaDevices => bit(n
+                .rdma
+                .as_ref()
+                .and_then(|r| r.devices.as_ref())
+                .map(|_| true)),
+            Column::Node
+            | Column::MinCc
+            | Column::Rollout
+            | Column::RolloutLock
+            | Column::DrainedBy
+            | Column::OperatorUpgrade => Tone::Plain,
+        }
+    }
+
     /// The CSV value: unknown is empty, booleans are `true`/`false`, reasons are every code
     /// joined by `;`, next boot is `ok`/`missing`/`n/a` (raw node text: the CSV writer escapes
     /// and neutralizes it).
@@ -366,7 +450,9 @@ impl Column {
             Column::PeermemLoaded => opt_bool(n.peermem.as_ref().and_then(|p| p.loaded)),
             Column::PeermemConfigured => opt_bool(n.peermem.as_ref().and_then(|p| p.configured)),
             Column::Peermem => self.display(n),
-            Column::NextBoot => n.next_boot_driver().unwrap_or_default().to_string(),
+            Column::NextBoot => n
+                .next_boot_driver()
+                .map_or(String::new(), |d| d.as_str().to_string()),
             Column::Reasons => n
                 .reasons
                 .iter()
@@ -432,6 +518,61 @@ impl Column {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fixture's report, from its committed JSON output (tests/golden/).
+    fn golden(json: &str) -> NodeReport {
+        let doc: serde_json::Value = serde_json::from_str(json).unwrap();
+        serde_json::from_value(doc["nodes"][0].clone()).unwrap()
+    }
+
+    /// Tones follow the report's facts, not the cell's words: the same words can carry
+    /// different tones, and a fact's state picks the tone.
+    #[test]
+    fn tones_come_from_the_facts() {
+        let a100 = golden(include_str!(
+            "../tests/golden/nodes/a100-proprietary-535-k5.15-peermem.json"
+        ));
+        assert_eq!(Column::Flavor.tone(&a100), Tone::Warn);
+        assert_eq!(Column::Peermem.tone(&a100), Tone::Warn);
+        assert_eq!(Column::DmaBuf.tone(&a100), Tone::Plain);
+        assert_eq!(
+            Column::Status.tone(&a100),
+            Tone::Status(NodeStatus::Migrate)
+        );
+        assert_eq!(Column::Reasons.tone(&a100), Tone::Dim);
+        let a10 = golden(include_str!(
+            "../tests/golden/nodes-v2/a10-open-560-next-boot-without-driver.json"
+        ));
+        assert_eq!(Column::NextBoot.tone(&a10), Tone::Crit);
+        assert_eq!(Column::Flavor.tone(&a10), Tone::Plain);
+        // No DMA-BUF support: critical where GPUDirect RDMA applies, plain where it does not
+        // (the same "no" in both cells).
+        let mut h200 = golden(include_str!(
+            "../tests/golden/nodes/h200-open-580-k6.18-real.json"
+        ));
+        h200.dma_buf.as_mut().unwrap().kernel_support = Some(false);
+        assert_eq!(Column::DmaBuf.display(&h200), "no");
+        assert_eq!(Column::DmaBuf.tone(&h200), Tone::Plain, "no RDMA device");
+        h200.reasons.retain(|r| r.code != Code::NoRdmaDevice);
+        assert_eq!(Column::DmaBuf.display(&h200), "no");
+        assert_eq!(Column::DmaBuf.tone(&h200), Tone::Crit);
+        // Unknown facts are Unknown where the node answered, plain where it was unreachable.
+        h200.dma_buf.as_mut().unwrap().kernel_support = None;
+        h200.kernel = None;
+        assert_eq!(Column::DmaBuf.tone(&h200), Tone::Unknown);
+        assert_eq!(Column::Kernel.tone(&h200), Tone::Unknown);
+        h200.status = NodeStatus::Unreachable;
+        assert_eq!(Column::DmaBuf.tone(&h200), Tone::Plain);
+        assert_eq!(Column::Kernel.tone(&h200), Tone::Plain);
+        // Every cell that says `?` is Unknown, whatever the column.
+        for n in [&a100, &a10, &h200] {
+            for c in Column::matrix() {
+                if c.display(n) == "?" {
+                    assert_eq!(c.tone(n), Tone::Unknown, "{c:?} of {}", n.name);
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_column_has_one_entry_and_the_csv_keeps_its_documented_order() {

@@ -89,7 +89,7 @@ impl Field {
             Field::PeermemConfigured => b(peermem?.configured),
             Field::PeermemRegistered => b(peermem?.registered),
             Field::NextBootKernel => n.boot.as_ref()?.boot_kernel.clone(),
-            Field::NextBootDriver => n.next_boot_driver().map(str::to_string),
+            Field::NextBootDriver => n.next_boot_driver().map(|d| d.as_str().to_string()),
         }
     }
 }

@@ -110,6 +110,9 @@ pub struct Row {
     /// Cell texts per [`Column`], computed when the report or probe state changes (sorting and
     /// drawing read these; formatting 10,000 rows per frame would not fit a frame).
     pub cells: Vec<String>,
+    /// The tone of each cell ([`Column::tone`]; plain until the first report), computed with
+    /// them: the matrix colours by it.
+    pub tones: Vec<crate::columns::Tone>,
     /// The node, kernel, driver and GPU cells lowercased (ASCII), one a line: what free filter
     /// text is looked for in (cells never hold a line break: they are screen-safe).
     search: String,
@@ -178,6 +181,7 @@ impl Row {
             report: None,
             raw: None,
             cells: Vec::new(),
+            tones: Vec::new(),
             search: String::new(),
             marked: false,
             diff: None,
@@ -193,6 +197,13 @@ impl Row {
     /// Recomputes the cached cells.
     pub fn refresh(&mut self) {
         self.cells = Column::matrix().map(|c| compute_cell(self, c)).collect();
+        self.tones = Column::matrix()
+            .map(|c| {
+                self.report
+                    .as_ref()
+                    .map_or(crate::columns::Tone::Plain, |r| c.tone(r))
+            })
+            .collect();
         self.search = FREE_TEXT
             .iter()
             .map(|c| cell(self, *c).to_ascii_lowercase())
@@ -411,6 +422,15 @@ pub struct App {
 pub fn cell(row: &Row, c: Column) -> &str {
     let i = Column::matrix().position(|x| x == c).unwrap_or(0);
     row.cells.get(i).map_or("", String::as_str)
+}
+
+/// The tone of `row`'s cell in column `c` ([`Column::tone`]).
+pub fn tone(row: &Row, c: Column) -> crate::columns::Tone {
+    let i = Column::matrix().position(|x| x == c).unwrap_or(0);
+    row.tones
+        .get(i)
+        .copied()
+        .unwrap_or(crate::columns::Tone::Plain)
 }
 
 /// Cell text of `row` in column `c` (through [`screen_safe`]; empty until the first report).

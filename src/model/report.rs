@@ -36,7 +36,57 @@ pub struct DriverJson {
     /// `host` or `gpu-operator` (the driver container's root at /run/nvidia/driver); `null`
     /// with no driver loaded or when unknown. Schema 2.
     #[serde(default)]
-    pub managed_by: Option<String>,
+    pub managed_by: Option<ManagedBy>,
+}
+
+/// Who manages a node's NVIDIA driver (`driver.managed_by`, docs/domain.md "Snapshot JSON").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ManagedBy {
+    /// The host's own packages (DKMS, precompiled, a .run installer).
+    Host,
+    /// The GPU Operator's driver container (its root at /run/nvidia/driver).
+    GpuOperator,
+}
+
+impl ManagedBy {
+    /// The JSON value: `host`, `gpu-operator`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ManagedBy::Host => "host",
+            ManagedBy::GpuOperator => "gpu-operator",
+        }
+    }
+}
+
+/// Whether the kernel the next reboot starts has the NVIDIA driver (the CSV's
+/// `next_boot_driver`, docs/domain.md "Snapshot JSON").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NextBootDriver {
+    /// The boot kernel has an nvidia.ko (or is the running one, which has the driver).
+    Ok,
+    /// The next reboot comes up without the driver (`next-boot-without-driver`).
+    Missing,
+    /// Nothing to check: no host nvidia.ko (the GPU Operator's driver, no driver running).
+    NotApplicable,
+}
+
+impl NextBootDriver {
+    /// Every state, in the order the exports list them.
+    pub const ALL: [NextBootDriver; 3] = [
+        NextBootDriver::Ok,
+        NextBootDriver::Missing,
+        NextBootDriver::NotApplicable,
+    ];
+
+    /// The machine value: `ok`, `missing`, `n/a` (CSV, Prometheus, diff).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NextBootDriver::Ok => "ok",
+            NextBootDriver::Missing => "missing",
+            NextBootDriver::NotApplicable => "n/a",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -242,8 +292,8 @@ impl NodeReport {
             userspace_version: userspace_version.clone(),
             managed_by: match (d.flavor, facts.v2.gpu_operator.value) {
                 (Flavor::None, _) | (_, None) => None,
-                (_, Some(true)) => Some("gpu-operator".to_string()),
-                (_, Some(false)) => Some("host".to_string()),
+                (_, Some(true)) => Some(ManagedBy::GpuOperator),
+                (_, Some(false)) => Some(ManagedBy::Host),
             },
         });
         let v2 = &facts.v2;
@@ -440,9 +490,14 @@ impl NodeReport {
         }
     }
 
-    /// `next_boot_driver` of the CSV: `ok`, `missing`, `n/a`, or `None` when unknown
-    /// (docs/domain.md, "Snapshot JSON"); from the report's own facts.
-    pub fn next_boot_driver(&self) -> Option<&'static str> {
+    /// Who manages the driver (`driver.managed_by`); `None` when unknown or no driver.
+    pub fn managed_by(&self) -> Option<ManagedBy> {
+        self.driver.as_ref().and_then(|d| d.managed_by)
+    }
+
+    /// `next_boot_driver` of the CSV, or `None` when unknown (docs/domain.md, "Snapshot
+    /// JSON"); from the report's own facts.
+    pub fn next_boot_driver(&self) -> Option<NextBootDriver> {
         if self.status == NodeStatus::Unreachable {
             return None;
         }
@@ -451,10 +506,10 @@ impl NodeReport {
             .iter()
             .any(|r| r.code == Code::NextBootWithoutDriver)
         {
-            return Some("missing");
+            return Some(NextBootDriver::Missing);
         }
-        if self.driver.as_ref().and_then(|d| d.managed_by.as_deref()) == Some("gpu-operator") {
-            return Some("n/a");
+        if self.managed_by() == Some(ManagedBy::GpuOperator) {
+            return Some(NextBootDriver::NotApplicable);
         }
         let boot = self.boot.as_ref()?;
         let running = boot.running.as_deref()?;
@@ -471,12 +526,12 @@ impl NodeReport {
         match has_driver(running) {
             Some(Some(true)) => {}
             Some(None) => return None,
-            Some(Some(false)) | None => return Some("n/a"),
+            Some(Some(false)) | None => return Some(NextBootDriver::NotApplicable),
         }
         let target = boot.boot_kernel.as_deref()?;
         match has_driver(target) {
-            Some(Some(true)) => Some("ok"),
-            _ if target == running => Some("ok"),
+            Some(Some(true)) => Some(NextBootDriver::Ok),
+            _ if target == running => Some(NextBootDriver::Ok),
             _ => None,
         }
     }

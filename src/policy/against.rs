@@ -171,8 +171,7 @@ pub fn compare(docs: &[Doc], nodes: &[NodeReport]) -> Vec<Finding> {
                     src::PARAMS));
                 continue;
             };
-            let operator =
-                n.driver.as_ref().and_then(|d| d.managed_by.as_deref()) == Some("gpu-operator");
+            let operator = n.managed_by() == Some(crate::model::report::ManagedBy::GpuOperator);
             let why = if operator && !o.place.starts_with("ConfigMap/") {
                 " — the node's driver is the GPU Operator's, whose container does not read host modprobe.d files"
             } else if o.place.starts_with("ConfigMap/") {

@@ -377,7 +377,10 @@ mod tests {
         // (no /lib/modules, no /lib/firmware/nvidia, BIOS boot, a kernel log without failures).
         let codes: Vec<&str> = n.reasons.iter().map(|r| r.code.as_str()).collect();
         assert_eq!(codes, ["no-rdma-device"]);
-        assert_eq!(n.next_boot_driver(), Some("n/a"));
+        assert_eq!(
+            n.next_boot_driver(),
+            Some(crate::model::report::NextBootDriver::NotApplicable)
+        );
         let sb = n.secure_boot.as_ref().unwrap();
         assert_eq!(sb.enabled, Some(false));
         assert_eq!(

@@ -163,9 +163,9 @@ pub fn render(snapshot: &Snapshot, scan_seconds: f64) -> String {
             gpus.add(vec![node()], g.len() as f64);
         }
         if let Some(nb) = n.next_boot_driver() {
-            for state in ["ok", "missing", "n/a"] {
+            for state in crate::model::report::NextBootDriver::ALL {
                 next_boot.add(
-                    vec![node(), ("state", state.to_string())],
+                    vec![node(), ("state", state.as_str().to_string())],
                     if nb == state { 1.0 } else { 0.0 },
                 );
             }

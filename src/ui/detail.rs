@@ -78,8 +78,7 @@ pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme)
                     d.arch.clone().unwrap_or_default()
                 )),
                 d.managed_by
-                    .as_deref()
-                    .map(|m| format!(" · managed by {}", safe(m)))
+                    .map(|m| format!(" · managed by {}", m.as_str()))
                     .unwrap_or_default()
             ),
             "driver.flavor",

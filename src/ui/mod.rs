@@ -19,6 +19,7 @@ use ratatui::widgets::{
 pub use theme::{Role, Theme};
 
 use crate::app::{App, Column, Mode, Probe, Row, cell};
+use crate::columns::Tone;
 use crate::model::text::screen_safe;
 use crate::model::{NodeReport, NodeStatus, Severity};
 
@@ -344,16 +345,6 @@ fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
     out
 }
 
-/// Whether GPUDirect RDMA does not apply to the node (`no-rdma-device`): its kernel's DMA-BUF
-/// support then blocks nothing.
-fn rdma_na(r: &Row) -> bool {
-    r.report.as_ref().is_some_and(|x| {
-        x.reasons
-            .iter()
-            .any(|r| r.code == crate::model::Code::NoRdmaDevice)
-    })
-}
-
 /// The value of the grouping label for `r` (`None` when the node lacks it, or no grouping).
 fn group_of<'a>(app: &App, r: &'a Row) -> Option<&'a str> {
     app.group_by
@@ -506,25 +497,20 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                 .map(|(c, _)| {
                     let c = *c;
                     let text = cell(r, c);
+                    // By the cell's tone (what the report says), never by its words.
                     let style = match (c, r.status(), r.probe) {
                         (Column::Status, _, Probe::Running) => t.role(Role::Probing),
                         // A stale row (a cancelled scan): dim, whatever its status.
                         (_, _, Probe::Cancelled) => t.role(Role::Dim),
-                        (Column::Status, Some(s), _) => t.status(s),
                         (Column::Status, None, _) => t.role(Role::Dim),
-                        // "no" blocks only where GPUDirect RDMA applies.
-                        (Column::DmaBuf, _, _) if text == "no" && !rdma_na(r) => t.role(Role::Crit),
-                        (Column::NextBoot, _, _) if text == "no driver" => t.role(Role::Crit),
-                        (Column::Peermem, _, _)
-                            if text.starts_with("loaded") || text == "at boot" =>
-                        {
-                            t.role(Role::Warn)
-                        }
-                        (Column::Flavor, _, _) if text == "proprietary" => t.role(Role::Warn),
-                        (Column::Reasons, _, _) => t.role(Role::Dim),
-                        // An unknown value (the report has `null` there).
-                        _ if text == "?" => t.role(Role::Unknown),
-                        _ => Style::default(),
+                        _ => match crate::app::tone(r, c) {
+                            Tone::Status(s) => t.status(s),
+                            Tone::Crit => t.role(Role::Crit),
+                            Tone::Warn => t.role(Role::Warn),
+                            Tone::Dim => t.role(Role::Dim),
+                            Tone::Unknown => t.role(Role::Unknown),
+                            Tone::Plain => Style::default(),
+                        },
                     };
                     let style = if r.changed(c) {
                         style.patch(t.role(Role::Changed))

@@ -2,7 +2,7 @@
 
 use super::next_boot_line;
 use crate::config::Gate;
-use crate::model::report::NodeReport;
+use crate::model::report::{NextBootDriver, NodeReport};
 use crate::model::{Code, Severity};
 
 /// Gate results for a re-probed node: the gates that failed, each with why in words
@@ -83,8 +83,8 @@ pub fn check_gates(report: &NodeReport, gates: &[Gate]) -> Vec<String> {
                 }
             }
             Gate::NextBootHasDriver => match report.next_boot_driver() {
-                Some("ok") | Some("n/a") => None,
-                Some(_) => Some(
+                Some(NextBootDriver::Ok | NextBootDriver::NotApplicable) => None,
+                Some(NextBootDriver::Missing) => Some(
                     next_boot_line(report)
                         .unwrap_or_else(|| "the next boot has no nvidia.ko".into()),
                 ),

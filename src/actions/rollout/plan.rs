@@ -12,7 +12,7 @@ use crate::actions::node_side::{self, StepFiles};
 use crate::config::{Gate, Recipe, UpgradeConfig};
 use crate::inventory::{DrainBackend, Node};
 use crate::model::NodeStatus;
-use crate::model::report::NodeReport;
+use crate::model::report::{ManagedBy, NextBootDriver, NodeReport};
 
 /// Which part of the fleet a rollout takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -248,7 +248,7 @@ pub const OPERATOR_SKIP: &str = "the driver is managed by the GPU Operator: host
 
 /// Whether a report says the GPU Operator manages the node's driver.
 pub fn operator_managed(r: &NodeReport) -> bool {
-    r.driver.as_ref().and_then(|d| d.managed_by.as_deref()) == Some("gpu-operator")
+    r.managed_by() == Some(ManagedBy::GpuOperator)
 }
 
 /// The next boot in words, from a report: `boot kernel 5.15.0-124-generic (no nvidia.ko: the
@@ -262,9 +262,11 @@ pub fn next_boot_line(r: &NodeReport) -> Option<String> {
     }
     let target = boot.boot_kernel.as_deref().unwrap_or("unknown");
     let state = match r.next_boot_driver() {
-        Some("ok") => "has an nvidia.ko",
-        Some("missing") => "has no nvidia.ko: the next reboot comes up without the driver",
-        Some(_) => "no host nvidia.ko to check (n/a)",
+        Some(NextBootDriver::Ok) => "has an nvidia.ko",
+        Some(NextBootDriver::Missing) => {
+            "has no nvidia.ko: the next reboot comes up without the driver"
+        }
+        Some(NextBootDriver::NotApplicable) => "no host nvidia.ko to check (n/a)",
         None => "nvidia.ko unknown",
     };
     Some(format!(

@@ -39,7 +39,7 @@ fn report(name: &str, status: NodeStatus) -> NodeReport {
         version: Some("535.183.01".into()),
         arch: None,
         userspace_version: None,
-        managed_by: Some("host".into()),
+        managed_by: Some(crate::model::report::ManagedBy::Host),
     });
     r
 }
@@ -233,7 +233,7 @@ fn gates() {
 #[test]
 fn gpu_operator_nodes_are_skipped_by_host_recipes() {
     let mut op = report("op", NodeStatus::Migrate);
-    op.driver.as_mut().unwrap().managed_by = Some("gpu-operator".into());
+    op.driver.as_mut().unwrap().managed_by = Some(crate::model::report::ManagedBy::GpuOperator);
     let nodes = vec![
         (node("op", false), op.clone()),
         (node("host", false), report("host", NodeStatus::Migrate)),
