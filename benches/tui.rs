@@ -88,8 +88,7 @@ fn draw(term: &mut Terminal<TestBackend>, app: &mut App, theme: &Theme) {
     app.ensure_view();
     let mut drawn = ui::Drawn::default();
     term.draw(|f| drawn = ui::draw(f, app, theme)).unwrap();
-    app.page = drawn.page;
-    app.offset = drawn.offset;
+    app.laid_out(drawn);
 }
 
 fn synthetic() {

@@ -18,29 +18,23 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-/// Every fixture's report, as `gpufleet snapshot --format json` printed it (times normalized).
+/// Every fixture's report, as `gpufleet snapshot --format json` printed it: its committed copy
+/// in tests/golden/ (tests/fixture_nodes.rs holds it equal to what the binary prints on the
+/// fixture, so these screens need not run the binary again), times normalized.
 fn fixture_reports() -> Vec<NodeReport> {
     support::fixture_nodes()
         .iter()
         .map(|f| {
-            let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-                .args([
-                    "snapshot",
-                    "--format",
-                    "json",
-                    "--nvidia-smi-timeout",
-                    "1",
-                    "--config",
-                ])
-                .arg(support::manifest().join("config/config.example.toml"))
-                .arg("--root")
-                .arg(f.join("root"))
-                .env("PATH", format!("{}:/usr/bin:/bin", f.join("bin").display()))
-                .output()
-                .unwrap();
-            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            let golden = support::manifest()
+                .join("tests/golden")
+                .join(f.parent().unwrap().file_name().unwrap())
+                .join(format!("{name}.json"));
+            let text = std::fs::read_to_string(&golden)
+                .unwrap_or_else(|e| panic!("{}: {e}", golden.display()));
+            let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
             let mut r: NodeReport = serde_json::from_value(doc["nodes"][0].clone()).unwrap();
-            r.name = f.file_name().unwrap().to_string_lossy().into_owned();
+            r.name = name;
             r.scanned_at = "2026-11-30T10:00:00Z".into();
             r.duration_ms = 42;
             r
@@ -113,18 +107,8 @@ fn render(app: &mut App, w: u16, h: u16) -> String {
     let theme = Theme::default();
     let mut drawn = ui::Drawn::default();
     term.draw(|f| drawn = ui::draw(f, app, &theme)).unwrap();
-    app.page = drawn.page;
-    app.offset = drawn.offset;
     // As the TUI's loop does: the sort keys cycle over the columns shown.
-    app.header_hits = drawn.header_hits.clone();
-    app.header_y = drawn.header_y;
-    app.body_y = drawn.body_y;
-    if app.mode == gpufleet::app::Mode::Detail {
-        app.detail_max = drawn.detail_max;
-    }
-    if app.mode == gpufleet::app::Mode::Help {
-        app.help_max = drawn.help_max;
-    }
+    app.laid_out(drawn);
     format!("{}", term.backend())
 }
 
@@ -247,8 +231,7 @@ fn sort_by_clicking_a_header() {
         .iter()
         .find(|(c, ..)| *c == gpufleet::app::Column::Kernel)
         .unwrap();
-    a.header_hits = drawn.header_hits.clone();
-    a.header_y = drawn.header_y;
+    a.laid_out(drawn.clone());
     a.update(Msg::Mouse(MouseEvent {
         kind: MouseEventKind::Down(MouseButton::Left),
         column: *x,
@@ -309,9 +292,7 @@ fn grouped_by_label() {
     let mut drawn = ui::Drawn::default();
     term.draw(|f| drawn = ui::draw(f, &a, &Theme::default()))
         .unwrap();
-    a.body_rows = drawn.body_rows.clone();
-    a.offset = drawn.offset;
-    a.body_y = drawn.body_y;
+    a.laid_out(drawn.clone());
     let click = |a: &mut App, y: usize| {
         a.update(Msg::Mouse(ratatui::crossterm::event::MouseEvent {
             kind: ratatui::crossterm::event::MouseEventKind::Down(
@@ -714,7 +695,7 @@ fn in_the_detail_pane_g_moves_in_the_pane_and_n_p_change_node() {
     key(&mut a, KeyCode::Char('G'));
     let screen = render(&mut a, 160, 45);
     assert_eq!(a.selected, pos, "G stays on the node");
-    assert!(a.detail_scroll > 0 && a.detail_scroll == a.detail_max);
+    assert!(a.detail_scroll > 0 && a.detail_scroll == a.drawn.detail_max);
     assert!(screen.contains("meta complete"), "{screen}");
     key(&mut a, KeyCode::Char('g'));
     render(&mut a, 160, 45);
@@ -930,7 +911,7 @@ fn every_sort_press_shows_its_arrow() {
     assert!(!screen.contains("ROLLOUT"), "{screen}");
     let header = |s: &str| s.lines().find(|l| l.contains("NODE")).unwrap().to_string();
     assert!(header(&screen).contains("STATUS▲"), "{screen}");
-    let shown = a.header_hits.len();
+    let shown = a.drawn.header_hits.len();
     for _ in 0..shown {
         key(&mut a, KeyCode::Char('s'));
         let screen = render(&mut a, 160, 12);

@@ -345,6 +345,28 @@ pub struct Progress {
     pub running: bool,
 }
 
+/// What a frame laid out, as the drawing returns it ([`crate::ui::draw`]): what keys and clicks
+/// act on until the next frame.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Drawn {
+    /// The screen row of the header, and where its cells are: (column, x start, x end).
+    pub header_y: u16,
+    pub header_hits: Vec<(Column, u16, u16)>,
+    /// The screen row of the first table row.
+    pub body_y: u16,
+    /// Table rows visible.
+    pub page: usize,
+    /// First visible position in the view.
+    pub offset: usize,
+    /// The view position on each body line (`None` on a group's header row), top down; empty
+    /// before the first frame.
+    pub body_rows: Vec<Option<usize>>,
+    /// How far the detail pane can scroll (its lines minus its height).
+    pub detail_max: u16,
+    /// How far the help overlay can scroll (its wrapped lines minus its height).
+    pub help_max: u16,
+}
+
 /// The whole TUI state.
 #[derive(Debug, Clone)]
 pub struct App {
@@ -378,20 +400,10 @@ pub struct App {
     /// One line for the status bar (errors, export results, refusals).
     pub message: Option<String>,
     pub detail_scroll: u16,
-    /// Table rows visible, from the last draw (for paging and mouse hits).
-    pub page: usize,
-    /// First visible position in `view` (kept by the UI, used for mouse hits).
-    pub offset: usize,
-    /// The view position on each table body line from the last draw (`None` on a group's
-    /// header row); empty before the first draw.
-    pub body_rows: Vec<Option<usize>>,
+    /// What the last frame laid out (paging, mouse hits, scroll limits): [`App::laid_out`].
+    pub drawn: Drawn,
     /// Frames drawn while scanning (spinner).
     pub spin: usize,
-    /// Where the last draw put the header cells: (column, x start, x end), and its screen row.
-    pub header_hits: Vec<(Column, u16, u16)>,
-    pub header_y: u16,
-    /// Screen row of the first table row.
-    pub body_y: u16,
     /// `view` must be rebuilt before it is next used (results arrive in bursts).
     pub dirty: bool,
     /// Row position by node name (rows are never reordered, only appended at start).
@@ -408,10 +420,6 @@ pub struct App {
     pub upgrade_log: Vec<String>,
     /// `quit` was pressed once while an upgrade runs; a second press quits.
     pub quit_armed: bool,
-    /// How far the detail pane can scroll (from the last draw).
-    pub detail_max: u16,
-    /// How far the help overlay can scroll (from the last draw).
-    pub help_max: u16,
     /// The status line as of the last tick, and for how many ticks it has stood: messages
     /// clear themselves after about 10 s (not while an upgrade runs).
     message_seen: Option<String>,
@@ -622,13 +630,14 @@ impl App {
             refresh_secs: None,
             message: None,
             detail_scroll: 0,
-            page: 10,
-            offset: 0,
-            body_rows: Vec::new(),
+            // Before the first frame: a page of 10, no scroll limit.
+            drawn: Drawn {
+                page: 10,
+                detail_max: u16::MAX,
+                help_max: u16::MAX,
+                ..Drawn::default()
+            },
             spin: 0,
-            header_hits: Vec::new(),
-            header_y: 0,
-            body_y: 0,
             dirty: false,
             index: std::collections::HashMap::new(),
             source,
@@ -637,13 +646,28 @@ impl App {
             upgrading: false,
             upgrade_log: Vec::new(),
             quit_armed: false,
-            detail_max: u16::MAX,
-            help_max: u16::MAX,
             message_seen: None,
             message_age: 0,
         };
         app.rebuild_view();
         app
+    }
+
+    /// Keeps what a frame laid out ([`Drawn`]): keys and clicks act on it until the next
+    /// frame. The scroll limit of the detail pane (the help overlay) is the one of the last
+    /// frame that drew it, and the scroll is kept within it.
+    pub fn laid_out(&mut self, mut d: Drawn) {
+        if self.mode == Mode::Detail {
+            self.detail_scroll = self.detail_scroll.min(d.detail_max);
+        } else {
+            d.detail_max = self.drawn.detail_max;
+        }
+        if self.mode == Mode::Help {
+            self.detail_scroll = self.detail_scroll.min(d.help_max);
+        } else {
+            d.help_max = self.drawn.help_max;
+        }
+        self.drawn = d;
     }
 
     /// The selected row, if any.

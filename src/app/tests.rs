@@ -646,8 +646,8 @@ fn input_acts_on_the_rows_as_drawn_while_results_stream_in() {
         });
     }
     a.ensure_view(); // drawn: gpu000, gpu001, gpu002
-    a.body_y = 3;
-    a.body_rows = vec![Some(0), Some(1), Some(2)];
+    a.drawn.body_y = 3;
+    a.drawn.body_rows = vec![Some(0), Some(1), Some(2)];
     // gpu002 turns attention (it will sort first); the screen still shows the old order.
     a.update(Msg::NodeDone {
         generation: 1,

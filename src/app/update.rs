@@ -221,11 +221,11 @@ impl App {
                 Vec::new()
             }
             KeyCode::PageUp => {
-                self.detail_scroll = self.detail_scroll.saturating_sub(self.page as u16);
+                self.detail_scroll = self.detail_scroll.saturating_sub(self.drawn.page as u16);
                 Vec::new()
             }
             KeyCode::PageDown => {
-                self.detail_scroll = self.detail_scroll.saturating_add(self.page as u16);
+                self.detail_scroll = self.detail_scroll.saturating_add(self.drawn.page as u16);
                 Vec::new()
             }
             KeyCode::Char(ch)
@@ -269,10 +269,10 @@ impl App {
     fn next_sort_column(&self, forward: bool) -> Column {
         let cols: Vec<Column> = Column::matrix().collect();
         let shown = |c: &Column| {
-            if self.header_hits.is_empty() {
+            if self.drawn.header_hits.is_empty() {
                 !c.spec().optional || self.rows.iter().any(|r| !cell(r, *c).is_empty())
             } else {
-                self.header_hits.iter().any(|(h, ..)| h == c)
+                self.drawn.header_hits.iter().any(|(h, ..)| h == c)
             }
         };
         let n = cols.len();
@@ -308,37 +308,40 @@ impl App {
             Action::Quit => return vec![Effect::Quit],
             Action::Down if scrolling => {
                 let max = if self.mode == Mode::Detail {
-                    self.detail_max
+                    self.drawn.detail_max
                 } else {
-                    self.help_max
+                    self.drawn.help_max
                 };
                 self.detail_scroll = self.detail_scroll.saturating_add(1).min(max);
             }
             Action::Up if scrolling => self.detail_scroll = self.detail_scroll.saturating_sub(1),
             Action::PageDown if scrolling => {
                 let max = if self.mode == Mode::Detail {
-                    self.detail_max
+                    self.drawn.detail_max
                 } else {
-                    self.help_max
+                    self.drawn.help_max
                 };
-                self.detail_scroll = self.detail_scroll.saturating_add(self.page as u16).min(max)
+                self.detail_scroll = self
+                    .detail_scroll
+                    .saturating_add(self.drawn.page as u16)
+                    .min(max)
             }
             Action::PageUp if scrolling => {
-                self.detail_scroll = self.detail_scroll.saturating_sub(self.page as u16)
+                self.detail_scroll = self.detail_scroll.saturating_sub(self.drawn.page as u16)
             }
             Action::Top if scrolling => self.detail_scroll = 0,
             Action::Bottom if scrolling => {
                 self.detail_scroll = if self.mode == Mode::Detail {
-                    self.detail_max
+                    self.drawn.detail_max
                 } else {
-                    self.help_max
+                    self.drawn.help_max
                 }
             }
             Action::Down | Action::NextNode => self.move_to(self.selected + 1),
             Action::PrevNode => self.move_to(self.selected.saturating_sub(1)),
             Action::Up => self.move_to(self.selected.saturating_sub(1)),
-            Action::PageDown => self.move_to(self.selected + self.page.max(1)),
-            Action::PageUp => self.move_to(self.selected.saturating_sub(self.page.max(1))),
+            Action::PageDown => self.move_to(self.selected + self.drawn.page.max(1)),
+            Action::PageUp => self.move_to(self.selected.saturating_sub(self.drawn.page.max(1))),
             Action::Top => self.move_to(0),
             Action::Bottom => self.move_to(usize::MAX),
             Action::SortNext | Action::SortPrev => {
@@ -490,8 +493,9 @@ impl App {
                 if self.mode != Mode::Matrix && self.mode != Mode::Detail {
                     return Vec::new();
                 }
-                if m.row == self.header_y {
+                if m.row == self.drawn.header_y {
                     if let Some((c, ..)) = self
+                        .drawn
                         .header_hits
                         .iter()
                         .find(|(_, a, b)| (*a..*b).contains(&m.column))
@@ -504,13 +508,13 @@ impl App {
                         }
                         self.rebuild_view();
                     }
-                } else if m.row >= self.body_y {
-                    let line = (m.row - self.body_y) as usize;
+                } else if m.row >= self.drawn.body_y {
+                    let line = (m.row - self.drawn.body_y) as usize;
                     // A group's header row selects nothing.
-                    let pos = if self.body_rows.is_empty() {
-                        Some(self.offset + line)
+                    let pos = if self.drawn.body_rows.is_empty() {
+                        Some(self.drawn.offset + line)
                     } else {
-                        self.body_rows.get(line).copied().flatten()
+                        self.drawn.body_rows.get(line).copied().flatten()
                     };
                     if let Some(pos) = pos.filter(|p| *p < self.view.len()) {
                         self.move_to(pos);

@@ -436,20 +436,7 @@ where
     let mut drawn = ui::Drawn::default();
     terminal.draw(|f| drawn = ui::draw(f, app, theme))?;
     let draw = started.elapsed();
-    app.page = drawn.page;
-    app.offset = drawn.offset;
-    app.body_rows = std::mem::take(&mut drawn.body_rows);
-    app.header_hits = drawn.header_hits;
-    app.header_y = drawn.header_y;
-    app.body_y = drawn.body_y;
-    if app.mode == crate::app::Mode::Detail {
-        app.detail_max = drawn.detail_max;
-        app.detail_scroll = app.detail_scroll.min(app.detail_max);
-    }
-    if app.mode == crate::app::Mode::Help {
-        app.help_max = drawn.help_max;
-        app.detail_scroll = app.detail_scroll.min(app.help_max);
-    }
+    app.laid_out(drawn);
     on_frame(app, Frame { keys, draw });
     Ok(())
 }

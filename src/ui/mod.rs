@@ -23,23 +23,7 @@ use crate::columns::Tone;
 use crate::model::text::screen_safe;
 use crate::model::{NodeReport, NodeStatus, Severity};
 
-/// Where the last frame put things, for the app.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Drawn {
-    pub header_y: u16,
-    pub body_y: u16,
-    pub header_hits: Vec<(Column, u16, u16)>,
-    /// Table rows visible.
-    pub page: usize,
-    /// First visible position in the view.
-    pub offset: usize,
-    /// The view position on each body line (`None` on a group's header row), top down.
-    pub body_rows: Vec<Option<usize>>,
-    /// How far the detail pane can scroll (its lines minus its height).
-    pub detail_max: u16,
-    /// How far the help overlay can scroll (its wrapped lines minus its height).
-    pub help_max: u16,
-}
+pub use crate::app::Drawn;
 
 /// The narrowest the kernel column is cut to before it is left out.
 const KERNEL_MIN: u16 = 10;
@@ -443,7 +427,7 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
     let inner = block.inner(area);
     f.render_widget(block, area);
     let page = inner.height.saturating_sub(1) as usize;
-    let mut offset = app.offset.min(app.view.len().saturating_sub(1));
+    let mut offset = app.drawn.offset.min(app.view.len().saturating_sub(1));
     if app.selected < offset {
         offset = app.selected;
     } else if page > 0 && app.selected >= offset + page {
