@@ -21,6 +21,7 @@ mod config_cmd;
 mod diff;
 mod inventory_list;
 mod keys;
+pub mod out;
 mod policy;
 mod rollouts;
 mod select;
@@ -198,6 +199,12 @@ pub fn run(cli: Cli, given: Given) -> ExitCode {
     };
     let s = &settings;
     let interactive = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
+    // A gate: its exit status is a verdict, which a reader that left early has not seen.
+    let gate = match &cli.command {
+        Some(Command::Snapshot(a)) => a.check,
+        Some(Command::Policy(p)) => matches!(p.command, policy::PolicyCommand::Check(_)),
+        _ => false,
+    };
     let result = match cli.command {
         Some(Command::Paths) => config_cmd::paths(s),
         Some(Command::Config(c)) => config_cmd::run(s, &c),
@@ -227,17 +234,19 @@ pub fn run(cli: Cli, given: Given) -> ExitCode {
             eprintln!("gpufleet: interrupted");
             ExitCode::from(130)
         }
-        // The reader went away (`| head`): stop quietly (no message), with the status a shell
-        // shows for a process SIGPIPE ended.
+        // The reader went away (`| head`): stop quietly (no message). The commands' own
+        // lines go through `cli::out`, which never fails; a document written through a writer
+        // (snapshot, policy, completions, man, keys) ends here: 0, as for any command whose
+        // output was cut short by its reader — but a gate (`snapshot --check`, `policy
+        // check`) exits as a C tool killed by SIGPIPE, 128 + 13: a verdict its reader left
+        // before has not passed (`set -o pipefail` sees it).
         Err(e)
             if e.chain().any(|c| {
                 c.downcast_ref::<std::io::Error>()
                     .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
             }) =>
         {
-            // As a C tool killed by SIGPIPE: 128 + 13. Never 0: a `--check` or `policy check`
-            // whose reader left early has not passed (`set -o pipefail` sees it).
-            ExitCode::from(141)
+            ExitCode::from(if gate { 141 } else { 0 })
         }
         Err(e) => {
             // Not `eprintln!`: it panics when stderr is gone (a closed terminal).

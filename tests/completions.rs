@@ -155,20 +155,62 @@ fn version_names_the_git_revision_in_a_checkout() {
     }
 }
 
-/// `gpufleet completions zsh | head -1`: the reader goes away; gpufleet stops quietly with the
-/// status of a process SIGPIPE ended (141), never a panic.
+/// `gpufleet … | head -0` for every command that prints: the reader goes away before
+/// gpufleet writes; gpufleet stops writing quietly and exits with its own status (0 here),
+/// never a panic (`println!` panics on a closed stdout: exit 101). A gate (`snapshot --check`)
+/// exits 141 instead, as a process SIGPIPE ended: a verdict its reader left before has not
+/// passed.
 #[test]
 fn a_reader_that_leaves_early_is_not_a_panic() {
-    // The reader is gone before gpufleet writes (it closes its end at once): every write fails.
-    let (reader, writer) = std::io::pipe().unwrap();
-    drop(reader);
-    let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args(["completions", "zsh"])
-        .stdout(writer)
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    let tmp = tempfile::tempdir().unwrap();
+    let inv = tmp.path().join("fleet.toml");
+    std::fs::write(&inv, "[[nodes]]\nname = \"gpu01\"\nhost = \"127.0.0.1\"\n").unwrap();
+    let old = tmp.path().join("old.json");
+    std::fs::write(
+        &old,
+        r#"{"schema_version":2,"generated_at":"2026-12-01T00:00:00Z","nodes":[]}"#,
+    )
+    .unwrap();
+    let state = tmp.path().join("state");
+    let config = tmp.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let (inv, old) = (inv.display().to_string(), old.display().to_string());
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["completions", "zsh"], 0),
+        (vec!["man"], 0),
+        (vec!["keys"], 0),
+        (vec!["paths"], 0),
+        (vec!["config", "show"], 0),
+        (vec!["rollouts"], 0),
+        (vec!["rollouts", "--json"], 0),
+        (vec!["journal"], 0),
+        // Its own status: gpu01 cannot be reached, its lock is unknown.
+        (vec!["locks", "-i", &inv], 1),
+        (vec!["inventory", "list", "-i", &inv], 0),
+        (vec!["inventory", "list", "-i", &inv, "--format", "json"], 0),
+        (vec!["diff", &old, &old], 0),
+        (vec!["snapshot", "--from", &old, "--format", "json"], 0),
+        (
+            vec!["snapshot", "--from", &old, "--format", "json", "--check"],
+            141,
+        ),
+    ];
+    for (args, want) in cases {
+        // The reader is gone before gpufleet writes (it closes its end at once): every write
+        // fails.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(&args)
+            .env("GPUFLEET_STATE_DIR", &state)
+            .env("GPUFLEET_CONFIG", &config)
+            .env_remove("GPUFLEET_INVENTORY")
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(want), "{args:?}: {stderr}");
+    }
 }

@@ -49,7 +49,7 @@ pub fn run(s: &Settings, cmd: &ConfigCommand) -> anyhow::Result<u8> {
             .iter()
             .map(|(k, v, o)| serde_json::json!({"setting": k, "value": v, "origin": o.to_string()}))
             .collect();
-        println!("{}", crate::model::text::json_string(&list, true)?);
+        crate::outln!("{}", crate::model::text::json_string(&list, true)?);
         return Ok(0);
     }
     let kw = rows.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);
@@ -62,7 +62,7 @@ pub fn run(s: &Settings, cmd: &ConfigCommand) -> anyhow::Result<u8> {
     for (k, v, o) in &rows {
         let v = crate::model::text::terminal_safe(v);
         let o = o.to_string();
-        println!(
+        crate::outln!(
             "{k:<kw$}  {v:<vw$}  {}",
             crate::model::text::terminal_safe(&o)
         );
@@ -302,13 +302,13 @@ pub fn paths(s: &Settings) -> anyhow::Result<u8> {
         ("state", show(&paths.state_dir)),
     ];
     for (k, v) in rows {
-        println!("{k:<16} {v}");
+        crate::outln!("{k:<16} {v}");
     }
     if let Some(inv) = paths.inventory.as_ref().filter(|p| p.exists())
         && let Ok(inv) = Inventory::load(inv)
         && let Some(kh) = &inv.known_hosts
     {
-        println!("{:<16} {} (the inventory's)", "known_hosts", kh.display());
+        crate::outln!("{:<16} {} (the inventory's)", "known_hosts", kh.display());
     }
     Ok(0)
 }

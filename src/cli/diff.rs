@@ -48,11 +48,10 @@ pub(super) fn run(args: &DiffArgs) -> anyhow::Result<u8> {
     let (old, new) = (read(&args.old)?, read(&args.new)?);
     let d = crate::diff::compare(&old, &new);
     match args.format {
-        DiffFormat::Json => println!("{}", json_string(&d, true)?),
-        DiffFormat::Text => print!(
-            "{}",
-            crate::diff::render_text(&d, &|s| terminal_safe(s).into_owned())
-        ),
+        DiffFormat::Json => crate::outln!("{}", json_string(&d, true)?),
+        DiffFormat::Text => super::out::text(&crate::diff::render_text(&d, &|s| {
+            terminal_safe(s).into_owned()
+        })),
     }
     Ok(if d.is_empty() { 0 } else { 1 })
 }

@@ -118,7 +118,7 @@ pub(super) fn run(s: &super::Settings, cmd: &InventoryCommand) -> anyhow::Result
                     })
                 })
                 .collect();
-            println!("{}", json_string(&list, true)?);
+            crate::outln!("{}", json_string(&list, true)?);
         }
         ListFormat::Table => {
             let headers = [
@@ -171,9 +171,9 @@ pub(super) fn run(s: &super::Settings, cmd: &InventoryCommand) -> anyhow::Result
                     .trim_end()
                     .to_string()
             };
-            println!("{}", line(headers.to_vec()));
+            crate::outln!("{}", line(headers.to_vec()));
             for r in &rows {
-                println!("{}", line(r.iter().map(String::as_str).collect()));
+                crate::outln!("{}", line(r.iter().map(String::as_str).collect()));
             }
             eprintln!(
                 "{} node(s) from {}",

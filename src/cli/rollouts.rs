@@ -73,7 +73,7 @@ pub fn rollouts(s: &Settings, args: &RolloutsArgs) -> anyhow::Result<u8> {
         };
     }
     if args.json {
-        println!("{}", crate::model::text::json_string(&list, true)?);
+        crate::outln!("{}", crate::model::text::json_string(&list, true)?);
         return Ok(0);
     }
     let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
@@ -83,7 +83,7 @@ pub fn rollouts(s: &Settings, args: &RolloutsArgs) -> anyhow::Result<u8> {
             Some(rollout::Mode::Wave) => "wave",
             None => "?",
         };
-        println!(
+        crate::outln!(
             "{}  {:<6} {:<11} {}  {}  {}{}",
             r.id,
             mode,
@@ -139,10 +139,10 @@ pub fn locks(s: &Settings, args: &LocksArgs) -> anyhow::Result<u8> {
         match r {
             Ok(None) => {
                 json.push(serde_json::json!({"node": name, "locked": false}));
-                println!("{}  free", safe(name));
+                crate::outln!("{}  free", safe(name));
             }
             Ok(Some(o)) => {
-                println!(
+                crate::outln!(
                     "{}  locked by rollout {} ({}, since {})",
                     safe(name),
                     safe(&o.rollout),
@@ -153,13 +153,13 @@ pub fn locks(s: &Settings, args: &LocksArgs) -> anyhow::Result<u8> {
             }
             Err(e) => {
                 failed = true;
-                println!("{}  unknown: {}", safe(name), safe(&e));
+                crate::outln!("{}  unknown: {}", safe(name), safe(&e));
                 json.push(serde_json::json!({"node": name, "error": e}));
             }
         }
     }
     if args.json {
-        println!("{}", crate::model::text::json_string(&json, true)?);
+        crate::outln!("{}", crate::model::text::json_string(&json, true)?);
     }
     Ok(if failed { 1 } else { 0 })
 }
@@ -195,7 +195,7 @@ pub fn unlock(s: &Settings, args: &UnlockArgs) -> anyhow::Result<u8> {
         .block_on(rollout::read_lock(&scan, &node))
         .map_err(anyhow::Error::msg)?;
     let Some(owner) = owner else {
-        println!("{}: not locked; nothing to do", safe(&node.name));
+        crate::outln!("{}: not locked; nothing to do", safe(&node.name));
         return Ok(0);
     };
     if owner.rollout != args.rollout {
@@ -231,7 +231,7 @@ pub fn unlock(s: &Settings, args: &UnlockArgs) -> anyhow::Result<u8> {
             safe(&operator)
         );
     }
-    println!(
+    crate::outln!(
         "{} is locked by rollout {} ({}, since {}). Breaking the lock of a rollout that still runs lets two rollouts meet on the node.",
         safe(&node.name),
         safe(&owner.rollout),
@@ -285,7 +285,7 @@ pub fn unlock(s: &Settings, args: &UnlockArgs) -> anyhow::Result<u8> {
     )) {
         Ok(said) => {
             j.append(&entry(journal::Phase::Done, &said))?;
-            println!("{}: {said}", safe(&node.name));
+            crate::outln!("{}: {said}", safe(&node.name));
             Ok(0)
         }
         Err(e) => {
@@ -325,7 +325,7 @@ pub fn journal(s: &Settings, args: &JournalArgs) -> anyhow::Result<u8> {
     {
         shown += 1;
         if args.jsonl {
-            println!("{}", crate::model::text::json_string(e, false)?);
+            crate::outln!("{}", crate::model::text::json_string(e, false)?);
             continue;
         }
         let phase = format!("{:?}", e.phase).to_lowercase();
@@ -339,7 +339,7 @@ pub fn journal(s: &Settings, args: &JournalArgs) -> anyhow::Result<u8> {
                 }
                 _ => e.outcome.chars().take(160).collect(),
             };
-        println!(
+        crate::outln!(
             "{}  {}  {}  {:<24} {:<20} {:<6} {}",
             e.ts,
             safe(&e.who),

@@ -73,7 +73,7 @@ pub struct UpgradeArgs {
 
 fn print_plan(plan: &rollout::Plan, dry_run: bool, progress: &rollout::Progress) {
     for l in rollout::plan_lines(plan, dry_run) {
-        println!("{l}");
+        crate::outln!("{l}");
     }
     let mut steps: Vec<String> = plan
         .nodes
@@ -91,7 +91,7 @@ fn print_plan(plan: &rollout::Plan, dry_run: bool, progress: &rollout::Progress)
         .collect();
     if !steps.is_empty() {
         steps.sort();
-        println!("  done before (skipped on resume): {}", steps.join(", "));
+        crate::outln!("  done before (skipped on resume): {}", steps.join(", "));
     }
 }
 
@@ -149,7 +149,7 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
     }
     if args.abandon {
         match session.abandon()? {
-            Abandoned::Unreadable(id) => println!(
+            Abandoned::Unreadable(id) => crate::outln!(
                 "abandoned rollout {id}; its plan could not be read, so check its nodes by hand: `gpufleet locks` lists node locks, and drained nodes stay drained"
             ),
             Abandoned::Rollout {
@@ -157,12 +157,12 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
                 nodes,
                 left_behind,
             } => {
-                println!(
+                crate::outln!(
                     "abandoned rollout {id} ({}); check those nodes: drained ones stay drained",
                     nodes.join(", ")
                 );
                 for l in left_behind {
-                    println!("  {l}");
+                    crate::outln!("  {l}");
                 }
             }
         }
@@ -212,7 +212,7 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     if plan.nodes.is_empty() {
-        println!("nothing to do");
+        crate::outln!("nothing to do");
         return Ok(0);
     }
     session.note(&plan.rollout);
@@ -240,6 +240,6 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
         );
     }
     // Node output is in it (a failed step's excerpt): escaped here, once.
-    println!("{}", safe(&report.summary));
+    crate::outln!("{}", safe(&report.summary));
     Ok(if failed == 0 { 0 } else { 1 })
 }
