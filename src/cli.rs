@@ -104,6 +104,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "GPUFLEET_SSH_CONFIG", value_name = "FILE")]
     pub ssh_config: Option<PathBuf>,
 
+    /// Worker threads of the runtime: scans, the TUI's scans, the simulator [default: the CPUs
+    /// this process may use, at most 8, or the config's [ssh] workers]
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=crate::config::MAX_WORKERS))]
+    pub workers: Option<u64>,
+
     /// Without a subcommand: `tui`'s flags (`gpufleet [tui] … [--read-only]`)
     #[command(flatten)]
     pub tui: TuiArgs,
@@ -198,6 +203,7 @@ pub fn run(cli: Cli, given: Given) -> ExitCode {
         }
     };
     let s = &settings;
+    crate::rt::set_workers(s.workers());
     let interactive = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     // A gate: its exit status is a verdict, which a reader that left early has not seen.
     let gate = match &cli.command {

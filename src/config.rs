@@ -167,6 +167,9 @@ pub struct SshConfig {
     /// of 50 ms 1,000 nodes need about 256 at once to finish in 2 s; lowered with a message to
     /// what the open-files limit holds).
     pub concurrency: usize,
+    /// Worker threads of the runtime (scans, the TUI's scans, the simulator); unset: the CPUs
+    /// this process may use, at most 8 ([`crate::rt::default_workers`]).
+    pub workers: Option<usize>,
     /// Name resolution + TCP connect limit (10).
     pub connect_timeout: u64,
     /// SSH handshake + login limit (15).
@@ -183,6 +186,7 @@ impl Default for SshConfig {
         let d = SshSettings::default();
         SshConfig {
             concurrency: d.concurrency,
+            workers: None,
             connect_timeout: d.connect_timeout.as_secs(),
             auth_timeout: d.auth_timeout.as_secs(),
             keepalive: d.keepalive.as_secs(),
@@ -302,6 +306,8 @@ impl Default for ProbeConfig {
 pub const MAX_SECS: u64 = 86_400;
 /// Largest accepted number of nodes probed at once.
 pub const MAX_CONCURRENCY: u64 = 10_000;
+/// The most worker threads `[ssh] workers` and `--workers` take.
+pub const MAX_WORKERS: u64 = 256;
 /// Most kernel log lines a probe may keep (each node's output is capped at 1 MiB anyway).
 pub const MAX_KERNEL_LOG_LINES: u64 = 5_000;
 
@@ -412,6 +418,13 @@ impl Config {
         ];
         let counts = [
             ("ssh", "concurrency", s.concurrency as u64, MAX_CONCURRENCY),
+            // Unset is the default; a set value is checked like the others.
+            (
+                "ssh",
+                "workers",
+                s.workers.map_or(1, |w| w as u64),
+                MAX_WORKERS,
+            ),
             (
                 "probe",
                 "kernel_log_lines",

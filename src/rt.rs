@@ -1,13 +1,45 @@
 //! The async runtime of gpufleet's commands: how it is built, and how a run is stopped from
 //! outside.
 
-/// The tokio runtime every command and the TUI run on: 2 worker threads (the work is I/O bound;
-/// SSH sessions are cheap tasks), timers and I/O enabled.
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The most worker threads a runtime gets by default: a shared login node is not taken over.
+pub const DEFAULT_MAX_WORKERS: usize = 8;
+
+/// The worker threads asked for (`--workers`, `[ssh] workers`); 0: the default.
+static WORKERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the worker threads of the runtimes [`build`] makes from now on (`None`: the default,
+/// [`default_workers`]).
+pub fn set_workers(n: Option<usize>) {
+    WORKERS.store(n.unwrap_or(0), Ordering::Relaxed);
+}
+
+/// The default worker threads: the CPUs this process may use (`available_parallelism`: the
+/// affinity mask and the cgroup's CPU quota, as a container sees them), at most
+/// [`DEFAULT_MAX_WORKERS`]; 1 when that cannot be read.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(DEFAULT_MAX_WORKERS)
+}
+
+/// The worker threads [`build`] gives a runtime: the ones set, else [`default_workers`].
+pub fn workers() -> usize {
+    match WORKERS.load(Ordering::Relaxed) {
+        0 => default_workers(),
+        n => n,
+    }
+}
+
+/// The tokio runtime every command, the TUI and the simulator run on: [`workers`] worker
+/// threads (a scan's CPU — key exchange, parsing, assessment — is spread over them; SSH
+/// sessions are cheap tasks), timers and I/O enabled.
 ///
 /// Errors: the runtime cannot be built (threads or the I/O driver cannot be created).
 pub fn build() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers())
         .enable_all()
         .build()
 }
@@ -82,6 +114,16 @@ pub fn concurrency_for(asked: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The runtime gets the worker threads set, and the default when none is.
+    #[test]
+    fn the_runtime_has_the_workers_asked_for() {
+        set_workers(Some(3));
+        assert_eq!(build().unwrap().metrics().num_workers(), 3);
+        set_workers(None);
+        assert_eq!(build().unwrap().metrics().num_workers(), default_workers());
+        assert!((1..=DEFAULT_MAX_WORKERS).contains(&default_workers()));
+    }
 
     #[test]
     fn concurrency_fits_the_open_files_limit() {

@@ -84,3 +84,40 @@ fn each_setting_names_its_origin() {
     );
     assert_eq!(origin(&v, "read_only"), ("false", "default"));
 }
+
+/// The runtime's worker threads: `--workers`, else `[ssh] workers`, else the CPUs this
+/// process may use (at most 8); a value out of range is refused with the file and line.
+#[test]
+fn workers_come_from_the_flag_the_config_or_the_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("c.toml"), "[ssh]\nworkers = 5\n").unwrap();
+    let v = show(dir.path(), &["--local", "--config", "c.toml"], &[]);
+    assert_eq!(
+        origin(&v, "ssh.workers"),
+        ("5", "config c.toml [ssh] workers")
+    );
+    let v = show(
+        dir.path(),
+        &["--local", "--config", "c.toml", "--workers", "3"],
+        &[],
+    );
+    assert_eq!(origin(&v, "ssh.workers"), ("3", "flag --workers"));
+    let v = show(dir.path(), &["--local"], &[]);
+    let cpus = std::thread::available_parallelism().unwrap().get().min(8);
+    assert_eq!(
+        origin(&v, "ssh.workers"),
+        (cpus.to_string().as_str(), "default")
+    );
+    std::fs::write(dir.path().join("bad.toml"), "[ssh]\nworkers = 0\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .current_dir(dir.path())
+        .args(["config", "show", "--local", "--config", "bad.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.toml:2:1: [ssh] workers = 0: must be between 1 and 256"),
+        "{err}"
+    );
+}

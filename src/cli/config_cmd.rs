@@ -167,6 +167,11 @@ fn show(s: &Settings, args: &ShowArgs) -> anyhow::Result<Vec<(String, String, Or
         s.origin(Some("concurrency"), "ssh", "concurrency"),
     );
     row(
+        "ssh.workers",
+        crate::rt::workers().to_string(),
+        s.origin(Some("workers"), "ssh", "workers"),
+    );
+    row(
         "ssh.connect_timeout",
         format!("{} s", ssh.connect_timeout.as_secs()),
         s.origin(Some("connect_timeout"), "ssh", "connect_timeout"),

@@ -125,6 +125,8 @@ pub struct Settings {
     pub config: Config,
     /// Which arguments were given, and how.
     pub given: Given,
+    /// `--workers`.
+    pub workers: Option<usize>,
 }
 
 impl Settings {
@@ -149,6 +151,7 @@ impl Settings {
             paths,
             config,
             given,
+            workers: cli.workers.map(|w| w as usize),
         })
     }
 
@@ -163,6 +166,7 @@ impl Settings {
             paths,
             config: self.config.clone(),
             given,
+            workers: self.workers,
         }
     }
 
@@ -209,6 +213,12 @@ impl Settings {
             .state_dir
             .clone()
             .ok_or_else(|| anyhow::anyhow!("no state folder (no home folder?): set --state-dir"))
+    }
+
+    /// The runtime's worker threads asked for: `--workers`, else `[ssh] workers`; `None`: the
+    /// default ([`crate::rt::default_workers`]).
+    pub fn workers(&self) -> Option<usize> {
+        self.workers.or(self.config.ssh.workers)
     }
 
     /// The rollout journal of the state folder (`<state>/journal.jsonl`), whose drained nodes
@@ -530,7 +540,7 @@ pub struct ScanArgs {
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub deadline: Option<u64>,
 
-    /// Nodes probed at once [default: 64, or the config's]
+    /// Nodes probed at once [default: 256, or the config's]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub concurrency: Option<u64>,
 
