@@ -18,7 +18,7 @@ use std::time::Duration;
 use gpufleet::model::Thresholds;
 use gpufleet::probe::{RawRun, RunEnd};
 use serde_json::Value;
-use support::{any_fixture, check_expected, manifest};
+use support::{any_fixture, check_expected, manifest, node};
 
 /// A running simulator, stopped (by PID, SIGTERM then SIGKILL) on drop.
 struct Sim {
@@ -750,4 +750,97 @@ fn upgrades_against_the_simulator_bring_every_node_to_ready() {
     assert!(!marker.exists());
     let said = sim.stop();
     assert!(said.contains("other commands"), "{said}");
+}
+
+/// The README's simulated flow on the default (built-in) corpus: `gpufleet sim --nodes 16
+/// --allow-upgrades`, then `upgrade --canary --yes` and `upgrade --wave --yes` with the config it
+/// writes, each exiting 0. The corpus has `migrate` nodes of both module flavours (proprietary,
+/// and open with nvidia-peermem), so `switch-open` reads both banners; every canary is `ready`
+/// after the canary rollout, every `migrate` node after the wave, and no lock is left.
+#[test]
+fn the_readmes_simulated_flow_exits_0_with_every_canary_ready() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let inv = dir.join("fleet.toml");
+    let sim = Sim::start(
+        dir,
+        &[
+            "--nodes",
+            "16",
+            "--allow-upgrades",
+            "--write-inventory",
+            inv.to_str().unwrap(),
+        ],
+    );
+    let config = dir.join("fleet.toml.config.toml");
+    let before = snapshot(dir, &inv, &[]);
+    let migrate: Vec<String> = before["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["status"] == "migrate")
+        .map(|n| n["name"].as_str().unwrap().to_string())
+        .collect();
+    // Both flavours are there to switch (the README's fleet; the bug was the open banner).
+    let flavors: Vec<&str> = before["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["status"] == "migrate")
+        .filter_map(|n| n["driver"]["flavor"].as_str())
+        .collect();
+    assert!(
+        flavors.contains(&"open") && flavors.contains(&"proprietary"),
+        "{flavors:?}"
+    );
+    let canaries: Vec<String> = std::fs::read_to_string(&inv)
+        .unwrap()
+        .split("[[nodes]]")
+        .filter(|n| n.contains("canary = true"))
+        .filter_map(|n| {
+            let l = n.lines().find(|l| l.trim_start().starts_with("name = "))?;
+            Some(l.split('"').nth(1)?.to_string())
+        })
+        .collect();
+    assert_eq!(
+        canaries.len(),
+        2,
+        "{}",
+        std::fs::read_to_string(&inv).unwrap()
+    );
+    let (c, i, state) = (
+        config.display().to_string(),
+        inv.display().to_string(),
+        dir.join("state").display().to_string(),
+    );
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--config", &c, "-i", &i, "--state-dir", &state];
+        args.extend_from_slice(extra);
+        let out = gpufleet(dir, &args);
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(0), "{extra:?}:\n{said}");
+        said
+    };
+    let said = run(&["upgrade", "--canary", "--yes"]);
+    assert!(said.contains("2 node(s) upgraded"), "{said}");
+    let after = snapshot(dir, &inv, &[]);
+    for n in &canaries {
+        assert_eq!(node(&after, n)["status"], "ready", "{said}\n{after:#}");
+    }
+    let said = run(&["upgrade", "--wave", "--yes"]);
+    let rest = migrate.len() - canaries.len();
+    assert!(said.contains(&format!("{rest} node(s) upgraded")), "{said}");
+    let after = snapshot(dir, &inv, &[]);
+    for n in &migrate {
+        let r = node(&after, n);
+        assert_eq!(r["status"], "ready", "{n}: {r:#}");
+        assert_eq!(r["driver"]["flavor"], "open", "{n}: {r:#}");
+        assert_eq!(r["rollout"]["locked"], false, "{n}: {r:#}");
+    }
+    sim.stop();
 }
