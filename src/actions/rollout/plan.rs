@@ -10,7 +10,7 @@ use crate::actions::drain::{self, Local};
 use crate::actions::journal::{Entry, Phase};
 use crate::actions::node_side::{self, StepFiles};
 use crate::config::{Gate, Recipe, UpgradeConfig};
-use crate::inventory::{DrainBackend, Node};
+use crate::inventory::{DrainBackend, DrainSpec, Node};
 use crate::model::NodeStatus;
 use crate::model::report::NodeReport;
 
@@ -307,7 +307,60 @@ fn expand(run: &str, node: &Node, report: &NodeReport) -> Result<String, String>
         .replace("{branch}", &branch(report).unwrap_or_default()))
 }
 
-/// The steps of one node (pure).
+/// Every name of `node` that reaches a command line on the write side, checked before a plan
+/// is made ([`crate::actions::names`]): the SSH host and user (and its jump hosts'), the root
+/// prefix, the scheduler name for its drain backend ([`drain::check_name`]) and, when the
+/// recipe uses `{node}`, the node's name. `Err`: each name that breaks its rule, `; `-joined.
+pub fn check_names(node: &Node, spec: Option<&DrainSpec>, recipe: &Recipe) -> Result<(), String> {
+    use crate::actions::names;
+    let shown = drain::shown;
+    let mut bad = Vec::new();
+    if let Some(why) = names::ssh_host(&node.host) {
+        bad.push(format!("SSH host {} is {why}", shown(&node.host)));
+    }
+    if let Some(why) = names::ssh_user(&node.user) {
+        bad.push(format!("SSH user {} is {why}", shown(&node.user)));
+    }
+    for hop in &node.route.jump {
+        if let Some(why) = names::ssh_host(&hop.host) {
+            bad.push(format!("jump host {} is {why}", shown(&hop.host)));
+        }
+        if let Some(why) = names::ssh_user(&hop.login.user) {
+            bad.push(format!(
+                "jump host user {} is {why}",
+                shown(&hop.login.user)
+            ));
+        }
+    }
+    if let Some(why) = names::root_prefix(&node.root) {
+        bad.push(format!("root {} is {why}", shown(&node.root)));
+    }
+    if let Some(spec) = spec
+        && let Err(e) = drain::check_name(spec, node)
+    {
+        bad.push(e);
+    }
+    if recipe.steps.iter().any(|s| s.run.contains("{node}"))
+        && let Some(why) = names::shell_name(&node.name)
+    {
+        bad.push(format!(
+            "node name {} (the recipe's {{node}}) is {why}",
+            shown(&node.name)
+        ));
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: {}; refused before anything runs",
+            crate::model::text::terminal_safe(&node.name),
+            bad.join("; ")
+        ))
+    }
+}
+
+/// The steps of one node (pure). Refused when a name of the node may not reach a command
+/// line ([`check_names`]).
 pub fn node_plan(
     node: &Node,
     report: &NodeReport,
@@ -319,6 +372,7 @@ pub fn node_plan(
     let reason = format!("gpufleet rollout {rollout}");
     let timeout = Duration::from_secs(cfg.drain_timeout);
     let root = node.root.clone();
+    check_names(node, node.drain.as_ref(), recipe)?;
     let mut steps = vec![Step::Lock {
         root: root.clone(),
         sudo: recipe.sudo,
