@@ -835,6 +835,21 @@ fn the_readmes_simulated_flow_exits_0_with_every_canary_ready() {
     let said = run(&["upgrade", "--wave", "--yes"]);
     let rest = migrate.len() - canaries.len();
     assert!(said.contains(&format!("{rest} node(s) upgraded")), "{said}");
+    // Every simulated reboot was proven: another boot identity after it.
+    let journal = std::fs::read_to_string(dir.join("state/journal.jsonl")).unwrap();
+    let proven: Vec<Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["step"] == "wait-ssh:reboot" && e["phase"] == "done")
+        .collect();
+    assert_eq!(proven.len(), migrate.len(), "{journal}");
+    for e in &proven {
+        let o = e["outcome"].as_str().unwrap();
+        assert!(
+            o.starts_with("rebooted: boot identity before boot_id "),
+            "{o}"
+        );
+    }
     let after = snapshot(dir, &inv, &[]);
     for n in &migrate {
         let r = node(&after, n);

@@ -8,7 +8,9 @@
 //!   (`<copy>/root/var/lib/gpufleet/rollout.lock/owner`), so the next probe shows it;
 //! - [`node_side::launch_command`] and [`node_side::poll_command`]: a detached recipe step, kept
 //!   in memory per step file prefix (started / attached, running / done RC / dead);
-//! - `true` (what gpufleet sends to see that SSH is back after a reboot).
+//! - [`node_side::boot_id_command`]: the node's boot identity, a random `boot_id` made when the
+//!   simulator starts and made again at each simulated reboot (so a rollout proves the reboot);
+//! - `true`.
 //!
 //! A command is recognised only when it is byte for byte what those functions build from the
 //! arguments read back out of it; anything else is refused by the server (exit status 127).
@@ -77,6 +79,7 @@ pub enum NodeCommand {
         rollout: String,
     },
     ReadLock,
+    BootId,
     Launch {
         files: StepFiles,
         command: String,
@@ -167,6 +170,9 @@ fn recognise_plain(command: &str) -> Option<NodeCommand> {
                 }
             })
         }
+        [sh, c, _, name, root] if sh == "sh" && c == "-c" && name == "gpufleet-boot-id" => {
+            (node_side::boot_id_command(root) == command).then_some(NodeCommand::BootId)
+        }
         [sh, c, _, name, prefix, lock] if sh == "sh" && c == "-c" && name == "gpufleet-poll" => {
             let files = StepFiles {
                 prefix: prefix.clone(),
@@ -199,6 +205,8 @@ struct Inner {
     /// Open connections, to cut at a reboot.
     conns: Vec<Weak<Cut>>,
     next_pid: u32,
+    /// The boot identity: a random UUID, made again at each reboot.
+    boot_id: String,
 }
 
 /// One node's simulated write-side state.
@@ -229,6 +237,7 @@ impl Upgradable {
             placeholder: crate::probe::new_boundary(),
             inner: Mutex::new(Inner {
                 next_pid: 4000,
+                boot_id: new_boot_id(),
                 ..Inner::default()
             }),
             answer: Mutex::new(answer),
@@ -310,6 +319,11 @@ impl Upgradable {
     pub async fn handle(self: &Arc<Self>, cmd: NodeCommand) -> Reply {
         match cmd {
             NodeCommand::True => (0, String::new(), String::new()),
+            NodeCommand::BootId => (
+                0,
+                format!("gpufleet-boot boot_id {}\n", self.inner().boot_id),
+                String::new(),
+            ),
             NodeCommand::ReadLock => match self.inner().lock.clone() {
                 Some(owner) => (0, format!("gpufleet-lock held\n{owner}"), String::new()),
                 None => (0, "gpufleet-lock free\n".into(), String::new()),
@@ -448,6 +462,8 @@ impl Upgradable {
                 {
                     let mut i = self.inner();
                     i.down_until = Some(Instant::now() + REBOOT_DOWNTIME);
+                    // It comes back as another boot.
+                    i.boot_id = new_boot_id();
                     for c in i.conns.drain(..).filter_map(|w| w.upgrade()) {
                         c.cut();
                     }
@@ -476,6 +492,24 @@ impl Upgradable {
             ),
         }
     }
+}
+
+/// A random boot identity, as the kernel makes one (`random(4)`: a version 4 UUID, lowercase).
+fn new_boot_id() -> String {
+    let mut b = [0u8; 16];
+    // The OS generator; a failure leaves zeros, which the next reboot still changes.
+    let _ = getrandom::fill(&mut b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
 }
 
 /// UTC now, `YYYY-MM-DDTHH:MM:SSZ`.
@@ -645,6 +679,15 @@ mod tests {
             Some(NodeCommand::Poll { files })
         );
         assert_eq!(recognise("true"), Some(NodeCommand::True));
+        assert_eq!(
+            recognise(&node_side::boot_id_command("/")),
+            Some(NodeCommand::BootId)
+        );
+        let id = new_boot_id();
+        assert!(
+            matches!(node_side::BootIdentity::parse(&format!("boot_id {id}")), Some(node_side::BootIdentity::BootId(x)) if x == id),
+            "{id}"
+        );
         for bad in [
             format!("{lock}; rm -rf /"),
             lock.replace("rollout.lock", "rollout.lock2"),
@@ -653,6 +696,7 @@ mod tests {
             "sudo -n sh -c 'true; rm -rf /'".to_string(),
             "rm -rf /".into(),
             "true; reboot".into(),
+            format!("{}; reboot", node_side::boot_id_command("/")),
             String::new(),
         ] {
             assert_eq!(recognise(&bad), None, "{bad}");

@@ -23,14 +23,24 @@ echo "switched to the open module $v"
 
 pub const REBOOT: &str = r#"#!/bin/sh
 # fixture stand-in: "reboot": the sticky taint goes, sshd stops, and comes back after a delay
+# as another boot (a new boot_id); with EVENTS set, "down NODE" and "up NODE" are logged there
 r=$1
 . "$r/../reboot.env"
 echo 12288 > "$r/proc/sys/kernel/tainted"
 kill "$(cat "$PIDFILE")"
+if [ -n "$EVENTS" ]; then echo "down $NODE" >> "$EVENTS"; fi
 if [ "$DELAY" != never ]; then
-  setsid sh -c "sleep $DELAY; /usr/sbin/sshd -f '$SSHD_CONFIG' -E '$SSHD_CONFIG.log'" >/dev/null 2>&1 < /dev/null &
+  setsid sh -c "sleep $DELAY; cat /proc/sys/kernel/random/uuid > '$r/proc/sys/kernel/random/boot_id'; /usr/sbin/sshd -f '$SSHD_CONFIG' -E '$SSHD_CONFIG.log'; if [ -n '$EVENTS' ]; then echo 'up $NODE' >> '$EVENTS'; fi" >/dev/null 2>&1 < /dev/null &
 fi
 echo "rebooting"
+"#;
+
+/// A reboot that returns at once and goes down 6 s later (`systemctl reboot`, `shutdown -r`,
+/// `sh -c 'sleep 6; reboot' &`): the [`REBOOT`] stand-in, started in the background.
+pub const REBOOT_LATER: &str = r#"#!/bin/sh
+# fixture stand-in: a reboot that is only scheduled: the command ends at once, the node goes down 6 s later
+setsid sh -c "sleep 6; exec fixture-reboot '$1'" >/dev/null 2>&1 < /dev/null &
+echo "reboot scheduled in 6 s"
 "#;
 
 /// A fleet of `n` scratch copies of the A100 legacy-stack fixture, each with the stand-ins.
@@ -65,19 +75,35 @@ impl UpgradeFleet {
         for i in 0..n {
             let node = scratch.path().join(format!("node{i}"));
             copy_tree(&fixture("a100-proprietary-535-k5.15-peermem"), &node);
-            for (name, text) in [("fixture-switch-open", SWITCH), ("fixture-reboot", REBOOT)] {
+            for (name, text) in [
+                ("fixture-switch-open", SWITCH),
+                ("fixture-reboot", REBOOT),
+                ("fixture-reboot-later", REBOOT_LATER),
+            ] {
                 let p = node.join("bin").join(name);
                 std::fs::write(&p, text).unwrap();
                 Command::new("chmod").arg("+x").arg(&p).status().unwrap();
             }
+            // The node's boot identity (the kernel makes one at each boot).
+            let random = node.join("root/proc/sys/kernel/random");
+            std::fs::create_dir_all(&random).unwrap();
+            std::fs::write(
+                random.join("boot_id"),
+                format!("00000000-0000-4000-8000-{:012}\n", i),
+            )
+            .unwrap();
             nodes.push(node);
         }
         let fleet = Fleet::start(&nodes, octet);
-        for (node, sshd) in nodes.iter().zip(fleet.nodes.iter().map(|(_, s)| s)) {
+        for (i, (node, sshd)) in nodes
+            .iter()
+            .zip(fleet.nodes.iter().map(|(_, s)| s))
+            .enumerate()
+        {
             std::fs::write(
                 node.join("reboot.env"),
                 format!(
-                    "SSHD_CONFIG={}\nPIDFILE={}\nDELAY={delay}\n",
+                    "SSHD_CONFIG={}\nPIDFILE={}\nDELAY={delay}\nNODE=node{i}\nEVENTS=\n",
                     sshd.config().display(),
                     sshd.dir.join("sshd.pid").display()
                 ),
@@ -105,6 +131,16 @@ max_unavailable = 2
 steps = [
   {{ name = "switch", run = "fixture-switch-open {{root}}" }},
   {{ name = "reboot", run = "fixture-reboot {{root}}", reboot = true }},
+]
+[recipes.reboot_later]
+steps = [
+  {{ name = "switch", run = "fixture-switch-open {{root}}" }},
+  {{ name = "reboot", run = "fixture-reboot-later {{root}}", reboot = true }},
+]
+[recipes.no_reboot]
+steps = [
+  {{ name = "switch", run = "fixture-switch-open {{root}}" }},
+  {{ name = "reboot", run = "echo 'reboot: nothing happens'", reboot = true }},
 ]
 [recipes.noop]
 steps = [{{ name = "nothing", run = "true" }}]
@@ -208,12 +244,13 @@ steps = [{{ name = "mark", run = "echo start >> {{root}}/../ran; sleep 8; echo e
             .collect()
     }
 
-    /// Waits (up to 30 s) until the journal has an entry for which `want` holds.
+    /// Waits (up to 90 s: a loaded 2-core machine) until the journal has an entry for which
+    /// `want` holds.
     pub fn wait_journal(&self, want: impl Fn(&serde_json::Value) -> bool) {
         let start = Instant::now();
         while !self.journal().iter().any(&want) {
             assert!(
-                start.elapsed() < Duration::from_secs(30),
+                start.elapsed() < Duration::from_secs(90),
                 "journal: {:#?}",
                 self.journal()
             );
@@ -235,6 +272,25 @@ steps = [{{ name = "mark", run = "echo start >> {{root}}/../ran; sleep 8; echo e
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
+    }
+
+    /// Logs node `i`'s reboots ("down nodeI", "up nodeI") into the drain log, so that their
+    /// order against drains and uncordons shows.
+    pub fn log_reboots(&self, i: usize) {
+        let env = self.nodes[i].join("reboot.env");
+        let text = std::fs::read_to_string(&env).unwrap().replace(
+            "EVENTS=\n",
+            &format!("EVENTS={}\n", self.drain_log.display()),
+        );
+        std::fs::write(&env, text).unwrap();
+    }
+
+    /// Node `i`'s boot identity now.
+    pub fn boot_id(&self, i: usize) -> String {
+        std::fs::read_to_string(self.nodes[i].join("root/proc/sys/kernel/random/boot_id"))
+            .unwrap()
+            .trim()
+            .to_string()
     }
 
     pub fn status(&self, node: &str) -> String {

@@ -94,6 +94,7 @@ fn canaries_first_then_waves_of_max_unavailable() {
             "lock",
             "drain",
             "step:install",
+            "boot-id:reboot",
             "step:reboot",
             "wait-ssh:reboot",
             "reprobe",
