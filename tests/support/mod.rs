@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod sim;
 pub mod slurm;
 pub mod upgrade;
 
