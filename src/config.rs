@@ -96,7 +96,8 @@ pub struct UpgradeConfig {
     pub drain_timeout: u64,
     /// How long one recipe step may run (1800).
     pub step_timeout: u64,
-    /// How long a node may take to answer SSH again after its reboot (900).
+    /// Seconds a node may take after its reboot step to answer with a new boot identity (900);
+    /// past it, the node stops there, drained (docs/domain.md, "Proven reboots").
     pub reboot_timeout: u64,
     /// Gates checked after the re-probe, before the uncordon (all of them).
     pub gates: Vec<Gate>,

@@ -10,256 +10,12 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::slurm::{Slurm, sbin};
+use support::upgrade::*;
 use support::*;
-
-const SWITCH: &str = r#"#!/bin/sh
-# fixture stand-in: "install the open driver of the same branch, remove nvidia-peermem"
-r=$1
-v=$(sed -n 's/.*Kernel Module  \([0-9.]*\) .*/\1/p' "$r/proc/driver/nvidia/version")
-printf 'NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  %s  Release Build  (dvs-builder@test)  Mon Nov 30 10:00:00 UTC 2026\nGCC version:  gcc version 11.4.0\n' "$v" > "$r/proc/driver/nvidia/version"
-sed -i -e 's/(POE)/(OE)/' -e '/^nvidia_peermem /d' -e 's/nvidia_peermem,//g' "$r/proc/modules"
-rm -f "$r/etc/modules-load.d/nvidia-peermem.conf"
-rm -rf "$r/sys/module/nvidia_peermem"
-echo "switched to the open module $v"
-"#;
-
-const REBOOT: &str = r#"#!/bin/sh
-# fixture stand-in: "reboot": the sticky taint goes, sshd stops, and comes back after a delay
-r=$1
-. "$r/../reboot.env"
-echo 12288 > "$r/proc/sys/kernel/tainted"
-kill "$(cat "$PIDFILE")"
-if [ "$DELAY" != never ]; then
-  setsid sh -c "sleep $DELAY; /usr/sbin/sshd -f '$SSHD_CONFIG' -E '$SSHD_CONFIG.log'" >/dev/null 2>&1 < /dev/null &
-fi
-echo "rebooting"
-"#;
-
-/// A fleet of `n` scratch copies of the A100 legacy-stack fixture, each with the stand-ins.
-struct UpgradeFleet {
-    fleet: Fleet,
-    _scratch: tempfile::TempDir,
-    nodes: Vec<PathBuf>,
-    drain_log: PathBuf,
-    state: PathBuf,
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    let st = Command::new("cp")
-        .arg("-R")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let st = Command::new("chmod")
-        .args(["-R", "u+w"])
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
-
-impl UpgradeFleet {
-    fn start(n: usize, octet: u8, delay: &str, extra_config: &str) -> UpgradeFleet {
-        let scratch = tempfile::tempdir().unwrap();
-        let mut nodes = Vec::new();
-        for i in 0..n {
-            let node = scratch.path().join(format!("node{i}"));
-            copy_tree(&fixture("a100-proprietary-535-k5.15-peermem"), &node);
-            for (name, text) in [("fixture-switch-open", SWITCH), ("fixture-reboot", REBOOT)] {
-                let p = node.join("bin").join(name);
-                std::fs::write(&p, text).unwrap();
-                Command::new("chmod").arg("+x").arg(&p).status().unwrap();
-            }
-            nodes.push(node);
-        }
-        let fleet = Fleet::start(&nodes, octet);
-        for (node, sshd) in nodes.iter().zip(fleet.nodes.iter().map(|(_, s)| s)) {
-            std::fs::write(
-                node.join("reboot.env"),
-                format!(
-                    "SSHD_CONFIG={}\nPIDFILE={}\nDELAY={delay}\n",
-                    sshd.config().display(),
-                    sshd.dir.join("sshd.pid").display()
-                ),
-            )
-            .unwrap();
-        }
-        let drain_log = scratch.path().join("drain.log");
-        let reboot = if extra_config.contains("reboot_timeout") {
-            ""
-        } else {
-            "reboot_timeout = 15"
-        };
-        let config = format!(
-            r#"[probe]
-nvidia_smi_timeout = 2
-deadline = 20
-[ssh]
-connect_timeout = 3
-auth_timeout = 5
-[upgrade]
-max_unavailable = 2
-{reboot}
-{extra_config}
-[recipes.fixture]
-steps = [
-  {{ name = "switch", run = "fixture-switch-open {{root}}" }},
-  {{ name = "reboot", run = "fixture-reboot {{root}}", reboot = true }},
-]
-[recipes.noop]
-steps = [{{ name = "nothing", run = "true" }}]
-[recipes.slow]
-steps = [{{ name = "slow", run = "sleep 4" }}, {{ name = "switch", run = "fixture-switch-open {{root}}" }}]
-[recipes.switch]
-steps = [{{ name = "switch", run = "fixture-switch-open {{root}}" }}]
-[recipes.marked]
-steps = [{{ name = "mark", run = "echo start >> {{root}}/../ran; sleep 3; echo end >> {{root}}/../ran" }}, {{ name = "switch", run = "fixture-switch-open {{root}}" }}]
-[recipes.marked_long]
-steps = [{{ name = "mark", run = "echo start >> {{root}}/../ran; sleep 8; echo end >> {{root}}/../ran" }}, {{ name = "switch", run = "fixture-switch-open {{root}}" }}]
-"#
-        );
-        std::fs::write(&fleet.config, config).unwrap();
-        let state = scratch.path().join("state");
-        UpgradeFleet {
-            fleet,
-            _scratch: scratch,
-            nodes,
-            drain_log,
-            state,
-        }
-    }
-
-    /// The inventory: node0 is the canary; every node drains through logging commands.
-    fn inventory(&self, recipes: &[&str], extra_defaults: &str) {
-        let log = self.drain_log.display();
-        let mut text = format!(
-            "[defaults]\nuser = \"{}\"\nidentity_file = \"{}\"\n{extra_defaults}\n\
-             drain = {{ backend = \"command\", drain = \"echo drain {{node}} >> {log}\", status = \"grep -q 'drain {{node}}' {log}\", uncordon = \"echo uncordon {{node}} >> {log}\" }}\n",
-            local_user(),
-            self.fleet.user_key.display()
-        );
-        text = format!(
-            "known_hosts = \"{}\"\n{text}",
-            self.fleet.known_hosts.display()
-        );
-        for (i, (node, sshd)) in self
-            .nodes
-            .iter()
-            .zip(self.fleet.nodes.iter().map(|(_, s)| s))
-            .enumerate()
-        {
-            text.push_str(&format!(
-                "[[nodes]]\nname = \"node{i}\"\nhost = \"{}\"\nport = {}\nroot = \"{}\"\nrecipe = \"{}\"\ncanary = {}\n",
-                sshd.addr,
-                sshd.port,
-                node.join("root").display(),
-                recipes[i.min(recipes.len() - 1)],
-                i == 0
-            ));
-        }
-        self.fleet.write_inventory(&text);
-    }
-
-    /// Replaces the inventory's `drain = {…}` line.
-    fn set_drain(&self, line: &str) {
-        let inv = std::fs::read_to_string(&self.fleet.inventory).unwrap();
-        let start = inv.find("drain = {").unwrap();
-        let end = start + inv[start..].find('\n').unwrap();
-        self.fleet
-            .write_inventory(&format!("{}{line}{}", &inv[..start], &inv[end..]));
-    }
-
-    /// `gpufleet --state-dir STATE ARGS -i INVENTORY`, ready to run (environment as Fleet sets it).
-    fn command(&self, args: &[&str]) -> Command {
-        let inv = self.fleet.inventory.display().to_string();
-        let state = self.state.display().to_string();
-        let mut all = vec!["--state-dir", &state];
-        all.extend_from_slice(args);
-        all.extend_from_slice(&["-i", &inv]);
-        self.fleet.command(&all)
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    /// [`UpgradeFleet::command`] with another state folder (another operator).
-    fn command_in(&self, state: &Path, args: &[&str]) -> Command {
-        let inv = self.fleet.inventory.display().to_string();
-        let state = state.display().to_string();
-        let mut all = vec!["--state-dir", &state];
-        all.extend_from_slice(args);
-        all.extend_from_slice(&["-i", &inv]);
-        self.fleet.command(&all)
-    }
-
-    /// `gpufleet journal` of the state folder `state`, as printed.
-    fn journal_text(&self, state: &Path) -> String {
-        let out = self.command_in(state, &["journal"]).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// The lines the `marked` recipes wrote on node `i` (`start`, `end`).
-    fn marks(&self, i: usize) -> Vec<String> {
-        std::fs::read_to_string(self.nodes[i].join("ran"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-
-    /// Waits (up to 30 s) until the journal has an entry for which `want` holds.
-    fn wait_journal(&self, want: impl Fn(&serde_json::Value) -> bool) {
-        let start = Instant::now();
-        while !self.journal().iter().any(&want) {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "journal: {:#?}",
-                self.journal()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn drains(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.drain_log)
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-
-    fn journal(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(self.state.join("journal.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    fn status(&self, node: &str) -> String {
-        let (_, doc) = self.fleet.snapshot(&["--node", node]);
-        node_status(&doc, node)
-    }
-}
-
-fn node_status(doc: &serde_json::Value, name: &str) -> String {
-    node(doc, name)["status"].as_str().unwrap().to_string()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 #[test]
 fn canary_then_wave_with_dry_run_plan_and_journal() {
@@ -410,7 +166,7 @@ fn a_failing_gate_halts_and_leaves_the_node_drained() {
         "{csv}"
     );
     // Another state folder's journal knows no drain; the node's lock is still seen.
-    let other = f._scratch.path().join("other-state");
+    let other = f.scratch.path().join("other-state");
     let out = f
         .command_in(&other, &["snapshot", "--format", "json"])
         .output()
@@ -654,7 +410,9 @@ fn kubernetes_drain_refuses_nodes_the_gpu_operator_upgrades_or_skips_recording_k
         assert!(text(&out).contains(said), "{}", text(&out));
         let calls = std::fs::read_to_string(&log).unwrap();
         assert!(
-            calls.lines().all(|l| l.starts_with("get node node0")),
+            calls
+                .lines()
+                .all(|l| l.starts_with("get node ") && l.ends_with(" -- node0")),
             "only the labels were read: {calls}"
         );
     }
@@ -693,11 +451,11 @@ fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
     assert_eq!(
         calls.lines().collect::<Vec<_>>(),
         [
-            r#"--context=prod get node node0.k8s.local -o jsonpath={.metadata.labels.nvidia\.com/gpu-driver-upgrade-state}{"\n"}{.metadata.labels.nvidia\.com/gpu-driver-upgrade\.skip}{"\n"}"#,
-            "--context=prod cordon node0.k8s.local",
-            "--context=prod drain node0.k8s.local --ignore-daemonsets --delete-emptydir-data --timeout=900s",
-            "--context=prod get node node0.k8s.local -o jsonpath={.spec.unschedulable}",
-            "--context=prod uncordon node0.k8s.local",
+            r#"--context=prod get node -o jsonpath={.metadata.labels.nvidia\.com/gpu-driver-upgrade-state}{"\n"}{.metadata.labels.nvidia\.com/gpu-driver-upgrade\.skip}{"\n"} -- node0.k8s.local"#,
+            "--context=prod cordon -- node0.k8s.local",
+            "--context=prod drain --ignore-daemonsets --delete-emptydir-data --timeout=900s -- node0.k8s.local",
+            "--context=prod get node -o jsonpath={.spec.unschedulable} -- node0.k8s.local",
+            "--context=prod uncordon -- node0.k8s.local",
         ]
     );
 }

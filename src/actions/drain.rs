@@ -2,9 +2,11 @@
 //! and give it back after. They run on this machine (the operator's kubectl, Slurm client or
 //! own commands), never on the node.
 //!
-//! - kubernetes: `kubectl cordon NODE`, `kubectl drain NODE --ignore-daemonsets
-//!   --delete-emptydir-data --timeout=Ns` (which waits for the pods to go), `kubectl uncordon`;
-//!   `--kubeconfig`/`--context` when set.
+//! - kubernetes: `kubectl cordon -- NODE`, `kubectl drain --ignore-daemonsets
+//!   --delete-emptydir-data --timeout=Ns -- NODE` (which waits for the pods to go),
+//!   `kubectl uncordon -- NODE`; `--kubeconfig`/`--context` when set. The node name comes
+//!   after `--`, so it is never read as an option (and it is an RFC 1123 subdomain:
+//!   [`check_name`]).
 //!   Before it, the node's GPU Operator upgrade labels are read ([`operator_guard_command`]):
 //!   a node the Operator is upgrading, or is told to skip, is refused ([`operator_guard`]).
 //! - slurm: `scontrol update NodeName=X State=DRAIN Reason="..."`, then `sinfo -h -N -n X -o %T`
@@ -75,6 +77,35 @@ fn shell_with_node(cmd: &str, name: &str) -> Local {
     Local::Shell(cmd.replace("{node}", &quote_arg(name)))
 }
 
+/// Whether the scheduler name of `node` may reach `spec`'s commands
+/// ([`crate::actions::names`]): kubernetes an RFC 1123 subdomain, slurm one node name (never a
+/// hostlist), command a plain word (its `{node}`); `none` runs nothing. `Err` says which name
+/// breaks which rule, for the plan's refusal.
+pub fn check_name(spec: &DrainSpec, node: &Node) -> Result<(), String> {
+    use crate::actions::names;
+    let name = scheduler_name(spec, node);
+    let (what, bad) = match spec.backend {
+        DrainBackend::Kubernetes => ("kubernetes", names::kubernetes_node(&name)),
+        DrainBackend::Slurm => ("slurm", names::slurm_node(&name)),
+        DrainBackend::Command => ("command", names::shell_name(&name)),
+        DrainBackend::None => return Ok(()),
+    };
+    match bad {
+        None => Ok(()),
+        Some(why) => Err(format!(
+            "scheduler name {} for the {what} drain backend is {why}",
+            shown(&name)
+        )),
+    }
+}
+
+/// A name from an inventory or a node, quoted for an error message: Rust's `{:?}`, which
+/// escapes every control, format and line-separator character (so it stays on one line and
+/// prints nothing raw).
+pub fn shown(name: &str) -> String {
+    format!("{name:?}")
+}
+
 /// The commands that drain `node` (run in order; each must succeed). Empty for `none`.
 pub fn drain_commands(
     spec: &DrainSpec,
@@ -85,15 +116,16 @@ pub fn drain_commands(
     let name = scheduler_name(spec, node);
     match spec.backend {
         DrainBackend::Kubernetes => vec![
-            kubectl(spec, &["cordon", &name]),
+            kubectl(spec, &["cordon", "--", &name]),
             kubectl(
                 spec,
                 &[
                     "drain",
-                    &name,
                     "--ignore-daemonsets",
                     "--delete-emptydir-data",
                     &format!("--timeout={}s", timeout.as_secs()),
+                    "--",
+                    &name,
                 ],
             ),
         ],
@@ -121,7 +153,14 @@ pub fn status_command(spec: &DrainSpec, node: &Node) -> Option<Local> {
     match spec.backend {
         DrainBackend::Kubernetes => Some(kubectl(
             spec,
-            &["get", "node", &name, "-o", "jsonpath={.spec.unschedulable}"],
+            &[
+                "get",
+                "node",
+                "-o",
+                "jsonpath={.spec.unschedulable}",
+                "--",
+                &name,
+            ],
         )),
         DrainBackend::Slurm => Some(Local::Argv(vec![
             "sinfo".into(),
@@ -141,7 +180,7 @@ pub fn status_command(spec: &DrainSpec, node: &Node) -> Option<Local> {
 pub fn uncordon_commands(spec: &DrainSpec, node: &Node) -> Vec<Local> {
     let name = scheduler_name(spec, node);
     match spec.backend {
-        DrainBackend::Kubernetes => vec![kubectl(spec, &["uncordon", &name])],
+        DrainBackend::Kubernetes => vec![kubectl(spec, &["uncordon", "--", &name])],
         DrainBackend::Slurm => vec![Local::Argv(vec![
             "scontrol".into(),
             "update".into(),
@@ -170,13 +209,14 @@ pub fn operator_guard_command(spec: &DrainSpec, node: &Node) -> Option<Local> {
         &[
             "get",
             "node",
-            &name,
             "-o",
             &format!(
                 "jsonpath={}{{\"\\n\"}}{}{{\"\\n\"}}",
                 path(UPGRADE_STATE_LABEL),
                 path(UPGRADE_SKIP_LABEL)
             ),
+            "--",
+            &name,
         ],
     ))
 }
@@ -290,15 +330,15 @@ mod tests {
         let d = drain_commands(&spec, &node(), Duration::from_secs(600), "x");
         assert_eq!(
             d[0].to_string(),
-            "kubectl --context=prod cordon gpu01.cluster.local"
+            "kubectl --context=prod cordon -- gpu01.cluster.local"
         );
         assert_eq!(
             d[1].to_string(),
-            "kubectl --context=prod drain gpu01.cluster.local --ignore-daemonsets --delete-emptydir-data --timeout=600s"
+            "kubectl --context=prod drain --ignore-daemonsets --delete-emptydir-data --timeout=600s -- gpu01.cluster.local"
         );
         assert_eq!(
             uncordon_commands(&spec, &node())[0].to_string(),
-            "kubectl --context=prod uncordon gpu01.cluster.local"
+            "kubectl --context=prod uncordon -- gpu01.cluster.local"
         );
     }
 
@@ -317,9 +357,10 @@ mod tests {
                 "kubectl",
                 "get",
                 "node",
-                "gpu01",
                 "-o",
-                r#"jsonpath={.metadata.labels.nvidia\.com/gpu-driver-upgrade-state}{"\n"}{.metadata.labels.nvidia\.com/gpu-driver-upgrade\.skip}{"\n"}"#
+                r#"jsonpath={.metadata.labels.nvidia\.com/gpu-driver-upgrade-state}{"\n"}{.metadata.labels.nvidia\.com/gpu-driver-upgrade\.skip}{"\n"}"#,
+                "--",
+                "gpu01",
             ]
         );
         let out = |output: &str, success| LocalOutput {

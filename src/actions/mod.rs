@@ -3,6 +3,7 @@
 
 pub mod drain;
 pub mod journal;
+pub mod names;
 pub mod node_side;
 pub mod permit;
 pub mod rollout;

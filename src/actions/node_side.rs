@@ -117,6 +117,108 @@ pub fn parse_lock(output: &str) -> Option<Option<LockOwner>> {
     }
 }
 
+/// The node's boot identity, relative to its root: a random UUID the kernel makes at each
+/// boot (`random(4)`: `boot_id`).
+pub const BOOT_ID: &str = "proc/sys/kernel/random/boot_id";
+
+/// How much later a `btime` must be to be another boot: `btime` (boot time in seconds since the
+/// epoch, `proc(5)`) is computed from the clock and the uptime, so it can move by a second
+/// between reads of one boot.
+pub const BTIME_SLACK_S: u64 = 2;
+
+/// What says which boot a node is running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BootIdentity {
+    /// `/proc/sys/kernel/random/boot_id` (lowercase UUID).
+    BootId(String),
+    /// `btime` of `/proc/stat`, where there is no `boot_id`.
+    Btime(u64),
+}
+
+impl std::fmt::Display for BootIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BootIdentity::BootId(id) => write!(f, "boot_id {id}"),
+            BootIdentity::Btime(t) => write!(f, "btime {t}"),
+        }
+    }
+}
+
+impl BootIdentity {
+    /// Reads `boot_id UUID` or `btime N` (this type's `Display`) back; `None` for anything else.
+    pub fn parse(s: &str) -> Option<BootIdentity> {
+        let (kind, value) = s.trim().split_once(' ')?;
+        match kind {
+            "boot_id" => {
+                let ok = value.len() == 36
+                    && value.char_indices().all(|(i, c)| {
+                        if [8, 13, 18, 23].contains(&i) {
+                            c == '-'
+                        } else {
+                            c.is_ascii_digit() || ('a'..='f').contains(&c)
+                        }
+                    });
+                ok.then(|| BootIdentity::BootId(value.to_string()))
+            }
+            "btime" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                value.parse().ok().map(BootIdentity::Btime)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `now` is another boot than `self`: `Some(true)` another, `Some(false)` the same,
+    /// `None` when they cannot be compared (one is a `boot_id`, the other a `btime`; a `btime`
+    /// earlier than before: the clock moved back, or it did).
+    pub fn is_new(&self, now: &BootIdentity) -> Option<bool> {
+        match (self, now) {
+            (BootIdentity::BootId(a), BootIdentity::BootId(b)) => Some(a != b),
+            (BootIdentity::Btime(a), BootIdentity::Btime(b)) if *b > a + BTIME_SLACK_S => {
+                Some(true)
+            }
+            (BootIdentity::Btime(a), BootIdentity::Btime(b)) if b + BTIME_SLACK_S >= *a => {
+                Some(false)
+            }
+            _ => None,
+        }
+    }
+}
+
+const BOOT_ID_SCRIPT: &str = r#"R=${1%/}
+# Inside the root only: no component of the path may be a symbolic link.
+inside() { p=$R; for c in "$@"; do p=$p/$c; if [ -L "$p" ]; then return 1; fi; done; [ -f "$p" ]; }
+if inside proc sys kernel random boot_id; then
+  id=$(head -c 100 "$R/proc/sys/kernel/random/boot_id" 2>/dev/null | head -n 1)
+  if [ -n "$id" ]; then echo "gpufleet-boot boot_id $id"; exit 0; fi
+fi
+if inside proc stat; then
+  t=$(sed -n 's/^btime \([0-9][0-9]*\)$/\1/p' "$R/proc/stat" 2>/dev/null | head -n 1)
+  if [ -n "$t" ]; then echo "gpufleet-boot btime $t"; exit 0; fi
+fi
+echo "gpufleet-boot unknown: neither $R/proc/sys/kernel/random/boot_id nor btime in $R/proc/stat could be read""#;
+
+/// The read-only command that prints the node's boot identity under its root `root`:
+/// `gpufleet-boot boot_id UUID` from [`BOOT_ID`], else `gpufleet-boot btime N` from
+/// `<root>/proc/stat`, else `gpufleet-boot unknown: …`. A path with a symbolic link in it is
+/// not read (it could lead outside the root).
+pub fn boot_id_command(root: &str) -> String {
+    format!(
+        "sh -c {} gpufleet-boot-id {}",
+        quote(BOOT_ID_SCRIPT),
+        quote(root)
+    )
+}
+
+/// Reads [`boot_id_command`]'s output: `Ok(identity)`, or `Err` with what the node said
+/// (`unknown: …`, or output that is not that command's).
+pub fn parse_boot_id(output: &str) -> Result<BootIdentity, String> {
+    let first = output.lines().next().unwrap_or("").trim();
+    match first.strip_prefix("gpufleet-boot ") {
+        Some(rest) => BootIdentity::parse(rest).ok_or_else(|| rest.to_string()),
+        None => Err(format!("not a boot identity: {first:?}")),
+    }
+}
+
 /// Where one recipe step keeps its files on the node: `<prefix>.out`, `.rc`, `.pid`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepFiles {
@@ -482,6 +584,65 @@ mod tests {
             "its files are gone: it may start later"
         );
         assert!(!std::fs::read_to_string(&log).unwrap().contains('d'));
+    }
+
+    #[test]
+    fn the_boot_identity_is_read_under_the_root_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().display().to_string();
+        let read = || parse_boot_id(&sh(&boot_id_command(&root)).1);
+        let e = read().unwrap_err();
+        assert!(e.starts_with("unknown: neither "), "{e}");
+        // btime, where there is no boot_id.
+        std::fs::create_dir_all(dir.path().join("proc/sys/kernel/random")).unwrap();
+        std::fs::write(
+            dir.path().join("proc/stat"),
+            "cpu  1 2 3\nbtime 1764750000\nprocesses 9\n",
+        )
+        .unwrap();
+        assert_eq!(read(), Ok(BootIdentity::Btime(1_764_750_000)));
+        let id = "0f5a4b0e-6a2b-4e8e-9a51-3c1b2f0d9e77";
+        let f = dir.path().join(BOOT_ID);
+        std::fs::write(&f, format!("{id}\n")).unwrap();
+        assert_eq!(read(), Ok(BootIdentity::BootId(id.into())));
+        // Garbage is not an identity.
+        std::fs::write(&f, "not a uuid; $(reboot)\n").unwrap();
+        assert!(read().is_err());
+        // A link that could lead outside the root is not followed: btime is read instead.
+        std::fs::remove_file(&f).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("id"), format!("{id}\n")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("id"), &f).unwrap();
+        assert_eq!(read(), Ok(BootIdentity::Btime(1_764_750_000)));
+        // The real one of this machine.
+        let real = parse_boot_id(&sh(&boot_id_command("/")).1).unwrap();
+        assert!(matches!(real, BootIdentity::BootId(_)), "{real}");
+    }
+
+    #[test]
+    fn boot_identities_compare() {
+        let a = BootIdentity::BootId("0f5a4b0e-6a2b-4e8e-9a51-3c1b2f0d9e77".into());
+        let b = BootIdentity::BootId("1f5a4b0e-6a2b-4e8e-9a51-3c1b2f0d9e77".into());
+        assert_eq!(a.is_new(&a), Some(false));
+        assert_eq!(a.is_new(&b), Some(true));
+        let t = BootIdentity::Btime(1000);
+        assert_eq!(t.is_new(&BootIdentity::Btime(1001)), Some(false), "jitter");
+        assert_eq!(t.is_new(&BootIdentity::Btime(999)), Some(false), "jitter");
+        assert_eq!(t.is_new(&BootIdentity::Btime(1003)), Some(true));
+        assert_eq!(t.is_new(&BootIdentity::Btime(900)), None);
+        assert_eq!(a.is_new(&t), None);
+        for x in [&a, &t] {
+            assert_eq!(BootIdentity::parse(&x.to_string()).as_ref(), Some(x));
+        }
+        for bad in [
+            "boot_id 0F5A4B0E-6A2B-4E8E-9A51-3C1B2F0D9E77",
+            "boot_id x",
+            "btime -1",
+            "btime ",
+            "uptime 5",
+        ] {
+            assert_eq!(BootIdentity::parse(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //!   (`<copy>/root/var/lib/gpufleet/rollout.lock/owner`), so the next probe shows it;
 //! - [`node_side::launch_command`] and [`node_side::poll_command`]: a detached recipe step, kept
 //!   in memory per step file prefix (started / attached, running / done RC / dead);
-//! - `true` (what gpufleet sends to see that SSH is back after a reboot).
+//! - [`node_side::boot_id_command`]: the node's boot identity, a random `boot_id` made when the
+//!   simulator starts and made again at each simulated reboot (so a rollout proves the reboot);
+//! - `true`.
 //!
 //! A command is recognised only when it is byte for byte what those functions build from the
 //! arguments read back out of it; anything else is refused by the server (exit status 127).
@@ -77,6 +79,7 @@ pub enum NodeCommand {
         rollout: String,
     },
     ReadLock,
+    BootId,
     Launch {
         files: StepFiles,
         command: String,
@@ -167,6 +170,9 @@ fn recognise_plain(command: &str) -> Option<NodeCommand> {
                 }
             })
         }
+        [sh, c, _, name, root] if sh == "sh" && c == "-c" && name == "gpufleet-boot-id" => {
+            (node_side::boot_id_command(root) == command).then_some(NodeCommand::BootId)
+        }
         [sh, c, _, name, prefix, lock] if sh == "sh" && c == "-c" && name == "gpufleet-poll" => {
             let files = StepFiles {
                 prefix: prefix.clone(),
@@ -199,6 +205,8 @@ struct Inner {
     /// Open connections, to cut at a reboot.
     conns: Vec<Weak<Cut>>,
     next_pid: u32,
+    /// The boot identity: a random UUID, made again at each reboot.
+    boot_id: String,
 }
 
 /// One node's simulated write-side state.
@@ -229,6 +237,7 @@ impl Upgradable {
             placeholder: crate::probe::new_boundary(),
             inner: Mutex::new(Inner {
                 next_pid: 4000,
+                boot_id: new_boot_id(),
                 ..Inner::default()
             }),
             answer: Mutex::new(answer),
@@ -310,6 +319,11 @@ impl Upgradable {
     pub async fn handle(self: &Arc<Self>, cmd: NodeCommand) -> Reply {
         match cmd {
             NodeCommand::True => (0, String::new(), String::new()),
+            NodeCommand::BootId => (
+                0,
+                format!("gpufleet-boot boot_id {}\n", self.inner().boot_id),
+                String::new(),
+            ),
             NodeCommand::ReadLock => match self.inner().lock.clone() {
                 Some(owner) => (0, format!("gpufleet-lock held\n{owner}"), String::new()),
                 None => (0, "gpufleet-lock free\n".into(), String::new()),
@@ -448,6 +462,8 @@ impl Upgradable {
                 {
                     let mut i = self.inner();
                     i.down_until = Some(Instant::now() + REBOOT_DOWNTIME);
+                    // It comes back as another boot.
+                    i.boot_id = new_boot_id();
                     for c in i.conns.drain(..).filter_map(|w| w.upgrade()) {
                         c.cut();
                     }
@@ -476,6 +492,24 @@ impl Upgradable {
             ),
         }
     }
+}
+
+/// A random boot identity, as the kernel makes one (`random(4)`: a version 4 UUID, lowercase).
+fn new_boot_id() -> String {
+    let mut b = [0u8; 16];
+    // The OS generator; a failure leaves zeros, which the next reboot still changes.
+    let _ = getrandom::fill(&mut b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
 }
 
 /// UTC now, `YYYY-MM-DDTHH:MM:SSZ`.
@@ -521,11 +555,15 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 /// The [`SWITCH_OPEN`] effect on a node tree at `root`: `/proc/driver/nvidia/version` names
-/// the open kernel module of the same version, `/proc/modules` loses nvidia-peermem and the
-/// proprietary `P` taint of the nvidia modules, the nvidia-peermem modules-load.d file and
-/// `/sys/module/nvidia_peermem` go. Returns what the step prints.
+/// the open kernel module of the same version and arch (its banner read as the probe reads it,
+/// [`crate::model::driver::parse_banner`]: open or proprietary, x86_64, aarch64 or any other
+/// arch; an open module's banner is kept as it is, the other lines always), `/proc/modules`
+/// loses nvidia-peermem and the proprietary `P` taint of the nvidia modules, the
+/// nvidia-peermem modules-load.d file and `/sys/module/nvidia_peermem` go. Returns what the
+/// step prints.
 ///
-/// Errors: no loaded NVIDIA driver (no version file), or a file that cannot be written.
+/// Errors: no loaded NVIDIA driver (no version file), a version file without a banner or
+/// without a version in it, or a file that cannot be written.
 pub fn switch_open(root: &Path) -> Result<String, String> {
     let vf = root.join("proc/driver/nvidia/version");
     let text = std::fs::read_to_string(&vf).map_err(|e| {
@@ -534,22 +572,30 @@ pub fn switch_open(root: &Path) -> Result<String, String> {
             vf.display()
         )
     })?;
-    let first = text.lines().next().unwrap_or("");
-    let version = first
-        .split_once("Kernel Module")
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .filter(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("{}: no driver version on its first line", vf.display()))?
-        .to_string();
-    let rest: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    // The banner as the probe reads it (src/model/driver.rs): open and proprietary, any arch.
+    let banner = crate::model::driver::parse_banner(&text)
+        .ok_or_else(|| format!("{}: no NVIDIA kernel module banner", vf.display()))?;
+    let version = banner
+        .version
+        .clone()
+        .ok_or_else(|| format!("{}: no driver version in its banner", vf.display()))?;
     let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
-    std::fs::write(
-        &vf,
-        format!(
-            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {version}  Release Build  (gpufleet-sim)\n{rest}"
-        ),
-    )
-    .map_err(|e| io(&vf, e))?;
+    // Every line but the banner kept (GCC version, …); an open module's banner is kept as is.
+    if banner.flavor != crate::model::driver::Flavor::Open {
+        let rest: String = text
+            .lines()
+            .filter(|l| *l != banner.line)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(
+            &vf,
+            format!(
+                "NVRM version: NVIDIA UNIX Open Kernel Module for {}  {version}  Release Build  (gpufleet-sim@)\n{rest}",
+                banner.arch
+            ),
+        )
+        .map_err(|e| io(&vf, e))?;
+    }
     let mf = root.join("proc/modules");
     if let Ok(m) = std::fs::read_to_string(&mf) {
         let out: String = m
@@ -575,7 +621,8 @@ pub fn switch_open(root: &Path) -> Result<String, String> {
         std::fs::remove_dir_all(&sys).map_err(|e| io(&sys, e))?;
     }
     Ok(format!(
-        "switched to the open kernel module {version}; nvidia-peermem removed\n"
+        "switched to the open kernel module {version} ({}); nvidia-peermem removed\n",
+        banner.arch
     ))
 }
 
@@ -632,6 +679,15 @@ mod tests {
             Some(NodeCommand::Poll { files })
         );
         assert_eq!(recognise("true"), Some(NodeCommand::True));
+        assert_eq!(
+            recognise(&node_side::boot_id_command("/")),
+            Some(NodeCommand::BootId)
+        );
+        let id = new_boot_id();
+        assert!(
+            matches!(node_side::BootIdentity::parse(&format!("boot_id {id}")), Some(node_side::BootIdentity::BootId(x)) if x == id),
+            "{id}"
+        );
         for bad in [
             format!("{lock}; rm -rf /"),
             lock.replace("rollout.lock", "rollout.lock2"),
@@ -640,6 +696,7 @@ mod tests {
             "sudo -n sh -c 'true; rm -rf /'".to_string(),
             "rm -rf /".into(),
             "true; reboot".into(),
+            format!("{}; reboot", node_side::boot_id_command("/")),
             String::new(),
         ] {
             assert_eq!(recognise(&bad), None, "{bad}");
@@ -666,6 +723,79 @@ mod tests {
         // A node without a driver has nothing to switch.
         let empty = tempfile::tempdir().unwrap();
         assert!(switch_open(empty.path()).is_err());
+    }
+
+    /// Every banner form the probe reads (src/model/driver.rs's verbatim samples): the switch
+    /// keeps the version and the arch, and the probe then reads an open module.
+    #[test]
+    fn switch_open_reads_every_banner_the_probe_reads() {
+        use crate::model::driver::{Flavor, parse_banner};
+        let cases = [
+            (
+                "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.173.02  Tue Jun 23 08:38:17 UTC 2026\nGCC version:  gcc version 14.2.0 (Ubuntu 14.2.0-4ubuntu2~24.04.1)\n",
+                "x86_64",
+                "580.173.02",
+            ),
+            (
+                "NVRM version: NVIDIA UNIX aarch64 Kernel Module  460.73.01  Thu Apr  1 21:51:06 UTC 2021\nGCC version:  gcc version 9.3.0\n",
+                "aarch64",
+                "460.73.01",
+            ),
+            (
+                "NVRM version: NVIDIA UNIX x86_64 Kernel Module  384.98  Thu Oct 26 15:16:01 PDT 2017\n",
+                "x86_64",
+                "384.98",
+            ),
+            (
+                "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  555.42.02  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue May  7 03:49:59 UTC 2024\nGCC version:  gcc version 12.3.0\n",
+                "x86_64",
+                "555.42.02",
+            ),
+            (
+                "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  35.3.1  Release Build  (buildbrain@mobile-u64-6289-d7000)  Sun Mar 19 08:09:33 PDT 2023\nGCC version:  gcc version 9.3.0 (Buildroot 2020.08) \n",
+                "aarch64",
+                "35.3.1",
+            ),
+            (
+                "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \nGCC version:  gcc version 15.3.0 (GCC) \n",
+                "x86_64",
+                "580.159.04",
+            ),
+        ];
+        for (text, arch, version) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path();
+            std::fs::create_dir_all(root.join("proc/driver/nvidia")).unwrap();
+            std::fs::write(root.join("proc/driver/nvidia/version"), text).unwrap();
+            std::fs::write(
+                root.join("proc/modules"),
+                "nvidia_peermem 16384 0 - Live 0x0 (POE)\nnvidia 1 2 nvidia_peermem,nvidia_uvm, Live 0x0 (POE)\n",
+            )
+            .unwrap();
+            let said = switch_open(root).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert!(said.contains(version) && said.contains(arch), "{said}");
+            let now = std::fs::read_to_string(root.join("proc/driver/nvidia/version")).unwrap();
+            let b = parse_banner(&now).unwrap_or_else(|| panic!("no banner: {now}"));
+            assert_eq!(b.flavor, Flavor::Open, "{now}");
+            assert_eq!(b.arch, arch, "{now}");
+            assert_eq!(b.version.as_deref(), Some(version), "{now}");
+            // The banner's other lines stay; there is one banner.
+            let gcc = text.lines().filter(|l| l.starts_with("GCC")).count();
+            assert_eq!(now.lines().filter(|l| l.starts_with("GCC")).count(), gcc);
+            assert_eq!(now.matches("NVRM version").count(), 1, "{now}");
+            let m = std::fs::read_to_string(root.join("proc/modules")).unwrap();
+            assert_eq!(m, "nvidia 1 2 nvidia_uvm, Live 0x0 (OE)\n");
+        }
+        // A version file that is not a banner, or a banner without a version, is an error.
+        for bad in [
+            "garbage\n",
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  \n",
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir_all(dir.path().join("proc/driver/nvidia")).unwrap();
+            std::fs::write(dir.path().join("proc/driver/nvidia/version"), bad).unwrap();
+            assert!(switch_open(dir.path()).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -18,6 +18,8 @@ use crate::model::{Code, NodeStatus};
 use crate::probe::scan::{Scan, now_rfc3339};
 use crate::probe::ssh;
 
+mod reboot;
+
 /// Runs plans: owns the journal and the write permit.
 pub struct Executor {
     permit: WritePermit,
@@ -36,6 +38,9 @@ pub struct Executor {
     operator: String,
     /// Each node's current step (number and label), for a task that panics.
     at: Mutex<HashMap<String, (usize, String)>>,
+    /// Each node's boot identity read before a reboot step (node, step name); on resume, read
+    /// back from the journal.
+    boots: Mutex<HashMap<(String, String), node_side::BootIdentity>>,
 }
 
 /// Why a node stopped.
@@ -187,6 +192,7 @@ impl Executor {
             failures: AtomicUsize::new(0),
             operator: operator(),
             at: Mutex::new(HashMap::new()),
+            boots: Mutex::new(HashMap::new()),
         }
     }
 
@@ -336,32 +342,6 @@ impl Executor {
         };
         let _ = self.write(&plan.rollout, "", None, "rollout", phase, "", &summary);
         (outcomes, summary)
-    }
-
-    async fn wait_ssh(&self, node: &Node, timeout_s: u64) -> Result<String, String> {
-        let start = Instant::now();
-        let limit = Duration::from_secs(timeout_s);
-        // Give the reboot a moment to take the node down.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        loop {
-            match node_read(&self.scan, node, "true", Duration::from_secs(10)).await {
-                Ok(out) if out.exit_status == Some(0) => {
-                    return Ok(format!("SSH back after {} s", start.elapsed().as_secs()));
-                }
-                // A node that answers with another host key is not the node we rebooted.
-                Err(u) if matches!(u.code, Code::HostKeyMismatch | Code::HostKeyUnknown) => {
-                    return Err(u.message);
-                }
-                _ => {}
-            }
-            if start.elapsed() >= limit {
-                return Err(format!(
-                    "SSH did not come back within {} s",
-                    limit.as_secs()
-                ));
-            }
-            tokio::time::sleep(Duration::from_secs(2)).await;
-        }
     }
 
     /// A command run here (drain, uncordon): each must succeed.
@@ -660,7 +640,15 @@ impl Executor {
                 )
                 .await
             }
-            Step::WaitSsh { timeout_s, .. } => self.wait_ssh(node, *timeout_s).await,
+            Step::BootId { before, root } => self.read_boot(node, before, root).await,
+            Step::WaitSsh {
+                after,
+                timeout_s,
+                root,
+            } => {
+                self.wait_reboot(rollout, node, after, root, *timeout_s)
+                    .await
+            }
             Step::Reprobe => {
                 let (r, _) = self.scan.probe_node(node).await;
                 let s = format!("status {}", r.status);

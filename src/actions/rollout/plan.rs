@@ -10,7 +10,7 @@ use crate::actions::drain::{self, Local};
 use crate::actions::journal::{Entry, Phase};
 use crate::actions::node_side::{self, StepFiles};
 use crate::config::{Gate, Recipe, UpgradeConfig};
-use crate::inventory::{DrainBackend, Node};
+use crate::inventory::{DrainBackend, DrainSpec, Node};
 use crate::model::NodeStatus;
 use crate::model::report::{ManagedBy, NextBootDriver, NodeReport};
 
@@ -100,8 +100,19 @@ pub enum Step {
         root: String,
         timeout_s: u64,
     },
-    /// Wait for SSH after the reboot step `after`.
-    WaitSsh { after: String, timeout_s: u64 },
+    /// Read the node's boot identity ([`node_side::boot_id_command`]) before the reboot step
+    /// `before`, so that its reboot can be proven (read-only).
+    BootId { before: String, root: String },
+    /// After the reboot step `after`: wait until the node answers with a boot identity other
+    /// than the one read before it (the node went away and came back), within `timeout_s`; the
+    /// old identity at the end, or no answer, stops the node there (drained).
+    WaitSsh {
+        after: String,
+        timeout_s: u64,
+        /// The node's root, where its boot identity is read (absent in journals older than it).
+        #[serde(default)]
+        root: String,
+    },
     /// The read-only probe, again.
     Reprobe,
     /// These gates, on the re-probe's report.
@@ -116,12 +127,13 @@ pub enum Step {
 }
 
 impl Step {
-    /// The step's label in the journal and the plan: `lock`, `drain`, `step:<name>`,
-    /// `wait-ssh:<name>`, `reprobe`, `gates`, `uncordon`, `unlock`.
+    /// The step's label in the journal and the plan: `lock`, `drain`, `boot-id:<name>`,
+    /// `step:<name>`, `wait-ssh:<name>`, `reprobe`, `gates`, `uncordon`, `unlock`.
     pub fn label(&self) -> String {
         match self {
             Step::Lock { .. } => "lock".into(),
             Step::Drain { .. } => "drain".into(),
+            Step::BootId { before, .. } => format!("boot-id:{before}"),
             Step::Recipe { name, .. } => format!("step:{name}"),
             Step::WaitSsh { after, .. } => format!("wait-ssh:{after}"),
             Step::Reprobe => "reprobe".into(),
@@ -134,7 +146,9 @@ impl Step {
     pub fn at(&self) -> Where {
         match self {
             Step::Drain { .. } | Step::Uncordon { .. } => Where::Here,
-            Step::Lock { .. } | Step::Recipe { .. } | Step::Unlock { .. } => Where::Node,
+            Step::Lock { .. } | Step::BootId { .. } | Step::Recipe { .. } | Step::Unlock { .. } => {
+                Where::Node
+            }
             Step::WaitSsh { .. } | Step::Reprobe | Step::Gates { .. } => Where::Gpufleet,
         }
     }
@@ -183,7 +197,15 @@ impl Step {
                 v
             }
             Step::Recipe { run, .. } => vec![run.clone()],
-            Step::WaitSsh { timeout_s, .. } => vec![format!("wait up to {timeout_s} s for SSH")],
+            Step::BootId { root, .. } => vec![format!(
+                "read the boot identity {}/{} (else btime of {}/proc/stat), to prove the reboot",
+                root.trim_end_matches('/'),
+                node_side::BOOT_ID,
+                root.trim_end_matches('/')
+            )],
+            Step::WaitSsh { timeout_s, .. } => vec![format!(
+                "wait up to {timeout_s} s until the node answers with a new boot identity (going away first, or its boot identity changed); the old one after {timeout_s} s, or no answer, stops the node here, drained"
+            )],
             Step::Reprobe => vec!["the read-only probe".into()],
             Step::Gates { gates } => {
                 vec![
@@ -210,6 +232,7 @@ impl Step {
                 node_side::lock_command(root, rollout, operator, takeover)
             }
             Step::Unlock { root, .. } => node_side::unlock_command(root, rollout),
+            Step::BootId { root, .. } => node_side::boot_id_command(root),
             Step::Recipe {
                 name, run, root, ..
             } => format!(
@@ -309,7 +332,60 @@ fn expand(run: &str, node: &Node, report: &NodeReport) -> Result<String, String>
         .replace("{branch}", &branch(report).unwrap_or_default()))
 }
 
-/// The steps of one node (pure).
+/// Every name of `node` that reaches a command line on the write side, checked before a plan
+/// is made ([`crate::actions::names`]): the SSH host and user (and its jump hosts'), the root
+/// prefix, the scheduler name for its drain backend ([`drain::check_name`]) and, when the
+/// recipe uses `{node}`, the node's name. `Err`: each name that breaks its rule, `; `-joined.
+pub fn check_names(node: &Node, spec: Option<&DrainSpec>, recipe: &Recipe) -> Result<(), String> {
+    use crate::actions::names;
+    let shown = drain::shown;
+    let mut bad = Vec::new();
+    if let Some(why) = names::ssh_host(&node.host) {
+        bad.push(format!("SSH host {} is {why}", shown(&node.host)));
+    }
+    if let Some(why) = names::ssh_user(&node.user) {
+        bad.push(format!("SSH user {} is {why}", shown(&node.user)));
+    }
+    for hop in &node.route.jump {
+        if let Some(why) = names::ssh_host(&hop.host) {
+            bad.push(format!("jump host {} is {why}", shown(&hop.host)));
+        }
+        if let Some(why) = names::ssh_user(&hop.login.user) {
+            bad.push(format!(
+                "jump host user {} is {why}",
+                shown(&hop.login.user)
+            ));
+        }
+    }
+    if let Some(why) = names::root_prefix(&node.root) {
+        bad.push(format!("root {} is {why}", shown(&node.root)));
+    }
+    if let Some(spec) = spec
+        && let Err(e) = drain::check_name(spec, node)
+    {
+        bad.push(e);
+    }
+    if recipe.steps.iter().any(|s| s.run.contains("{node}"))
+        && let Some(why) = names::shell_name(&node.name)
+    {
+        bad.push(format!(
+            "node name {} (the recipe's {{node}}) is {why}",
+            shown(&node.name)
+        ));
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: {}; refused before anything runs",
+            crate::model::text::terminal_safe(&node.name),
+            bad.join("; ")
+        ))
+    }
+}
+
+/// The steps of one node (pure). Refused when a name of the node may not reach a command
+/// line ([`check_names`]).
 pub fn node_plan(
     node: &Node,
     report: &NodeReport,
@@ -321,6 +397,7 @@ pub fn node_plan(
     let reason = format!("gpufleet rollout {rollout}");
     let timeout = Duration::from_secs(cfg.drain_timeout);
     let root = node.root.clone();
+    check_names(node, node.drain.as_ref(), recipe)?;
     let mut steps = vec![Step::Lock {
         root: root.clone(),
         sudo: recipe.sudo,
@@ -345,6 +422,12 @@ pub fn node_plan(
         });
     }
     for s in &recipe.steps {
+        if s.reboot {
+            steps.push(Step::BootId {
+                before: s.name.clone(),
+                root: root.clone(),
+            });
+        }
         steps.push(Step::Recipe {
             name: s.name.clone(),
             run: expand(&s.run, node, report)?,
@@ -357,6 +440,7 @@ pub fn node_plan(
             steps.push(Step::WaitSsh {
                 after: s.name.clone(),
                 timeout_s: cfg.reboot_timeout,
+                root: root.clone(),
             });
         }
     }
@@ -625,7 +709,7 @@ pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
             if let Step::Recipe { reboot, .. } = s {
                 notes.push("detached, one step at a time: flock <root>/var/lib/gpufleet/step.lock");
                 if *reboot {
-                    notes.push("reboots: the node going away is its success");
+                    notes.push("reboots: issued once it ends or the node goes away; proven by a new boot identity (wait-ssh)");
                 }
             }
             let notes: String = notes.iter().map(|n| format!("; {n}")).collect();

@@ -94,6 +94,7 @@ fn canaries_first_then_waves_of_max_unavailable() {
             "lock",
             "drain",
             "step:install",
+            "boot-id:reboot",
             "step:reboot",
             "wait-ssh:reboot",
             "reprobe",
@@ -510,4 +511,85 @@ fn every_node_that_cannot_be_planned_is_named_at_once() {
         err.starts_with("1 node cannot be planned; fix it, then run again:\n  a: "),
         "{err}"
     );
+}
+
+/// Names that would reach a command line as options or shell are refused in the plan, every
+/// node at once, each with the rule it breaks; nothing is planned (docs/domain.md, "Names on
+/// the write side").
+#[test]
+fn hostile_names_are_refused_in_the_plan() {
+    let cfg = UpgradeConfig::default();
+    let mut recipes = recipes();
+    recipes.insert(
+        "named".into(),
+        Recipe {
+            sudo: false,
+            steps: vec![RecipeStep {
+                name: "tag".into(),
+                run: "tag-node {node} {root}".into(),
+                reboot: false,
+            }],
+        },
+    );
+    let with = |name: &str, f: &dyn Fn(&mut Node)| {
+        let mut n = node(name, true);
+        f(&mut n);
+        (n, report(name, NodeStatus::Migrate))
+    };
+    let k8s = |scheduler: &'static str| {
+        move |n: &mut Node| {
+            n.drain = Some(DrainSpec {
+                backend: DrainBackend::Kubernetes,
+                node_name: Some(scheduler.into()),
+                ..Default::default()
+            })
+        }
+    };
+    let nodes = vec![
+        with("h1", &|n| n.host = "-oProxyCommand=touch x".into()),
+        with("h2", &|n| n.host = "gpu1;reboot".into()),
+        with("u1", &|n| n.user = "-l".into()),
+        with("r1", &|n| n.root = "-rf".into()),
+        with("k1", &k8s("--selector=nvidia.com/gpu.present=true")),
+        with("k2", &k8s("GPU01")),
+        with("s1", &|n| {
+            n.drain.as_mut().unwrap().node_name = Some("gpu[1-9]".into())
+        }),
+        with("s2", &|n| {
+            n.drain.as_mut().unwrap().node_name = Some("a,b".into())
+        }),
+        with("-l", &|n| n.recipe = Some("named".into())),
+        with("$(touch x)", &|n| n.recipe = Some("named".into())),
+        // Fine: an alias with `_`, an IPv6 literal, a name in a recipe without `{node}`.
+        with("ok1", &|n| n.host = "gpu_01".into()),
+        with("ok2", &|n| n.host = "fe80::1%eth0".into()),
+        with("-ok3", &|_| {}),
+    ];
+    let e = plan(Mode::Canary, &nodes, &[], &[], &cfg, &recipes, "r-1").unwrap_err();
+    assert!(e.starts_with("11 nodes cannot be planned"), "{e}");
+    for want in [
+        "h1: SSH host \"-oProxyCommand=touch x\" is not a host OpenSSH accepts",
+        "h2: SSH host \"gpu1;reboot\" is not a host OpenSSH accepts",
+        "u1: SSH user \"-l\" is not a user OpenSSH accepts",
+        "r1: root \"-rf\" is not an absolute path",
+        "k1: scheduler name \"--selector=nvidia.com/gpu.present=true\" for the kubernetes drain backend is not a Kubernetes node name",
+        "k2: scheduler name \"GPU01\" for the kubernetes drain backend",
+        "s1: scheduler name \"gpu[1-9]\" for the slurm drain backend is not one Slurm node name (`,` `[` `]` make it a hostlist",
+        "s2: scheduler name \"a,b\" for the slurm drain backend",
+        "-l: scheduler name \"-l\" for the slurm drain backend is not one Slurm node name (it starts with `-`); node name \"-l\" (the recipe's {node}) is not a plain name",
+        "$(touch x): scheduler name \"$(touch x)\" for the slurm drain backend",
+    ] {
+        assert!(e.contains(want), "{want:?} not in:\n{e}");
+    }
+    for fine in ["ok1", "ok2"] {
+        assert!(!e.contains(&format!("\n  {fine}:")), "{e}");
+    }
+    // `-ok3` is refused for its Slurm name only, not for a recipe without `{node}`.
+    assert!(e.contains("-ok3: scheduler name"), "{e}");
+    assert!(!e.contains("\"-ok3\" (the recipe's"), "{e}");
+    // A newline in a name cannot forge a line of the refusal.
+    let nl = vec![with("gpu1\ngpu2", &|n| n.recipe = Some("named".into()))];
+    let e = plan(Mode::Canary, &nl, &[], &[], &cfg, &recipes, "r-1").unwrap_err();
+    assert_eq!(e.lines().count(), 2, "{e}");
+    assert!(e.contains("\"gpu1\\ngpu2\""), "{e}");
 }
