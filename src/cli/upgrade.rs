@@ -8,8 +8,8 @@ use super::{ScanArgs, Settings};
 use crate::actions::rollout;
 
 pub(super) const UPGRADE_HELP: &str = "\
-Per node: lock (a marker on the node) → drain → the recipe's steps → wait for SSH after a reboot
-→ re-probe → gates (open module, no nvidia-peermem, nvidia-smi healthy, DMA-BUF kernel support,
+Per node: lock (a marker on the node) → drain → the recipe's steps → after a reboot step, wait
+until the node answers with a new boot identity (/proc/sys/kernel/random/boot_id) → re-probe → gates (open module, no nvidia-peermem, nvidia-smi healthy, DMA-BUF kernel support,
 no error reasons) → uncordon → unlock. Only nodes whose status is `migrate` are upgraded. A failed
 step or gate stops that node and leaves it drained. Every step is written to the journal (fsynced)
 before it runs; --resume continues an interrupted rollout without repeating completed steps.
