@@ -166,11 +166,14 @@ fn a_reader_that_leaves_early_is_not_a_panic() {
     let inv = tmp.path().join("fleet.toml");
     std::fs::write(&inv, "[[nodes]]\nname = \"gpu01\"\nhost = \"127.0.0.1\"\n").unwrap();
     let old = tmp.path().join("old.json");
-    std::fs::write(
-        &old,
-        r#"{"schema_version":2,"generated_at":"2026-12-01T00:00:00Z","nodes":[]}"#,
-    )
-    .unwrap();
+    // A snapshot of one node: a fixture's committed JSON output (tests/golden/).
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/nodes/h200-open-580-k6.18-real.json");
+    let text = std::fs::read_to_string(golden)
+        .unwrap()
+        .replace("SCANNED_AT", "2026-12-01T00:00:00Z")
+        .replace("GENERATED_AT", "2026-12-01T00:00:00Z");
+    std::fs::write(&old, text).unwrap();
     let state = tmp.path().join("state");
     let config = tmp.path().join("config.toml");
     std::fs::write(&config, "").unwrap();

@@ -255,6 +255,18 @@ impl Settings {
             }
             let files = Files::read(from.to_vec())
                 .map_err(|e| anyhow::anyhow!("{}", crate::model::text::terminal_safe(&e)))?;
+            if files.names.is_empty() {
+                anyhow::bail!(
+                    "--from: no node report in {}: nothing to show",
+                    from.iter()
+                        .map(
+                            |f| crate::model::text::terminal_safe(&f.display().to_string())
+                                .into_owned()
+                        )
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
             return Ok((Source::Files(files), None));
         }
         match self.inventory(args)? {

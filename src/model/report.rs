@@ -220,6 +220,49 @@ pub struct TaintJson {
     pub value: Option<u64>,
 }
 
+/// The kernel's taint flags, by bit: the letter and what it means
+/// (`torvalds/linux: Documentation/admin-guide/tainted-kernels.rst`, "Table for decoding
+/// tainted state").
+pub const TAINT_FLAGS: [(char, &str); 20] = [
+    ('P', "proprietary module"),
+    ('F', "module force-loaded"),
+    ('S', "kernel running on an out of specification system"),
+    ('R', "module force-unloaded"),
+    ('M', "machine check"),
+    ('B', "bad page"),
+    ('U', "taint requested by userspace"),
+    ('D', "kernel died recently (OOPS or BUG)"),
+    ('A', "ACPI table overridden"),
+    ('W', "kernel warning"),
+    ('C', "staging driver"),
+    ('I', "platform firmware workaround"),
+    ('O', "out-of-tree module"),
+    ('E', "unsigned module"),
+    ('L', "soft lockup"),
+    ('K', "live patched"),
+    ('X', "auxiliary taint (distribution)"),
+    ('T', "built with struct randomization"),
+    ('N', "test module"),
+    ('J', "fwctl device used"),
+];
+
+/// A /proc/sys/kernel/tainted value in words: `0` is `not tainted`; otherwise each set bit's
+/// letter and meaning ([`TAINT_FLAGS`]), and `bit N` for a bit the table does not name
+/// (`12288` → `O out-of-tree module, E unsigned module`).
+pub fn taint_words(value: u64) -> String {
+    if value == 0 {
+        return "not tainted".into();
+    }
+    (0..64)
+        .filter(|b| value & (1u64 << b) != 0)
+        .map(|b| match TAINT_FLAGS.get(b) {
+            Some((letter, what)) => format!("{letter} {what}"),
+            None => format!("bit {b}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// One node's report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeReport {
@@ -633,5 +676,23 @@ impl Snapshot {
             summary: summary(nodes.iter().map(|n| n.status)),
             nodes,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn taint_values_in_words() {
+        assert_eq!(taint_words(0), "not tainted");
+        assert_eq!(
+            taint_words(12288),
+            "O out-of-tree module, E unsigned module"
+        );
+        assert_eq!(
+            taint_words(1 | (1 << 12) | (1 << 40)),
+            "P proprietary module, O out-of-tree module, bit 40"
+        );
     }
 }

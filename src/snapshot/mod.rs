@@ -399,10 +399,15 @@ pub struct Check {
     pub allow_no_driver: bool,
 }
 
-/// Exit code of `gpufleet snapshot`: 0 once the snapshot is produced; with `check` (for CI
-/// gates), 0 when every node is `ready` (or `no-driver` with `allow_no_driver`), 1 when any is
-/// not, 2 when any is `unreachable` or `unknown` (docs/domain.md, "Snapshot JSON": exit codes).
+/// Exit code of `gpufleet snapshot`: 0 once the snapshot is produced, but 2 when no node
+/// answered (every one `unreachable`: nothing was assessed, which a cron job or a DaemonSet
+/// must see); with `check` (for CI gates), 0 when every node is `ready` (or `no-driver` with
+/// `allow_no_driver`), 1 when any is not, 2 when any is `unreachable` or `unknown`
+/// (docs/domain.md, "Snapshot JSON": exit codes).
 pub fn exit_code(statuses: &[NodeStatus], check: Option<Check>) -> u8 {
+    if !statuses.is_empty() && statuses.iter().all(|s| *s == NodeStatus::Unreachable) {
+        return 2;
+    }
     let Some(check) = check else {
         return 0;
     };
@@ -615,6 +620,14 @@ mod tests {
             2
         );
         assert_eq!(exit_code(&[NodeStatus::Unknown], None), 0);
+        // No node answered: 2, with or without --check; one that answered is enough for 0.
+        let down = [NodeStatus::Unreachable, NodeStatus::Unreachable];
+        assert_eq!(exit_code(&down, None), 2);
+        assert_eq!(exit_code(&down, check), 2);
+        assert_eq!(
+            exit_code(&[NodeStatus::Unreachable, NodeStatus::Migrate], None),
+            0
+        );
         let lenient = Some(Check {
             allow_no_driver: true,
         });

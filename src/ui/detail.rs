@@ -37,7 +37,7 @@ pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme)
         ]));
         for e in r.evidence.get(path).into_iter().flatten().take(8) {
             out.push(Line::from(Span::styled(
-                format!("        {}: {}", safe(&e.source), safe(e.line.trim_end())),
+                evidence_text(e),
                 t.role(Role::Dim),
             )));
         }
@@ -115,10 +115,13 @@ pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme)
     fact(
         out,
         "taint",
+        // The number as the kernel gives it, and its flags in words.
         r.taint
             .as_ref()
             .and_then(|x| x.value)
-            .map_or("?".into(), |v| v.to_string()),
+            .map_or("?".into(), |v| {
+                format!("{v} ({})", crate::model::report::taint_words(v))
+            }),
         "taint.value",
     );
     for g in r.gpus.iter().flatten() {
@@ -137,7 +140,7 @@ pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme)
     }
     for e in r.evidence.get("gpus").into_iter().flatten().take(8) {
         out.push(Line::from(Span::styled(
-            format!("        {}: {}", safe(&e.source), safe(e.line.trim_end())),
+            evidence_text(e),
             t.role(Role::Dim),
         )));
     }
@@ -273,6 +276,17 @@ pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme)
     }
 }
 
+/// One evidence line as the pane shows it, indented: the source and the raw line made screen
+/// safe, its tabs as spaces (kallsyms and /proc files separate fields with tabs, which would
+/// show as `\t`).
+fn evidence_text(e: &crate::model::facts::Evidence) -> String {
+    format!(
+        "        {}: {}",
+        screen_safe(&e.source),
+        screen_safe(&e.line.trim_end().replace('\t', " "))
+    )
+}
+
 /// The detail pane's lines for `row`: status, reasons with evidence, every fact with its
 /// evidence, then the raw probe sections.
 pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
@@ -388,7 +402,7 @@ pub fn detail_lines<'a>(row: &Row, t: &Theme) -> Vec<Line<'a>> {
         ]));
         for e in &x.evidence {
             out.push(Line::from(Span::styled(
-                format!("        {}: {}", safe(&e.source), safe(e.line.trim_end())),
+                evidence_text(e),
                 t.role(Role::Dim),
             )));
         }
