@@ -90,8 +90,10 @@ pub struct Spec {
     /// TUI width hints, in cells: the narrowest and widest it is drawn.
     pub min: u16,
     pub max: u16,
-    /// The order in which columns join the matrix while they fit (0 first); `u8::MAX`: the
-    /// column that takes what is left (reasons).
+    /// The order in which columns join the matrix while they fit (0 first): what the move
+    /// turns on first — node, status (and the rollout's own columns when they have a value),
+    /// module, driver, nvidia-peermem, DMA-BUF —, then the kernel, the next boot, the compute
+    /// capability, the GPUs; `u8::MAX`: the column that takes what is left (reasons).
     pub priority: u8,
     pub sort: SortKey,
     /// The matrix hides the column while every visible row's cell is empty.
@@ -152,7 +154,7 @@ pub const COLUMNS: [Spec; 18] = [
     Spec {
         min: 6,
         max: 20,
-        priority: 3,
+        priority: 6,
         sort: SortKey::Version,
         ..spec(Column::Kernel, "KERNEL", Some((2, "kernel")))
     },
@@ -172,27 +174,27 @@ pub const COLUMNS: [Spec; 18] = [
     Spec {
         min: 4,
         max: 28,
-        priority: 8,
+        priority: 9,
         sort: SortKey::GpuCount,
         ..spec(Column::Gpus, "GPUS", Some((5, "gpus")))
     },
     Spec {
         min: 6,
         max: 6,
-        priority: 7,
+        priority: 8,
         sort: SortKey::ComputeCapability,
         ..spec(Column::MinCc, "MIN CC", Some((6, "min_compute_capability")))
     },
     Spec {
         min: 7,
         max: 7,
-        priority: 4,
+        priority: 5,
         ..spec(Column::DmaBuf, "DMA-BUF", Some((7, "dma_buf")))
     },
     Spec {
         min: 7,
         max: 11,
-        priority: 5,
+        priority: 4,
         ..spec(Column::Peermem, "PEERMEM", None)
     },
     csv_only(Column::PeermemLoaded, 8, "peermem_loaded"),
@@ -200,7 +202,7 @@ pub const COLUMNS: [Spec; 18] = [
     Spec {
         min: 9,
         max: 9,
-        priority: 6,
+        priority: 7,
         ..spec(
             Column::NextBoot,
             "NEXT BOOT",

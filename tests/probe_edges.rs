@@ -253,9 +253,18 @@ fn output_over_the_cap_marks_the_node_probe_output_invalid() {
         line.repeat((2 << 20) / line.len()),
     )
     .unwrap();
-    let n = json_node(&node, &[]);
+    let out = gpufleet(&node, &default_path(&node), &["--format", "json"]);
+    // No node answered (the one node's output was cut): exit 2, the snapshot still written.
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = &doc["nodes"][0];
     assert_eq!(n["status"], "unreachable");
-    assert_eq!(codes(&n), vec!["probe-output-invalid"]);
+    assert_eq!(codes(n), vec!["probe-output-invalid"]);
     assert_eq!(n["kernel"], Value::Null);
 }
 

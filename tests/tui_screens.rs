@@ -208,12 +208,19 @@ fn read_only_badge() {
 fn small_terminal_80x24() {
     let mut a = app(false);
     let screen = render(&mut a, 80, 24);
-    // Issue 13 item 6: at 80 columns the kernel stays visible (with module and reasons).
+    // At 80 columns the columns the move turns on come first (issue 23): node, status,
+    // module, driver, nvidia-peermem, and the reasons (why) take the rest; node names give
+    // way, cut in the middle with both ends kept.
     let header = screen.lines().nth(3).unwrap();
-    for title in ["NODE", "STATUS", "MODULE", "KERNEL", "REASONS"] {
+    for title in ["NODE", "STATUS", "MODULE", "DRIVER", "PEERMEM", "REASONS"] {
         assert!(header.contains(title), "{title} missing:\n{screen}");
     }
-    assert!(screen.contains("5.15."), "{screen}");
+    assert!(screen.contains("550.90.07"), "{screen}");
+    assert!(screen.contains("loaded+boot"), "{screen}");
+    assert!(
+        screen.contains("…ismatch"),
+        "the end of a long name is kept:\n{screen}"
+    );
     insta::assert_snapshot!("matrix-80x24", screen);
 }
 
@@ -544,7 +551,7 @@ fn closing_the_detail_pane_brings_back_the_rows_above() {
 }
 
 #[test]
-fn a_cell_cut_to_its_column_ends_in_an_ellipsis() {
+fn a_cut_cell_says_so_and_a_cut_node_name_keeps_its_end() {
     // Two names alike in the first 40 characters (the NODE column's maximum).
     let stem = "gpu-rack07-row3-sxm-a100-80gb-ib-hdr-200-node-";
     let mut rows = Vec::new();
@@ -574,9 +581,14 @@ fn a_cell_cut_to_its_column_ends_in_an_ellipsis() {
     }
     a.ensure_view();
     let screen = render(&mut a, 160, 10);
-    let cut = format!("{}…", &stem[..39]);
-    assert_eq!(screen.matches(&cut).count(), 2, "{screen}");
-    assert!(!screen.contains("el9_"), "{screen}");
+    // A cut never looks whole, and a node name is cut in its middle: the two nodes stay apart
+    // by their ends (they would read alike cut at the end).
+    for end in ["el9_4", "el9_5"] {
+        let name = format!("{stem}{end}");
+        let cut = gpufleet::model::text::clip_middle(&name, 40);
+        assert!(cut.contains('…') && cut.ends_with(end), "{cut}");
+        assert_eq!(screen.matches(&cut).count(), 1, "{screen}");
+    }
 }
 
 /// The upgrade plan shows each command whole: a line longer than the popup wraps, never cut.

@@ -95,18 +95,19 @@ impl TuiSession {
         let theme = s.theme(&theme_name, no_color)?;
         let (keymap, problems) = Keymap::new(&config.keys, read_only);
         let (rows, what) = match &mut source {
-            Source::Files(f) => (
-                f.names.iter().map(|n| Row::new(n.clone())).collect(),
-                format!(
-                    "{} ({} nodes)",
-                    f.files
-                        .iter()
-                        .map(|f| f.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    f.names.len()
-                ),
-            ),
+            Source::Files(f) => {
+                // One file by its path; many by the first and how many more (a DaemonSet's
+                // folder holds one per node: the header would only show the start of a list).
+                let first = f.files.first().map(|p| p.display().to_string());
+                let files = match f.files.len() {
+                    0 | 1 => first.unwrap_or_default(),
+                    n => format!("{} and {} more files", first.unwrap_or_default(), n - 1),
+                };
+                (
+                    f.names.iter().map(|n| Row::new(n.clone())).collect(),
+                    format!("{files} ({} nodes)", f.names.len()),
+                )
+            }
             Source::Local(l) => {
                 // The row's name before the probe answers: the root's hostname.
                 let root = &l.settings.root;

@@ -19,7 +19,8 @@
 //! name of the four characters `a\x1b` shows as `a\\x1b`, a name `a` + ESC as `a\x1b`. Escape
 //! once, where text reaches the terminal: escaping escaped text doubles its backslashes.
 //!
-//! [`clip`] and [`clip_with`] cut text to a number of characters (table cells, the matrix).
+//! [`clip`], [`clip_with`] and [`clip_middle`] cut text to a number of characters (table
+//! cells, the matrix).
 
 use std::borrow::Cow;
 
@@ -233,6 +234,21 @@ pub fn clip(s: &str, max: usize) -> String {
     clip_with(s, max, '…')
 }
 
+/// `s` cut to `max` characters by its middle, an ellipsis where the middle was, so that both
+/// ends stay (`a100-prop…550-mismatch`); `s` itself when it fits.
+pub fn clip_middle(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max || max < 3 {
+        return clip(s, max.max(1));
+    }
+    let head = (max - 1) / 2;
+    let tail = max - 1 - head;
+    let mut out: String = s.chars().take(head).collect();
+    out.push('…');
+    out.extend(s.chars().skip(n - tail));
+    out
+}
+
 /// `s` cut to `max` characters (`max` ≥ 1), the last one `mark` when cut.
 pub fn clip_with(s: &str, max: usize, mark: char) -> String {
     if s.chars().count() <= max {
@@ -246,6 +262,22 @@ pub fn clip_with(s: &str, max: usize, mark: char) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clip_middle_keeps_both_ends() {
+        assert_eq!(clip_middle("gpu-a01-07", 20), "gpu-a01-07");
+        assert_eq!(
+            clip_middle("a100-proprietary-550-mismatch", 20),
+            "a100-prop…0-mismatch"
+        );
+        assert_eq!(
+            clip_middle("a100-proprietary-550-mismatch", 20)
+                .chars()
+                .count(),
+            20
+        );
+        assert_eq!(clip_middle("abcdef", 2), "a…");
+    }
 
     /// Every class the trust model lists, and each shown escaped by both terminal outputs.
     const LISTED: &[(&str, char)] = &[

@@ -28,6 +28,14 @@ pub use crate::app::Drawn;
 /// The narrowest the kernel column is cut to before it is left out.
 const KERNEL_MIN: u16 = 10;
 
+/// The narrowest the node column gives way to, for the first columns that would not fit
+/// otherwise.
+const NODE_MIN: u16 = 15;
+
+/// The priorities of the columns the node column gives way to (module, driver,
+/// nvidia-peermem, DMA-BUF: `Spec::priority` ≤ this).
+const FIRST_COLUMNS: u8 = 5;
+
 const SPINNER: [&str; 8] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧"];
 
 /// Draws the whole screen.
@@ -290,6 +298,7 @@ fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
     let reserve = rest.map_or(0, |i| 2 + cols[i].spec().min);
     let mut out = vec![None; cols.len()];
     let mut used: u16 = 2; // highlight symbol
+    let node = cols.iter().position(|c| *c == Column::Node);
     // The reasons column keeps its minimum once node and status are in: it says why.
     for (k, &i) in order.iter().enumerate() {
         if cols[i].spec().optional && rows.iter().all(|r| cell(r, cols[i]).is_empty()) {
@@ -297,29 +306,39 @@ fn widths(app: &App, rows: &[&Row], total: u16) -> Vec<Option<u16>> {
         }
         let need = natural[i] + if used > 2 { 2 } else { 0 };
         let keep = if k < 2 { 0 } else { reserve };
-        if used + need + keep <= total {
+        let over = (used + need + keep).saturating_sub(total);
+        if over == 0 {
             out[i] = Some(natural[i]);
             used += need;
-        } else if cols[i] == Column::Kernel {
-            // The kernel stays in at 80 columns (issue 13): the node column gives up to 12
-            // cells (never below 24) and the kernel is cut (to no less than 10, ending in `…`).
-            let over = used + need + keep - total;
-            let node = cols.iter().position(|c| *c == Column::Node);
-            let spare = node
-                .and_then(|n| out[n])
-                .map_or(0, |w| w.saturating_sub(24).min(12));
-            let from_node = spare.min(over);
-            let width = natural[i].saturating_sub(over - from_node);
-            if width >= KERNEL_MIN.min(natural[i])
-                && let Some(n) = node
-                && let Some(w) = out[n]
-            {
-                out[n] = Some(w - from_node);
-                used -= from_node;
-                out[i] = Some(width);
-                used += width + 2;
-            }
+            continue;
         }
+        // One of the first columns (module, driver, nvidia-peermem, DMA-BUF) that does not fit
+        // takes cells from the node column, which gives down to NODE_MIN (names are then cut in
+        // the middle, their distinguishing end kept). The kernel stays in at 80 columns (issue
+        // 13): the node gives it up to 12 cells (never below 24) and it is cut, to no less than
+        // KERNEL_MIN, ending in `…`. Later columns only join where there is room.
+        let Some(n) = node else { continue };
+        let Some(w) = out[n] else { continue };
+        let (give, width) = if cols[i].spec().priority <= FIRST_COLUMNS {
+            let spare = w.saturating_sub(NODE_MIN);
+            if over > spare {
+                continue;
+            }
+            (over, natural[i])
+        } else if cols[i] == Column::Kernel {
+            let spare = w.saturating_sub(24).min(12).min(over);
+            let width = natural[i].saturating_sub(over - spare);
+            if width < KERNEL_MIN.min(natural[i]) {
+                continue;
+            }
+            (spare, width)
+        } else {
+            continue;
+        };
+        out[n] = Some(w - give);
+        used -= give;
+        out[i] = Some(width);
+        used += need - (natural[i] - width);
     }
     if let Some(i) = rest
         && used + 2 + cols[i].spec().min <= total
@@ -517,7 +536,11 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                     // matrix draws (`◆`, `▌`, `│`); the reasons list too, at the screen's edge.
                     let width =
                         usize::from(shown.iter().find(|(x, _)| *x == c).map_or(0, |(_, w)| *w));
-                    let text = if width > 1 {
+                    // A node name keeps both ends (`gpu-a01-…-b07`): racks and indices are
+                    // at the end as often as at the start.
+                    let text = if width > 1 && c == Column::Node {
+                        crate::model::text::clip_middle(&text, width)
+                    } else if width > 1 {
                         crate::model::text::clip(&text, width)
                     } else {
                         text
