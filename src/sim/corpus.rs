@@ -249,7 +249,8 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// Runs the probe script once for `fixture` with the boundary `placeholder`, on this machine:
 /// `/bin/sh -s` in its own process group, an empty environment but PATH =
 /// `<fixture>/bin:<stand-ins>:/usr/bin:/bin` (the stand-ins: a `dmesg` that prints nothing, so a
-/// fixture without its own kernel log shows an empty one, not this machine's), the header's
+/// fixture without its own kernel log shows an empty one, not this machine's, nor the refusal
+/// of an unprivileged dmesg that stands for "the report quoted no log"), the header's
 /// root prefix = `<fixture>/root`. Output is read
 /// until the script ends or [`DEADLINE_SECS`] + 5 s pass (then it is cut there); the process
 /// tree is killed either way.
@@ -287,11 +288,24 @@ pub async fn record(fixture: &Fixture, placeholder: &str) -> anyhow::Result<Answ
     let Some(quiet_s) = quiet.path().to_str() else {
         bail!("the temporary folder's path is not UTF-8");
     };
+    // Most fixtures come from reports that quoted no kernel log, and answer dmesg with the
+    // unprivileged user's refusal (commands/dmesg-fail.out) to say so; a simulated node is a
+    // node the operator can read, so it shows an empty log instead (a `fact-unknown` on every
+    // node would be the demo's first sight). A fixture with a log of its own
+    // (commands/dmesg.out) keeps it.
+    let commands = fixture.dir.join("commands");
+    let denied_only =
+        commands.join("dmesg-fail.out").is_file() && !commands.join("dmesg.out").is_file();
+    let path = if denied_only {
+        format!("{quiet_s}:{bin_s}:/usr/bin:/bin")
+    } else {
+        format!("{bin_s}:{quiet_s}:/usr/bin:/bin")
+    };
     // /bin/sh by its path: a fixture's bin/ (first on PATH) holds stand-ins, never the shell.
     let mut child = tokio::process::Command::new("/bin/sh")
         .arg("-s")
         .env_clear()
-        .env("PATH", format!("{bin_s}:{quiet_s}:/usr/bin:/bin"))
+        .env("PATH", path)
         .current_dir(&fixture.dir)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
