@@ -220,14 +220,27 @@ fn demo_in(s: &super::Settings, args: &DemoArgs, temp: &std::path::Path) -> anyh
         s.config = crate::config::Config::parse(&text, c).map_err(|e| anyhow::anyhow!(e.0))?;
     }
     let code = if std::io::stdout().is_terminal() {
-        super::tui::run(
+        let t = super::TuiSession::new(
             &s,
             &super::TuiArgs {
                 scan,
                 read_only: !args.allow_upgrades,
                 ..super::TuiArgs::default()
             },
-        )?
+        )?;
+        let mut app = t.app;
+        // The first screen says what this is, and how to try the write side.
+        app.message.get_or_insert_with(|| {
+            if args.allow_upgrades {
+                "simulated fleet on this machine: mark canaries with space, then U upgrades them"
+                    .to_string()
+            } else {
+                "simulated fleet on this machine, read-only: `gpufleet demo --allow-upgrades` lets you try U"
+                    .to_string()
+            }
+        });
+        crate::runtime::run(app, t.theme, t.target, t.upgrade)?;
+        0
     } else {
         super::snapshot::run(
             &s,
