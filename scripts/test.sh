@@ -40,6 +40,8 @@ $SUDO apt-get install -y --no-install-recommends python3-venv
   python3 -m venv target/ci-venv
   target/ci-venv/bin/pip install --quiet kubernetes-validate==1.37.0
 }
+# The differential tests' oracles (tests/oracle_*.rs): ClusterShell's nodeset.
+[ -x target/ci-venv/bin/nodeset ] || target/ci-venv/bin/pip install --quiet ClusterShell==1.10.1
 
 export CARGO_TERM_COLOR=never
 cargo --version
