@@ -477,7 +477,7 @@ fn oversized_inventories_and_ssh_configs_are_refused_at_their_cap() {
             huge.display()
         ),
     );
-    // Relative includes are under ~/.ssh, as OpenSSH and ssh2-config read them.
+    // Relative includes are under ~/.ssh, as OpenSSH reads them.
     std::fs::create_dir(dir.path().join(".ssh")).unwrap();
     std::os::unix::fs::symlink("/dev/zero", dir.path().join(".ssh/zero")).unwrap();
     refused(

@@ -437,9 +437,15 @@ impl Inventory {
                 }
                 // ~/.ssh/config for this host, for what the inventory leaves unset.
                 let own_user = pick(|s| s.user.as_ref());
-                let cfg = ssh.map(|c| ssh_config::query(c, &host, own_user.as_deref(), &mut warn));
-                let cfg = cfg.as_ref();
                 let explicit_port = layers.iter().rev().find_map(|s| s.port);
+                let cfg = match ssh {
+                    Some(c) => Some(
+                        ssh_config::query(c, &host, own_user.as_deref(), explicit_port, &mut warn)
+                            .map_err(|e| at(rn.name.span(), format!("node `{name}`: {e}")))?,
+                    ),
+                    None => None,
+                };
+                let cfg = cfg.as_ref();
                 let original = host.clone();
                 let host = cfg.and_then(|c| c.host_name.clone()).unwrap_or(host);
                 let port = explicit_port
