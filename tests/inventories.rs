@@ -202,6 +202,8 @@ fn a_host_list_on_stdin_scans_real_sshd_nodes() {
         f.user_key.display().to_string(),
         "from --ssh-config"
     );
+    // Every key file, in order, the first being `identity_file`.
+    assert_eq!(nodes[1]["identity_files"][0], nodes[1]["identity_file"]);
     // The probe reads this machine's / through each sshd (a host list sets no root prefix):
     // each node is reached and assessed, whatever this machine's status is.
     let out = run(&[

@@ -327,7 +327,7 @@ fn ssh(bin: &Path, config: &Path, case: &Case) -> Result<Resolved, String> {
             certificate_files.push(rest.rsplit_once(" type ").unwrap().0.to_string());
         }
     }
-    let home = std::env::var("HOME").unwrap_or_default();
+    let home = pw_home();
     let defaults: Vec<String> = [
         "id_rsa",
         "id_ecdsa",
@@ -364,6 +364,18 @@ fn ssh(bin: &Path, config: &Path, case: &Case) -> Result<Resolved, String> {
         proxy_command: one("proxycommand"),
         known_hosts,
     })
+}
+
+/// The password database's home of this user: what ssh's `~` and defaults use.
+fn pw_home() -> String {
+    // SAFETY: getpwuid returns a pointer to static storage or null; read at once.
+    unsafe {
+        let pw = libc::getpwuid(libc::getuid());
+        assert!(!pw.is_null());
+        std::ffi::CStr::from_ptr((*pw).pw_dir)
+            .to_string_lossy()
+            .into_owned()
+    }
 }
 
 /// gpufleet's resolution, or its error.
