@@ -340,18 +340,44 @@ pub(super) fn pattern_list(list: &str, s: &str, lower: bool) -> bool {
     hit
 }
 
-/// OpenSSH's `match_pattern`: `*` any run, `?` one character, case-sensitive.
+/// OpenSSH's `match_pattern`: `*` any run, `?` one character, case-sensitive. Linear
+/// backtracking (one resume point per `*`), so no pattern takes exponential time.
 pub(super) fn glob(pattern: &str, s: &str) -> bool {
-    fn go(p: &[char], s: &[char]) -> bool {
-        match (p.first(), s.first()) {
-            (None, None) => true,
-            (Some('*'), _) => go(&p[1..], s) || (!s.is_empty() && go(p, &s[1..])),
-            (Some('?'), Some(_)) => go(&p[1..], &s[1..]),
-            (Some(a), Some(b)) if a == b => go(&p[1..], &s[1..]),
-            _ => false,
-        }
-    }
     let p: Vec<char> = pattern.chars().collect();
     let s: Vec<char> = s.chars().collect();
-    go(&p, &s)
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == '?' || (p[pi] != '*' && p[pi] == s[si])) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if let Some((sp, ss)) = star {
+            pi = sp + 1;
+            si = ss + 1;
+            star = Some((sp, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn glob_matches_as_match_pattern() {
+        use super::glob;
+        assert!(glob("gpu*", "gpu01"));
+        assert!(glob("*", ""));
+        assert!(glob("g?u*1", "gpu01"));
+        assert!(!glob("gpu*", "GPU01"));
+        assert!(glob("*.prod", "web.prod"));
+        assert!(!glob("a*b", "acbd"));
+        assert!(glob("a*b*c", "aXbYbZc"));
+        let long = "a".repeat(300);
+        assert!(!glob("*a*a*a*a*a*a*a*a*a*a*b", &long));
+    }
 }
