@@ -40,6 +40,10 @@ $SUDO apt-get install -y --no-install-recommends python3-venv
   python3 -m venv target/ci-venv
   target/ci-venv/bin/pip install --quiet kubernetes-validate==1.37.0
 }
+# The differential tests' oracles (tests/oracle_*.rs): ClusterShell's nodeset and
+# ansible-core's ansible-inventory (ssh -G is openssh-client's, installed above).
+[ -x target/ci-venv/bin/nodeset ] || target/ci-venv/bin/pip install --quiet ClusterShell==1.10.1
+[ -x target/ci-venv/bin/ansible-inventory ] || target/ci-venv/bin/pip install --quiet ansible-core==2.19.14
 
 export CARGO_TERM_COLOR=never
 cargo --version

@@ -336,20 +336,23 @@ fn nodes_behind_one_and_two_jump_hosts_with_host_keys_checked_at_every_hop() {
         r1 = b.root(1),
     );
     // ~/.ssh/config: `deep` is n2 behind j2, whose own ProxyJump is j1 (resolved as ssh does),
-    // given in a `Match` block that gpufleet evaluates (originalhost, and exec with %r).
+    // given in a `Match` block that gpufleet evaluates (originalhost, and exec with %r); a
+    // criterion newer than OpenSSH 9.2 is warned with its line and applies to no host.
     let ssh_config = format!(
         "Host j1\n  HostName 198.18.60.2\n  Port 2222\n  User {u}\n\
          Host j2\n  HostName 198.18.60.10\n  Port 2222\n  ProxyJump j1\n\
          Match originalhost deep exec \"test %r = {u}\"\n  HostName 198.18.60.14\n  Port 2222\n  ProxyJump {u}@j2\n\
          Host *\n  ForwardAgent yes\n\
-         Match canonical\n  Port 1\n"
+         Match localnetwork 10.0.0.0/8\n  Port 1\n"
     );
     let (doc, stderr) = b.snapshot(&inventory, &ssh_config);
 
     // What gpufleet does not honour is said once, not once per node or hop.
     assert_eq!(stderr.matches("`ForwardAgent`").count(), 1, "{stderr}");
     assert!(
-        stderr.contains(":15: `Match canonical`: gpufleet evaluates Match all, host,"),
+        stderr.contains(
+            ":15: `Match localnetwork 10.0.0.0/8`: gpufleet evaluates Match all, canonical, final, host,"
+        ),
         "{stderr}"
     );
     // Without the jump host the node cannot be reached at all: the network proves isolation.

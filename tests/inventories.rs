@@ -202,6 +202,8 @@ fn a_host_list_on_stdin_scans_real_sshd_nodes() {
         f.user_key.display().to_string(),
         "from --ssh-config"
     );
+    // Every key file, in order, the first being `identity_file`.
+    assert_eq!(nodes[1]["identity_files"][0], nodes[1]["identity_file"]);
     // The probe reads this machine's / through each sshd (a host list sets no root prefix):
     // each node is reached and assessed, whatever this machine's status is.
     let out = run(&[
@@ -477,7 +479,7 @@ fn oversized_inventories_and_ssh_configs_are_refused_at_their_cap() {
             huge.display()
         ),
     );
-    // Relative includes are under ~/.ssh, as OpenSSH and ssh2-config read them.
+    // Relative includes are under ~/.ssh, as OpenSSH reads them.
     std::fs::create_dir(dir.path().join(".ssh")).unwrap();
     std::os::unix::fs::symlink("/dev/zero", dir.path().join(".ssh/zero")).unwrap();
     refused(

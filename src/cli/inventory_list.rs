@@ -106,6 +106,8 @@ pub(super) fn run(s: &super::Settings, cmd: &InventoryCommand) -> anyhow::Result
                         "port": n.port,
                         "user": n.user,
                         "identity_file": n.identity_file,
+                        // Every key file tried, in order (the first is `identity_file`).
+                        "identity_files": n.identity_file.iter().chain(&n.route.more_identity_files).collect::<Vec<_>>(),
                         "certificate_file": n.certificate_file,
                         "root": n.root,
                         "groups": n.groups,

@@ -10,10 +10,11 @@ use crate::inventory::Selection;
 /// The node selector flags.
 #[derive(Debug, Args, Default, Clone)]
 pub struct SelectArgs {
-    /// Only these nodes: names, ranges as in Slurm and ClusterShell (gpu[001-008],
-    /// gpu[1,3,5]), globs with * and ? ('gpu0*'); comma-separated or repeated. Brackets are
-    /// always a numeric range, never a glob character class: 'sim-00[04]*' is 'sim-0004*'; for
-    /// either of two prefixes give both ('sim-000*,sim-004*')
+    /// Only these nodes: a node set as ClusterShell's nodeset reads it (gpu[001-008],
+    /// gpu[1-15/2], 'gpu[1-8]!gpu5', with , ! & ^), globs with * and ? ('gpu0*') matched
+    /// against the inventory; repeated flags add up. Brackets are always a numeric range,
+    /// never a glob character class: 'sim-00[04]*' is 'sim-0004*'; for either of two prefixes
+    /// give both ('sim-000*,sim-004*')
     #[arg(short, long, value_name = "NAME")]
     pub node: Vec<String>,
 

@@ -3,8 +3,12 @@
 //! (`gpu[01:16]`, `node[a:f]`, `x[0:10:2]`), and the connection variables gpufleet honours:
 //! `ansible_host`, `ansible_port`, `ansible_user`, `ansible_ssh_private_key_file` (and their
 //! old `ansible_ssh_*` spellings), plus `gpufleet_root` (the root prefix) and `gpufleet_canary`.
-//! Other variables become labels (scalars only). Variable precedence is Ansible's: `all`, then
-//! the groups from the outermost to the innermost (same depth: by name), then the host.
+//! Other variables become labels (scalars only). Variable precedence is Ansible's (ansible-core
+//! 2.19, tests/oracle_ansible.rs): the inventory's group variables (`all`, then the host's
+//! groups by depth, `ansible_group_priority`, name), `group_vars/all`, `group_vars/<group>` in
+//! the same order, the inventory's host variables, `host_vars/<host>` ([`vars_files`], beside
+//! the inventory). INI values are typed as Ansible's INI plugin types them (`True`/`False`
+//! booleans, `None` null, quotes removed); `[2001:db8::1]:2203` is an IPv6 host with a port.
 //! Connection variables gpufleet does not honour (`ansible_connection` other than ssh,
 //! `ansible_ssh_common_args`, passwords, …) give one warning each. A vault-encrypted value
 //! (`!vault`, or `$ANSIBLE_VAULT;…` text) is never used as text: an error for a variable gpufleet
@@ -23,6 +27,11 @@ use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 use super::source::NodeSpec;
 use super::{InventoryError, Origin, expand_home};
 use crate::diag::closest;
+
+mod pattern;
+mod vars_files;
+pub use pattern::expand_range;
+use pattern::host_pattern;
 
 /// A variable's value and its 1-based line.
 type Var = (String, usize);
@@ -169,6 +178,25 @@ fn finish(
             direct.entry(h.as_str()).or_default().push(name.as_str());
         }
     }
+    // ansible_group_priority, set in the inventory itself (Ansible reads it there only).
+    let mut priority: BTreeMap<&str, i64> = BTreeMap::new();
+    for (name, g) in &m.groups {
+        if let Some((p, line)) = g.vars.get("ansible_group_priority") {
+            let p = p.parse::<i64>().map_err(|_| {
+                InventoryError(format!(
+                    "{file}:{line}: ansible_group_priority `{p}` of group `{name}` is not a whole number"
+                ))
+            })?;
+            priority.insert(name.as_str(), p);
+        }
+    }
+    let mut group_files: BTreeMap<&str, BTreeMap<String, Var>> = BTreeMap::new();
+    for name in m.groups.keys() {
+        let v = vars_files::load(base, "group_vars", name)?;
+        if !v.is_empty() {
+            group_files.insert(name.as_str(), v);
+        }
+    }
     let mut warned = BTreeSet::new();
     let mut warnings = Vec::new();
     let mut specs = Vec::new();
@@ -185,18 +213,39 @@ fn finish(
             groups.insert("ungrouped");
         }
         let mut ordered: Vec<&str> = groups.iter().copied().collect();
-        ordered.sort_by_key(|g| (memo.get(g).copied().unwrap_or(1), *g));
+        // Ansible's sort_groups: depth, then ansible_group_priority, then name.
+        ordered.sort_by_key(|g| {
+            (
+                memo.get(g).copied().unwrap_or(1),
+                priority.get(g).copied().unwrap_or(1),
+                *g,
+            )
+        });
+        // Ansible's precedence: the inventory's group vars (all, then the host's groups in
+        // order), group_vars/all, group_vars/<group> in the same order, the inventory's host
+        // vars, host_vars/<host>.
         let mut vars: BTreeMap<&str, &(String, usize)> = BTreeMap::new();
-        for g in std::iter::once("all").chain(ordered.iter().copied()) {
+        let chain = || std::iter::once("all").chain(ordered.iter().copied());
+        for g in chain() {
             if let Some(grp) = m.groups.get(g) {
                 for (k, v) in &grp.vars {
                     vars.insert(k, v);
                 }
             }
         }
+        for g in chain() {
+            for (k, v) in group_files.get(g).into_iter().flatten() {
+                vars.insert(k, v);
+            }
+        }
         for (k, v) in &host.vars {
             vars.insert(k, v);
         }
+        let own_files = vars_files::load(base, "host_vars", name)?;
+        for (k, v) in &own_files {
+            vars.insert(k, v);
+        }
+        vars.remove("ansible_group_priority");
         let origin = |line: usize| Origin {
             source: file.to_string(),
             line: Some(line),
@@ -288,108 +337,6 @@ fn finish(
     Ok((specs, warnings))
 }
 
-/// Expands Ansible's host ranges: `gpu[01:16]` (zero padding kept), `x[0:10:2]`, `node[a:f]`;
-/// several brackets vary leftmost slowest. A name without `[` is itself.
-pub fn expand_range(pattern: &str) -> Result<Vec<String>, String> {
-    let Some(open) = pattern.find('[') else {
-        return Ok(vec![pattern.to_string()]);
-    };
-    let close = pattern[open..]
-        .find(']')
-        .map(|i| open + i)
-        .ok_or_else(|| format!("`[` not closed in {pattern:?}"))?;
-    let inner = &pattern[open + 1..close];
-    let parts: Vec<&str> = inner.split(':').collect();
-    let (a, b, step) = match parts.as_slice() {
-        [a, b] => (*a, *b, 1usize),
-        [a, b, s] => (
-            *a,
-            *b,
-            s.parse::<usize>()
-                .ok()
-                .filter(|s| *s > 0)
-                .ok_or_else(|| format!("stride `{s}` in {pattern:?} is not a positive number"))?,
-        ),
-        _ => {
-            return Err(format!(
-                "`[{inner}]` in {pattern:?} is not a range like [01:16]"
-            ));
-        }
-    };
-    let items: Vec<String> = if let (Ok(x), Ok(y)) = (a.parse::<u64>(), b.parse::<u64>()) {
-        if x > y {
-            return Err(format!("range [{inner}] in {pattern:?} runs backwards"));
-        }
-        let width = if a.starts_with('0') { a.len() } else { 0 };
-        if (y - x) / step as u64 > super::range::MAX_EXPANSION as u64 {
-            return Err(format!("{pattern:?} expands to too many names"));
-        }
-        (x..=y)
-            .step_by(step)
-            .map(|n| format!("{n:0width$}"))
-            .collect()
-    } else if a.len() == 1 && b.len() == 1 && a <= b {
-        let (x, y) = (a.as_bytes()[0], b.as_bytes()[0]);
-        if !(x.is_ascii_alphabetic() && y.is_ascii_alphabetic()) {
-            return Err(format!(
-                "`[{inner}]` in {pattern:?} is not a range like [a:f]"
-            ));
-        }
-        (x..=y)
-            .step_by(step)
-            .map(|c| (c as char).to_string())
-            .collect()
-    } else {
-        return Err(format!(
-            "`[{inner}]` in {pattern:?} is not a range like [01:16] or [a:f]"
-        ));
-    };
-    let rest = expand_range(&pattern[close + 1..])?;
-    if items.len().saturating_mul(rest.len()) > super::range::MAX_EXPANSION {
-        return Err(format!("{pattern:?} expands to too many names"));
-    }
-    let prefix = &pattern[..open];
-    Ok(items
-        .iter()
-        .flat_map(|i| rest.iter().map(move |r| format!("{prefix}{i}{r}")))
-        .collect())
-}
-
-/// A host pattern of an INI line or a YAML key: `host`, `host:port`, `gpu[01:04]:2222`, an
-/// IPv6 address. Returns the names and the port.
-fn host_pattern(p: &str) -> Result<(Vec<String>, Option<u16>), String> {
-    if p.matches(':').count() >= 2 && !p.contains('[') {
-        return Ok((vec![p.to_string()], None));
-    }
-    // A `:port` suffix outside brackets.
-    let mut depth = 0i32;
-    let mut colon = None;
-    for (i, c) in p.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ':' if depth == 0 => colon = Some(i),
-            _ => {}
-        }
-    }
-    let (name, port) = match colon {
-        Some(i) => {
-            let port = &p[i + 1..];
-            let n = port
-                .parse::<u16>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| format!("port `{port}` in {p:?} is not 1-65535"))?;
-            (&p[..i], Some(n))
-        }
-        None => (p, None),
-    };
-    if name.is_empty() {
-        return Err(format!("{p:?}: empty host"));
-    }
-    Ok((expand_range(name)?, port))
-}
-
 /// Parses an Ansible INI inventory. Errors are `file:line: message`.
 pub fn parse_ini(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>), InventoryError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
@@ -410,7 +357,9 @@ pub fn parse_ini(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>)
         if l.is_empty() || l.starts_with('#') || l.starts_with(';') {
             continue;
         }
-        if let Some(h) = l.strip_prefix('[') {
+        if let Some(h) = l.strip_prefix('[')
+            && !v6_host_line(l)
+        {
             let h = h
                 .strip_suffix(']')
                 .ok_or_else(|| at(format!("{l:?}: a section header ends with `]`")))?;
@@ -440,11 +389,13 @@ pub fn parse_ini(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>)
                 let (k, v) = l
                     .split_once('=')
                     .ok_or_else(|| at(format!("{l:?}: [{group}:vars] holds key=value lines")))?;
-                let (k, v) = (k.trim(), unquote(v.trim()));
+                let k = k.trim();
                 if k.is_empty() {
                     return Err(at(format!("{l:?}: empty variable name")));
                 }
-                m.group(&group).vars.insert(k.to_string(), (v, line));
+                if let Some(v) = literal(v.trim()) {
+                    m.group(&group).vars.insert(k.to_string(), (v, line));
+                }
             }
             Kind::Children => {
                 if l.contains(char::is_whitespace) {
@@ -478,7 +429,9 @@ pub fn parse_ini(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>)
                             "`{w}` after host {pattern:?}: variables are key=value"
                         ))
                     })?;
-                    hv.insert(k.to_string(), (v.to_string(), line));
+                    if let Some(v) = literal(v) {
+                        hv.insert(k.to_string(), (v, line));
+                    }
                 }
                 for n in names {
                     m.add_host(&group, &n, line);
@@ -488,6 +441,33 @@ pub fn parse_ini(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>)
         }
     }
     finish(m, &file, &base)
+}
+
+/// Whether an INI line that starts with `[` is a host line for an IPv6 address
+/// (`[2001:db8::1]:2203 …`) rather than a section header: Ansible's header is `[name]` or
+/// `[name:word]` alone on its line, and a line ending in `]` is always read as one.
+fn v6_host_line(l: &str) -> bool {
+    if l.ends_with(']') {
+        // `[2001:db8::2]` alone is a (bad) section header to Ansible too.
+        return false;
+    }
+    let first = l.split_whitespace().next().unwrap_or("");
+    first
+        .strip_prefix('[')
+        .and_then(|r| r.split_once(']'))
+        .is_some_and(|(addr, _)| addr.parse::<std::net::Ipv6Addr>().is_ok())
+}
+
+/// An INI value as Ansible's INI plugin types it (Python's `ast.literal_eval`, else the text):
+/// `True`/`False` are booleans (`true`/`false` here), `None` is null (no value), a quoted
+/// string is its text; anything else stays text as written.
+fn literal(v: &str) -> Option<String> {
+    match v {
+        "True" => Some("true".into()),
+        "False" => Some("false".into()),
+        "None" => None,
+        v => Some(unquote(v)),
+    }
 }
 
 fn unquote(v: &str) -> String {

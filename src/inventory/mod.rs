@@ -365,6 +365,12 @@ impl Inventory {
             }
             let names = range::expand(rn.name.get_ref())
                 .map_err(|e| at(rn.name.span(), format!("name: {e}")))?;
+            if names.is_empty() {
+                return Err(at(
+                    rn.name.span(),
+                    format!("name {:?} stands for no names", rn.name.get_ref()),
+                ));
+            }
             let hosts = match &rn.host {
                 None => names.clone(),
                 Some(h) if h.get_ref().contains(':') => {
@@ -378,7 +384,7 @@ impl Inventory {
                 Some(h) => {
                     let hs = range::expand(h.get_ref())
                         .map_err(|e| at(h.span(), format!("host: {e}")))?;
-                    if range::has_range(h.get_ref()) && hs.len() != names.len() {
+                    if hs.len() != 1 && hs.len() != names.len() {
                         return Err(at(
                             h.span(),
                             format!(
@@ -431,9 +437,15 @@ impl Inventory {
                 }
                 // ~/.ssh/config for this host, for what the inventory leaves unset.
                 let own_user = pick(|s| s.user.as_ref());
-                let cfg = ssh.map(|c| ssh_config::query(c, &host, own_user.as_deref(), &mut warn));
-                let cfg = cfg.as_ref();
                 let explicit_port = layers.iter().rev().find_map(|s| s.port);
+                let cfg = match ssh {
+                    Some(c) => Some(
+                        ssh_config::query(c, &host, own_user.as_deref(), explicit_port, &mut warn)
+                            .map_err(|e| at(rn.name.span(), format!("node `{name}`: {e}")))?,
+                    ),
+                    None => None,
+                };
+                let cfg = cfg.as_ref();
                 let original = host.clone();
                 let host = cfg.and_then(|c| c.host_name.clone()).unwrap_or(host);
                 let port = explicit_port
@@ -511,6 +523,23 @@ pub struct Selection {
     pub labels: Vec<String>,
 }
 
+/// The error for a `-n` name `p` (from the operand `term`) that no inventory node matches.
+fn no_such_node(inv: &Inventory, p: &str, term: &str) -> String {
+    let hint = closest(p, inv.nodes.iter().map(|n| n.name.as_str()))
+        .map(|s| format!("; did you mean `{s}`?"))
+        .unwrap_or_default();
+    // `sim-00[04]*` is `sim-0004*`: say so to whoever meant a character class.
+    let read = if range::has_range(term) {
+        format!(
+            " (read from `{term}`: brackets are a node range as in ClusterShell and Slurm, not a \
+             glob character class)"
+        )
+    } else {
+        String::new()
+    };
+    format!("no node named `{p}`{read} in {}{hint}", inv.path.display())
+}
+
 /// Splits `a,b[1,3],c` on the commas outside brackets.
 fn split_list(s: &str) -> Vec<String> {
     let (mut out, mut cur, mut depth) = (Vec::new(), String::new(), 0usize);
@@ -553,14 +582,45 @@ impl Selection {
 
     /// The selected nodes, in inventory order. Errors when a selector matches nothing, naming it.
     pub fn apply<'a>(&self, inv: &'a Inventory) -> Result<Vec<&'a Node>, String> {
-        // Each pattern with the one it was expanded from, when that had a range.
-        let mut patterns = Vec::new();
-        let mut from: Vec<Option<String>> = Vec::new();
-        for n in self.nodes.iter().flat_map(|n| split_list(n)) {
-            let expanded = range::expand(&n).map_err(|e| format!("--node: {e}"))?;
-            let ranged = range::has_range(&n).then(|| n.clone());
-            from.extend(std::iter::repeat_n(ranged, expanded.len()));
-            patterns.extend(expanded);
+        // `-n` values are nodeset expressions (one code path with TOML names: range::parse),
+        // each operand matched against the inventory, as nodeset matches wildcards against
+        // its `all` nodes; several `-n` are a union.
+        let by_name: BTreeSet<&str> = inv.nodes.iter().map(|n| n.name.as_str()).collect();
+        let mut picked: Option<BTreeSet<String>> = None;
+        for expr in &self.nodes {
+            let terms = range::parse(expr).map_err(|e| format!("--node: {e}"))?;
+            let names = range::combine(&terms, |t| {
+                if t.is_group() {
+                    return Err(format!("--node: {}", range::group_refusal(&t.text, expr)));
+                }
+                let mut hits = Vec::new();
+                for p in &t.names {
+                    let found: Vec<String> = if p.contains(['*', '?']) {
+                        inv.nodes
+                            .iter()
+                            .filter(|n| glob(p, &n.name))
+                            .map(|n| n.name.clone())
+                            .collect()
+                    } else if by_name.contains(p.as_str()) {
+                        vec![p.clone()]
+                    } else {
+                        Vec::new()
+                    };
+                    if found.is_empty() {
+                        return Err(no_such_node(inv, p, &t.text));
+                    }
+                    hits.extend(found);
+                }
+                Ok(hits)
+            })
+            .map_err(|e| {
+                if e.starts_with("--node") || e.starts_with("no node") {
+                    e
+                } else {
+                    format!("--node: {e}")
+                }
+            })?;
+            picked.get_or_insert_with(BTreeSet::new).extend(names);
         }
         let mut requirements: Vec<(String, Option<String>)> = Vec::new();
         for l in self.labels.iter().flat_map(|l| split_list(l)) {
@@ -573,7 +633,7 @@ impl Selection {
             }
             requirements.push((k, v));
         }
-        let node_ok = |n: &Node| patterns.is_empty() || patterns.iter().any(|p| glob(p, &n.name));
+        let node_ok = |n: &Node| picked.as_ref().is_none_or(|p| p.contains(&n.name));
         let group_ok =
             |n: &Node| self.groups.is_empty() || self.groups.iter().any(|g| n.groups.contains(g));
         // Values of one key are a union (`--label rack=r1 --label rack=r2`), keys intersect;
@@ -590,27 +650,6 @@ impl Selection {
                 })
             })
         };
-        for (p, from) in patterns.iter().zip(&from) {
-            if !inv.nodes.iter().any(|n| glob(p, &n.name)) {
-                let hint = closest(p, inv.nodes.iter().map(|n| n.name.as_str()))
-                    .map(|s| format!("; did you mean `{s}`?"))
-                    .unwrap_or_default();
-                // `sim-00[04]*` is `sim-0004*`: say so to whoever meant a character class.
-                let read = from
-                    .as_ref()
-                    .map(|f| {
-                        format!(
-                            " (read from `{f}`: brackets are a node range as in Slurm and \
-                             ClusterShell, not a glob character class)"
-                        )
-                    })
-                    .unwrap_or_default();
-                return Err(format!(
-                    "no node named `{p}`{read} in {}{hint}",
-                    inv.path.display()
-                ));
-            }
-        }
         for g in &self.groups {
             if !inv.nodes.iter().any(|n| n.groups.contains(g)) {
                 return Err(format!("no node is in group `{g}`"));

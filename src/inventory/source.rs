@@ -166,7 +166,13 @@ pub fn resolve(
         if s.port == Some(0) {
             return Err(at(format!("node `{}`: port 0 is not a port", s.name)));
         }
-        let cfg = ssh.map(|c| super::ssh_config::query(c, &host, s.user.as_deref(), warn));
+        let cfg = match ssh {
+            Some(c) => Some(
+                super::ssh_config::query(c, &host, s.user.as_deref(), s.port, warn)
+                    .map_err(|e| at(format!("node `{}`: {e}", s.name)))?,
+            ),
+            None => None,
+        };
         let cfg = cfg.as_ref();
         let original = host.clone();
         let host = cfg.and_then(|c| c.host_name.clone()).unwrap_or(host);

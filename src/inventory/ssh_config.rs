@@ -1,250 +1,161 @@
-//! `~/.ssh/config` as gpufleet honours it (docs/ssh.md): read with the `ssh2-config` crate,
-//! then turned into the probe's per-node SSH route (jump hosts, `ProxyCommand`, key and
-//! known_hosts options). A directive gpufleet does not honour is warned about once per scan,
-//! never silently dropped.
+//! `~/.ssh/config` as OpenSSH 9.2's `ssh -G` resolves it (docs/ssh.md, "Which parser"):
+//! gpufleet's own reader ([`include`], [`lex`]) and resolver ([`resolve`], [`tokens`]), then
+//! the probe's per-node SSH route (jump hosts, `ProxyCommand`, key and known_hosts options). A
+//! directive gpufleet does not honour is warned about once per scan, never silently dropped.
+//! tests/oracle_ssh.rs compares it with `ssh -G` and `ssh -v`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ssh2_config::{HostParams, ParseRule, SshConfig};
-
 use crate::probe::endpoint::{Hop, Login, parse_jump_list};
 
 mod include;
+mod lex;
+mod resolve;
+mod tokens;
 use crate::probe::ssh::HostKeyPolicy;
+pub use resolve::Criterion;
+use tokens::{Conn, Keyword, Local};
 
 /// How many jump hosts a chain may have, jump hosts' own `ProxyJump` included (a loop in the
 /// config ends here).
 const MAX_HOPS: usize = 8;
 
-/// An OpenSSH client config as gpufleet reads it: `ssh2-config` for everything but `Match`,
-/// which it does not know; gpufleet evaluates `Match` blocks of the main file itself (see
-/// [`Criterion`]) and asks `ssh2-config` again with the blocks that match turned on.
+/// An OpenSSH client config, read: its lines (includes in place), the local facts tokens
+/// stand for, and the `Match exec` results of this load.
 pub struct ClientConfig {
-    /// The file's lines, each `Match` line replaced by `Host !*` (a block for no host).
-    lines: Vec<String>,
-    /// The `Match` blocks: their line index and criteria (`None`: one gpufleet cannot evaluate,
-    /// warned at load; the block then applies to no host).
-    blocks: Vec<(usize, Option<Vec<Criterion>>)>,
-    /// The config with every `Match` block off.
-    base: SshConfig,
-    /// The config per set of matching blocks, parsed once each.
-    variants: std::sync::Mutex<std::collections::HashMap<Vec<bool>, SshConfig>>,
+    items: Vec<(include::Loc, include::Item)>,
+    local: Local,
     /// `Match exec` results by expanded command line, run once each.
     execs: std::sync::Mutex<std::collections::HashMap<String, bool>>,
-}
-
-/// One `Match` criterion (ssh_config(5) "Match"), negated with `!`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Criterion {
-    /// `all` (and `final`: gpufleet reads the config once, as OpenSSH's final pass).
-    All(bool),
-    /// `host PATTERNS`: the host name after `HostName`.
-    Host(bool, String),
-    /// `originalhost PATTERNS`: the name as given.
-    OriginalHost(bool, String),
-    /// `user PATTERNS`: the remote user.
-    User(bool, String),
-    /// `localuser PATTERNS`.
-    LocalUser(bool, String),
-    /// `exec COMMAND`: `sh -c COMMAND` (tokens `%h %p %r %n %u %d %%` expanded) exits 0.
-    Exec(bool, String),
-}
-
-/// Splits a `Match` line's arguments into criteria. `None` for a criterion gpufleet does not
-/// evaluate (`canonical`, `tagged`, `localnetwork`, …) or a malformed line.
-fn criteria(args: &str) -> Option<Vec<Criterion>> {
-    let words = shlex::split(args)?;
-    let mut out = Vec::new();
-    let mut it = words.into_iter();
-    while let Some(w) = it.next() {
-        let (neg, name) = match w.strip_prefix('!') {
-            Some(n) => (true, n.to_ascii_lowercase()),
-            None => (false, w.to_ascii_lowercase()),
-        };
-        let c = match name.as_str() {
-            "all" | "final" => Criterion::All(neg),
-            "host" => Criterion::Host(neg, it.next()?),
-            "originalhost" => Criterion::OriginalHost(neg, it.next()?),
-            "user" => Criterion::User(neg, it.next()?),
-            "localuser" => Criterion::LocalUser(neg, it.next()?),
-            "exec" => Criterion::Exec(neg, it.next()?),
-            _ => return None,
-        };
-        out.push(c);
-    }
-    (!out.is_empty()).then_some(out)
-}
-
-/// ssh_config(5) "PATTERNS": a comma-separated list of `*`/`?` patterns, `!` negating; matches
-/// when one pattern matches and no negated one does.
-fn pattern_list(list: &str, s: &str) -> bool {
-    let mut hit = false;
-    for p in list.split(',') {
-        let (neg, p) = match p.strip_prefix('!') {
-            Some(p) => (true, p),
-            None => (false, p),
-        };
-        if ssh2_config::HostClause::new(p.to_string(), false).intersects(s) {
-            if neg {
-                return false;
-            }
-            hit = true;
-        }
-    }
-    hit
-}
-
-fn parse_lines(lines: &[String], path: &Path) -> Result<SshConfig, String> {
-    let text = lines.join("\n");
-    let mut config = SshConfig::default();
-    if let Some(home) = include::home() {
-        // The home [`include::check`] resolved the `Include`s against.
-        config = config.home_dir(home);
-    }
-    config
-        .parse(
-            &mut std::io::BufReader::new(text.as_bytes()),
-            ParseRule::ALLOW_UNKNOWN_FIELDS | ParseRule::ALLOW_UNSUPPORTED_FIELDS,
-        )
-        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Reads an OpenSSH client config file: [`parse`] on its text.
 ///
 /// Errors: the file cannot be read, is over 16 MiB ([`crate::limits::Kind::SshConfig`]) or
-/// does not parse (`file: message`).
+/// does not parse (`file:line: message`).
 pub fn load(path: &Path) -> Result<(ClientConfig, Vec<String>), String> {
     let text = crate::limits::read_to_string(path, crate::limits::Kind::SshConfig)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     parse(&text, path)
 }
 
-/// Parses a client config; `path` names it in messages. `Match` blocks with criteria gpufleet
-/// cannot evaluate are warned (with `file:line`) and apply to no host.
+/// Parses a client config; `path` names it in messages, `Include`d files are read now.
+/// `Match` blocks with criteria OpenSSH 9.2 does not have are warned (with `file:line`) and
+/// apply to no host.
 ///
 /// Returns the config and its warnings (raw: the caller escapes them where it shows them).
-/// Errors: text `ssh2-config` does not parse; an `Include`
-/// that reaches something other than a regular file, or a file over 16 MiB (`file:line: Include
-/// ARG: …`, checked before the crate reads it: [`include::check`]).
+/// Errors (`file:line: …`, as `ssh` refuses the file): a keyword without an argument, an
+/// unclosed quote, a bad `Port` or `ConnectTimeout`, extra words after a one-word keyword, a
+/// malformed `Match`; an `Include` that reaches something other than a regular file, a file
+/// over 16 MiB, or nests deeper than 16.
 pub fn parse(text: &str, path: &Path) -> Result<(ClientConfig, Vec<String>), String> {
-    include::check(text, path, include::home().as_deref())?;
     let mut warnings = Vec::new();
-    let mut lines = Vec::new();
-    let mut blocks = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let t = line.trim_start();
-        let word_end = t
-            .find(|c: char| c.is_whitespace() || c == '=')
-            .unwrap_or(t.len());
-        if t[..word_end].eq_ignore_ascii_case("match") {
-            let args = t[word_end..].trim_start_matches(|c: char| c.is_whitespace() || c == '=');
-            let args = args.split(" #").next().unwrap_or("").trim();
-            let parsed = criteria(args);
-            if parsed.is_none() {
-                warnings.push(format!(
-                    "{}:{}: `{}`: gpufleet evaluates Match all, host, originalhost, user, localuser and exec only; this block is ignored",
-                    path.display(),
-                    i + 1,
-                    line.trim()
-                ));
-            }
-            blocks.push((lines.len(), parsed));
-            lines.push("Host !*".to_string());
-        } else {
-            lines.push(line.to_string());
-        }
-    }
-    let base = parse_lines(&lines, path)?;
+    let items = include::read(text, path, include::home().as_deref(), &mut warnings)?;
     Ok((
         ClientConfig {
-            lines,
-            blocks,
-            base,
-            variants: Default::default(),
+            items,
+            local: Local::get(),
             execs: Default::default(),
         },
         warnings,
     ))
 }
 
-impl ClientConfig {
-    /// Whether the criteria all hold for a connection to `original` (`host` after HostName) as
-    /// `user` on `port`.
-    fn holds(&self, cs: &[Criterion], original: &str, host: &str, user: &str, port: u16) -> bool {
-        cs.iter().all(|c| match c {
-            Criterion::All(neg) => !neg,
-            Criterion::Host(neg, p) => pattern_list(p, host) != *neg,
-            Criterion::OriginalHost(neg, p) => pattern_list(p, original) != *neg,
-            Criterion::User(neg, p) => pattern_list(p, user) != *neg,
-            Criterion::LocalUser(neg, p) => pattern_list(p, &super::local_user()) != *neg,
-            Criterion::Exec(neg, cmd) => {
-                let Ok(cmd) = expand_tokens(cmd, host, port, user, original) else {
-                    return false;
-                };
-                let mut execs = self
-                    .execs
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let ok = *execs
-                    .entry(cmd.clone())
-                    .or_insert_with(|| match_exec(&cmd, MATCH_EXEC_LIMIT));
-                ok != *neg
-            }
-        })
-    }
+fn is_addr(h: &str) -> bool {
+    h.parse::<std::net::IpAddr>().is_ok()
+}
 
-    /// `ssh2-config`'s answer for `original`, with the `Match` blocks that hold for it turned
-    /// on. `user` is the login user the inventory gives, if any (else the config's `User`,
-    /// else the local user).
-    fn params(&self, original: &str, user: Option<&str>) -> HostParams {
-        let base = self.base.query(original);
-        if self.blocks.is_empty() {
-            return base;
-        }
-        let host = base
-            .host_name
-            .clone()
-            .unwrap_or_else(|| original.to_string());
-        let user = user
-            .map(str::to_string)
-            .or_else(|| base.user.clone())
-            .unwrap_or_else(super::local_user);
-        let port = base.port.unwrap_or(22);
-        let on: Vec<bool> = self
-            .blocks
-            .iter()
-            .map(|(_, c)| {
-                c.as_ref()
-                    .is_some_and(|c| self.holds(c, original, &host, &user, port))
-            })
-            .collect();
-        if !on.contains(&true) {
-            return base;
-        }
-        let mut variants = self
-            .variants
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(v) = variants.get(&on) {
-            return v.query(original);
-        }
-        let mut lines = self.lines.clone();
-        for ((at, _), yes) in self.blocks.iter().zip(&on) {
-            if *yes {
-                lines[*at] = "Host *".to_string();
+impl ClientConfig {
+    /// The options `original` obtains, as `ssh -l USER -p PORT ORIGINAL` obtains them (`user`
+    /// and `port` are the inventory's, given like ssh's command line: they win, and `Match
+    /// user` and the tokens see them), and the host name after `HostName` (`%h` expanded,
+    /// lowercased unless an address).
+    fn obtain(
+        &self,
+        original: &str,
+        user: Option<&str>,
+        port: Option<u16>,
+    ) -> Result<(resolve::Obtained, String), String> {
+        let local = &self.local;
+        let match_host = |got: &resolve::Obtained| -> Result<String, String> {
+            match got.get("hostname") {
+                Some((loc, a, _)) => tokens::expand(
+                    &a[0],
+                    Keyword::HostName,
+                    &Conn {
+                        original: original.to_string(),
+                        host: original.to_string(),
+                        port: 0,
+                        user: String::new(),
+                        key_alias: String::new(),
+                    },
+                    local,
+                )
+                .map_err(|e| format!("{loc}: HostName {e}")),
+                None => Ok(original.to_string()),
             }
+        };
+        let user_now = |got: &resolve::Obtained| -> String {
+            user.map(str::to_string)
+                .or_else(|| got.word("user").map(str::to_string))
+                .unwrap_or_else(|| local.user.clone())
+        };
+        let mut exec = |cmd: &str,
+                        got: &resolve::Obtained,
+                        host: &str,
+                        loc: &include::Loc|
+         -> Result<bool, String> {
+            let conn = Conn {
+                original: original.to_string(),
+                host: host.to_string(),
+                port: port
+                    .or_else(|| got.word("port").and_then(|p| p.parse().ok()))
+                    .unwrap_or(22),
+                user: user_now(got),
+                key_alias: got.word("hostkeyalias").unwrap_or(host).to_string(),
+            };
+            let cmd = tokens::expand(cmd, Keyword::MatchExec, &conn, local)
+                .map_err(|e| format!("{loc}: Match exec {e}"))?;
+            let mut execs = self
+                .execs
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            Ok(*execs
+                .entry(cmd.clone())
+                .or_insert_with(|| match_exec(&cmd, MATCH_EXEC_LIMIT)))
+        };
+        let mut got = resolve::Obtained::default();
+        let mut cx = resolve::Context {
+            original,
+            host: original.to_string(),
+            final_pass: false,
+            wants_final: false,
+            exec: &mut exec,
+            match_host: &match_host,
+            user: &user_now,
+            local_user: &local.user,
+        };
+        let mut active = true;
+        resolve::evaluate(&self.items, &mut got, &mut active, false, &mut cx)?;
+        let mut host = match_host(&got)?;
+        if !is_addr(&host) {
+            host = host.to_ascii_lowercase();
         }
-        // The same text as `base` but for `Host` lines: it parses.
-        match parse_lines(&lines, Path::new("")) {
-            Ok(v) => {
-                let p = v.query(original);
-                variants.insert(on, v);
-                p
+        if cx.wants_final {
+            // ssh's final pass: HostName is now the host, `Host` patterns match it.
+            cx.host = host.clone();
+            cx.final_pass = true;
+            let loc = got.get("hostname").map(|(l, _, _)| l.clone());
+            if let Some(loc) = loc {
+                got.first
+                    .insert("hostname".into(), (loc, vec![host.clone()], host.clone()));
             }
-            Err(_) => base,
+            let mut active = true;
+            resolve::evaluate(&self.items, &mut got, &mut active, false, &mut cx)?;
         }
+        Ok((got, host))
     }
 }
 
@@ -276,13 +187,17 @@ pub struct HostSettings {
     pub port: Option<u16>,
     pub user: Option<String>,
     pub identity_files: Vec<PathBuf>,
+    /// The first of `certificate_files`.
     pub certificate_file: Option<PathBuf>,
+    pub certificate_files: Vec<PathBuf>,
     pub identities_only: bool,
     /// `ProxyJump`, as written (`none` included).
     pub proxy_jump: Option<String>,
     /// `ProxyCommand`, tokens unexpanded (`none` included).
     pub proxy_command: Option<String>,
     pub known_hosts: Vec<PathBuf>,
+    /// `UserKnownHostsFile none` (warned: gpufleet still checks the default files).
+    pub known_hosts_none: bool,
     pub host_key_policy: Option<HostKeyPolicy>,
     pub connect_timeout: Option<Duration>,
 }
@@ -295,88 +210,115 @@ fn yes(args: &[String]) -> Option<bool> {
     }
 }
 
-/// Queries `cfg` for `host` (the name as given, before `HostName`) logging in as `user` (the
-/// inventory's, when it gives one), warning once for each directive that applies and is not
-/// honoured.
+/// Queries `cfg` for `host` (the name as given, before `HostName`) logging in as `user` on
+/// `port` (the inventory's, when it gives them: ssh's `-l` and `-p`), warning once for each
+/// directive that applies and is not honoured. Tokens are expanded as OpenSSH 9.2 expands them
+/// ([`tokens`]); identity files, certificates and known_hosts files come back expanded,
+/// `ProxyCommand` raw (the route expands it).
+///
+/// Errors (`file:line: …`): an unknown token, an undefined `${VAR}`, a `%` in `ProxyJump`
+/// (OpenSSH 9.2 expands none there), a `Match exec` whose expansion fails.
 pub fn query(
     cfg: &ClientConfig,
     host: &str,
     user: Option<&str>,
+    port: Option<u16>,
     warn: &mut Warnings,
-) -> HostSettings {
-    let p: HostParams = cfg.params(host, user);
+) -> Result<HostSettings, String> {
+    let (got, host_name) = cfg.obtain(host, user, port)?;
+    let word = |k: &str| got.word(k).map(str::to_string);
+    let cfg_port = word("port").and_then(|p| p.parse::<u16>().ok());
+    let conn = Conn {
+        original: host.to_string(),
+        host: host_name.clone(),
+        port: port.or(cfg_port).unwrap_or(22),
+        user: user
+            .map(str::to_string)
+            .or_else(|| word("user"))
+            .unwrap_or_else(|| cfg.local.user.clone()),
+        key_alias: word("hostkeyalias").unwrap_or_else(|| host.to_string()),
+    };
+    let file = |loc: &include::Loc, kw: &str, v: &str| -> Result<PathBuf, String> {
+        tokens::expand(v, Keyword::File, &conn, &cfg.local)
+            .map(PathBuf::from)
+            .map_err(|e| format!("{loc}: {kw} {e}"))
+    };
     let mut s = HostSettings {
-        host_name: p.host_name.clone(),
-        port: p.port,
-        user: p.user.clone(),
-        identity_files: p.identity_file.clone().unwrap_or_default(),
-        certificate_file: p.certificate_file.clone(),
-        proxy_jump: p.proxy_jump.as_ref().map(|j| j.join(",")),
-        connect_timeout: p.connect_timeout,
+        host_name: Some(host_name.clone()),
+        port: cfg_port,
+        user: word("user"),
         ..HostSettings::default()
     };
-    for (field, args) in &p.unsupported_fields {
-        match field.to_ascii_lowercase().as_str() {
+    for (loc, f) in &got.identity_files {
+        if !f.eq_ignore_ascii_case("none") {
+            s.identity_files.push(file(loc, "IdentityFile", f)?);
+        }
+    }
+    for (loc, f) in &got.certificate_files {
+        if !f.eq_ignore_ascii_case("none") {
+            s.certificate_files.push(file(loc, "CertificateFile", f)?);
+        }
+    }
+    s.certificate_file = s.certificate_files.first().cloned();
+    if let Some((loc, v)) = &got.jump {
+        if v.contains('%') {
+            return Err(format!(
+                "{loc}: ProxyJump {v:?}: OpenSSH 9.2 expands no token in ProxyJump (it would \
+                 connect to a host named with the `%`); write the host"
+            ));
+        }
+        s.proxy_jump = Some(v.clone());
+    }
+    s.proxy_command = got.command.as_ref().map(|(_, c)| c.clone());
+    if let Some((loc, args, _)) = got.get("userknownhostsfile") {
+        if args.len() > 1 && args.iter().any(|a| a.eq_ignore_ascii_case("none")) {
+            return Err(format!(
+                "{loc}: UserKnownHostsFile: \"none\" must appear alone"
+            ));
+        }
+        if args[0].eq_ignore_ascii_case("none") {
+            s.known_hosts_none = true;
+            warn.once(
+                "UserKnownHostsFile none (gpufleet still checks host keys against ~/.ssh/known_hosts and the inventory's known_hosts)",
+                host,
+            );
+        }
+        for a in args.iter().filter(|a| !a.eq_ignore_ascii_case("none")) {
+            s.known_hosts.push(file(loc, "UserKnownHostsFile", a)?);
+        }
+    }
+    for (key, (_, args, _)) in &got.first {
+        let name = got
+            .applied
+            .iter()
+            .find(|n| n.eq_ignore_ascii_case(key))
+            .cloned()
+            .unwrap_or_else(|| key.clone());
+        match key.as_str() {
+            "hostname" | "port" | "user" | "userknownhostsfile" => {}
             "identitiesonly" => match yes(args) {
                 Some(b) => s.identities_only = b,
                 None => warn.once(&format!("IdentitiesOnly {}", args.join(" ")), host),
             },
-            "proxycommand" => s.proxy_command = Some(args.join(" ")),
-            "userknownhostsfile" => {
-                s.known_hosts = args
-                    .iter()
-                    .filter(|a| !a.eq_ignore_ascii_case("none"))
-                    .map(|a| super::expand_home(a, Path::new("/")))
-                    .collect();
+            "connecttimeout" => {
+                s.connect_timeout = resolve::convtime(&args[0]).map(Duration::from_secs);
             }
             "stricthostkeychecking" => {
                 match args.first().map(|a| a.to_ascii_lowercase()).as_deref() {
-                    Some("yes" | "ask") => s.host_key_policy = Some(HostKeyPolicy::Strict),
+                    Some("yes" | "ask" | "true") => s.host_key_policy = Some(HostKeyPolicy::Strict),
                     Some("accept-new") => s.host_key_policy = Some(HostKeyPolicy::AcceptNew),
                     // gpufleet never accepts a changed key: `no` is taken as `accept-new`.
-                    Some("no" | "off") => {
+                    Some("no" | "off" | "false") => {
                         s.host_key_policy = Some(HostKeyPolicy::AcceptNew);
                         warn.once("StrictHostKeyChecking no (taken as accept-new: a changed host key is still refused)", host);
                     }
                     _ => warn.once(&format!("StrictHostKeyChecking {}", args.join(" ")), host),
                 }
             }
-            _ => warn.once(field, host),
+            _ => warn.once(&name, host),
         }
     }
-    for field in p.ignored_fields.keys() {
-        warn.once(field, host);
-    }
-    let set: [(&str, bool); 16] = [
-        ("AddKeysToAgent", p.add_keys_to_agent.is_some()),
-        ("BindAddress", p.bind_address.is_some()),
-        ("BindInterface", p.bind_interface.is_some()),
-        (
-            "CASignatureAlgorithms",
-            !p.ca_signature_algorithms.is_default(),
-        ),
-        ("Ciphers", !p.ciphers.is_default()),
-        ("Compression", p.compression.is_some()),
-        ("ConnectionAttempts", p.connection_attempts.is_some()),
-        ("ForwardAgent", p.forward_agent.is_some()),
-        ("HostKeyAlgorithms", !p.host_key_algorithms.is_default()),
-        ("KexAlgorithms", !p.kex_algorithms.is_default()),
-        ("MACs", !p.mac.is_default()),
-        (
-            "PubkeyAcceptedAlgorithms",
-            !p.pubkey_accepted_algorithms.is_default(),
-        ),
-        ("PubkeyAuthentication", p.pubkey_authentication.is_some()),
-        ("RemoteForward", !p.remote_forward.is_empty()),
-        ("ServerAliveInterval", p.server_alive_interval.is_some()),
-        ("TCPKeepAlive", p.tcp_keep_alive.is_some()),
-    ];
-    for (name, present) in set {
-        if present {
-            warn.once(name, host);
-        }
-    }
-    s
+    Ok(s)
 }
 
 /// How long a `Match exec` command may run before it is killed and taken as not matching.
@@ -436,9 +378,9 @@ fn shell_safe<'a>(what: &str, value: &'a str) -> Result<&'a str, String> {
     }
 }
 
-/// OpenSSH's `%` tokens in `ProxyCommand`: `%h` host (after `HostName`), `%p` port, `%r`
-/// remote user, `%n` the name as given, `%u` the local user, `%d` the local home folder, `%%`
-/// a `%`. Errors: any other token (OpenSSH refuses them too); a host, user or node name that is
+/// OpenSSH 9.2's `%` tokens in `ProxyCommand`: `%h` host (after `HostName`), `%p` port, `%r`
+/// remote user, `%n` the name as given, `%%` a `%`. Errors: any other token (OpenSSH stops at
+/// it too: `%u` and `%d` are not ProxyCommand tokens in 9.2); a host, user or node name that is
 /// not one plain shell word ([`shell_safe`]).
 pub fn expand_tokens(
     s: &str,
@@ -447,30 +389,14 @@ pub fn expand_tokens(
     user: &str,
     original: &str,
 ) -> Result<String, String> {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('h') => out.push_str(shell_safe("host name", host)?),
-            Some('p') => out.push_str(&port.to_string()),
-            Some('r') => out.push_str(shell_safe("user name", user)?),
-            Some('n') => out.push_str(shell_safe("node name", original)?),
-            Some('u') => out.push_str(&super::local_user()),
-            Some('d') => out.push_str(
-                &directories::BaseDirs::new()
-                    .map(|d| d.home_dir().display().to_string())
-                    .unwrap_or_default(),
-            ),
-            Some('%') => out.push('%'),
-            Some(o) => return Err(format!("{s:?}: unknown token %{o}")),
-            None => return Err(format!("{s:?}: `%` at the end")),
-        }
-    }
-    Ok(out)
+    let conn = Conn {
+        original: original.to_string(),
+        host: host.to_string(),
+        port,
+        user: user.to_string(),
+        key_alias: original.to_string(),
+    };
+    tokens::expand(s, Keyword::ProxyCommand, &conn, &Local::get())
 }
 
 /// The node's route beyond host, port, user and key.
@@ -488,18 +414,21 @@ pub struct Route {
     pub connect_timeout: Option<Duration>,
 }
 
-/// One jump host `[user@]host[:port]` resolved through `cfg` as `ssh` resolves it (its
-/// `HostName`, `Port`, `User`, keys and known_hosts options).
+/// One jump host `[user@]host[:port]` resolved through `cfg` as `ssh -l USER -p PORT HOST`
+/// resolves it (its `HostName`, `Port`, `User`, keys and known_hosts options), and its own
+/// `ProxyJump` (`none` dropped).
 fn hop(
     cfg: Option<&ClientConfig>,
     user: Option<String>,
     host: &str,
     port: Option<u16>,
     warn: &mut Warnings,
-) -> (Hop, Option<String>) {
-    let s = cfg
-        .map(|c| query(c, host, user.as_deref(), warn))
-        .unwrap_or_default();
+) -> Result<(Hop, Option<String>), String> {
+    let s = match cfg {
+        Some(c) => query(c, host, user.as_deref(), port, warn)
+            .map_err(|e| format!("jump host {host}: {e}"))?,
+        None => HostSettings::default(),
+    };
     let hop = Hop {
         host: s.host_name.clone().unwrap_or_else(|| host.to_string()),
         port: port.or(s.port).unwrap_or(22),
@@ -514,15 +443,17 @@ fn hop(
         known_hosts: s.known_hosts.clone(),
         host_key_policy: s.host_key_policy,
     };
-    (
+    Ok((
         hop,
         s.proxy_jump.filter(|j| !j.eq_ignore_ascii_case("none")),
-    )
+    ))
 }
 
 /// The jump hosts of `list` (`-J` syntax), each resolved through `cfg`; the first one's own
-/// `ProxyJump` comes before it, as in OpenSSH. Errors: a malformed list, or more than
-/// [`MAX_HOPS`] hosts (a loop).
+/// `ProxyJump` comes before it, as in OpenSSH (the others are reached with `-J`, which
+/// overrides theirs). Errors: a malformed list; a jump host whose own `ProxyJump` names itself
+/// (OpenSSH 9.2 stops with "jumphost loop via HOST", or, when `HostName` renames it, starts ssh
+/// after ssh without end); more than [`MAX_HOPS`] hosts (a longer loop).
 pub fn jump_chain(
     cfg: Option<&ClientConfig>,
     list: &str,
@@ -533,7 +464,18 @@ pub fn jump_chain(
     while let Some(list) = pending.take() {
         let mut hops = Vec::new();
         for (i, (user, host, port)) in parse_jump_list(&list)?.into_iter().enumerate() {
-            let (h, own_jump) = hop(cfg, user, &host, port, warn);
+            let (h, own_jump) = hop(cfg, user, &host, port, warn)?;
+            if i == 0
+                && let Some(own) = &own_jump
+                && let Some((_, next, next_port)) = parse_jump_list(own)?.pop()
+                && (next == host || (next == h.host && next_port.unwrap_or(22) == h.port))
+            {
+                return Err(format!(
+                    "jumphost loop via {host}: its own ProxyJump is `{own}` (a `Host *` block \
+                     applies to the jump host too); OpenSSH 9.2 cannot connect through it either. \
+                     Put `Host {host}` with `ProxyJump none` before that block"
+                ));
+            }
             if i == 0 {
                 pending = own_jump;
             }
@@ -551,9 +493,10 @@ pub fn jump_chain(
 }
 
 /// The route to a node named `original` (as the inventory gives its host), reached at
-/// `host`:`port` as `user`: `jump` (the inventory's `jump`, `-J` syntax) wins over
-/// `~/.ssh/config`'s `ProxyJump`, and either over its `ProxyCommand` (OpenSSH takes the first
-/// one it reads; gpufleet says when both apply). `settings` is `cfg`'s answer for `original`.
+/// `host`:`port` as `user`. `jump` (the inventory's `jump`, `-J` syntax; `none` for none) is
+/// ssh's `-J`: it wins over `~/.ssh/config`'s `ProxyJump` and `ProxyCommand`; of those two the
+/// first one obtained wins, as in OpenSSH ([`query`]). `settings` is `cfg`'s answer for
+/// `original`.
 ///
 /// Errors: a malformed jump list, a jump loop, an unknown `%` token.
 #[allow(clippy::too_many_arguments)]
@@ -575,27 +518,17 @@ pub fn route(
         connect_timeout: settings.connect_timeout,
         ..Route::default()
     };
-    let jump = jump
+    if let Some(j) = jump
         .map(str::to_string)
-        .or_else(|| settings.proxy_jump.clone());
-    let command = settings
+        .or_else(|| settings.proxy_jump.clone())
+    {
+        r.jump = jump_chain(cfg, &j, warn)?;
+    } else if let Some(c) = settings
         .proxy_command
-        .clone()
-        .filter(|c| !c.eq_ignore_ascii_case("none"));
-    match (jump, command) {
-        (Some(j), command) => {
-            r.jump = jump_chain(cfg, &j, warn)?;
-            if command.is_some() && !r.jump.is_empty() {
-                warn.once("ProxyCommand (ProxyJump also applies and wins)", original);
-            }
-            if r.jump.is_empty()
-                && let Some(c) = command
-            {
-                r.proxy_command = Some(expand_tokens(&c, host, port, user, original)?);
-            }
-        }
-        (None, Some(c)) => r.proxy_command = Some(expand_tokens(&c, host, port, user, original)?),
-        (None, None) => {}
+        .as_ref()
+        .filter(|c| !c.eq_ignore_ascii_case("none"))
+    {
+        r.proxy_command = Some(expand_tokens(c, host, port, user, original)?);
     }
     Ok(r)
 }

@@ -332,3 +332,41 @@ fn a_large_inventory_parsed_node_by_node_is_the_same_inventory() {
     assert!(by_node(&broken).is_none());
     assert!(inv(&broken).is_err());
 }
+
+/// `-n` reads a nodeset expression (the code TOML names use): operators combine operands, each
+/// matched against the inventory; a name that matches nothing is an error even after `!`.
+#[test]
+fn node_selection_takes_nodeset_operators() {
+    let i = inv("[[nodes]]\nname = \"gpu[01-06],cpu[1-2]\"\n").unwrap();
+    let names = |n: &str| -> Result<Vec<String>, String> {
+        Selection {
+            nodes: vec![n.into()],
+            ..Default::default()
+        }
+        .apply(&i)
+        .map(|v| v.iter().map(|n| n.name.clone()).collect())
+    };
+    assert_eq!(i.nodes.len(), 8);
+    assert_eq!(names("gpu[01-06/2]").unwrap(), ["gpu01", "gpu03", "gpu05"]);
+    assert_eq!(names("gpu*!gpu0[2-5]").unwrap(), ["gpu01", "gpu06"]);
+    assert_eq!(
+        names("gpu0[1-3]&gpu0[3-6],cpu1").unwrap(),
+        ["gpu03", "cpu1"]
+    );
+    assert_eq!(names("gpu0[1-2]^gpu0[2-3]").unwrap(), ["gpu01", "gpu03"]);
+    let e = names("gpu*!gpu7").unwrap_err();
+    assert!(e.contains("no node named `gpu7`"), "{e}");
+    let e = names("@rack1").unwrap_err();
+    assert!(e.contains("groups.conf"), "{e}");
+    let e = names("gpu[1-2][3]").unwrap_err();
+    assert!(e.starts_with("--node:") && e.contains("reopening"), "{e}");
+    assert!(
+        names("gpu01&cpu1")
+            .unwrap_err()
+            .contains("matches the selection")
+    );
+    let e = inv("[[nodes]]\nname = \"a1&a2\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no names"), "{e}");
+}

@@ -668,3 +668,28 @@ pub fn shim(bin: &Path, name: &str, suffix: &str, action: &str) {
     std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
     std::fs::set_permissions(&path, perm).unwrap();
 }
+
+/// An oracle program from PyPI (`nodeset` of ClusterShell, `ansible-inventory` of ansible-core):
+/// `$GPUFLEET_ORACLE_BIN/<name>` when set, else target/ci-venv/bin (scripts/test.sh installs the
+/// pinned `package` there), else PATH. Missing: one line naming the package; under CI (`CI` set)
+/// the test binary stops with exit status 2, elsewhere the differential test is skipped (None).
+pub fn need_pip(name: &str, package: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::env::var_os("GPUFLEET_ORACLE_BIN")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([manifest().join("target/ci-venv/bin")])
+        .chain(std::env::split_paths(&path));
+    let found = dirs.map(|d| d.join(name)).find(|p| p.is_file());
+    if found.is_none() {
+        let line = format!(
+            "`{name}` is not installed: python3 -m venv target/ci-venv && target/ci-venv/bin/pip install {package} (scripts/test.sh does)"
+        );
+        if std::env::var_os("CI").is_some() {
+            eprintln!("gpufleet tests: {line}");
+            std::process::exit(2)
+        }
+        eprintln!("gpufleet tests: SKIPPED, {line}");
+    }
+    found
+}

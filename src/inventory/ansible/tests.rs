@@ -359,3 +359,59 @@ fn an_ini_inventory_with_a_byte_order_mark_loads() {
     assert_eq!(specs[0].groups, ["gpu"]);
     assert_eq!(specs[0].host.as_deref(), Some("10.0.0.1"));
 }
+
+/// Issue 22: group_vars/ and host_vars/ beside the inventory (files and folders, YAML and
+/// JSON) rank above the inventory's own variables; ansible_group_priority orders groups of
+/// one depth; `[v6]:port` host lines; INI values typed as Ansible types them
+/// (tests/oracle_ansible.rs checks the same against ansible-inventory).
+#[test]
+fn vars_folders_priority_ipv6_and_typing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("group_vars/gpu")).unwrap();
+    std::fs::create_dir_all(d.join("host_vars")).unwrap();
+    std::fs::write(
+        d.join("group_vars/gpu/conn.yml"),
+        "ansible_host: 10.7.7.1\nansible_port: 2701\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("group_vars/gpu/user"), "ansible_user: gvgpu\n").unwrap();
+    std::fs::write(d.join("group_vars/gpu/notes.txt"), "ansible_user: never\n").unwrap();
+    std::fs::write(
+        d.join("group_vars/all.json"),
+        "{\"zone\": \"z1\", \"ansible_user\": \"allu\"}",
+    )
+    .unwrap();
+    std::fs::write(d.join("host_vars/d1.yaml"), "lbl: hv\n").unwrap();
+    let ini = "[gpu]\nd1 flag=True gone=None\n[2001:db8::1]:2203\n[cpu]\nc1\nd1\n\
+               [gpu:vars]\nansible_user=inline\n[cpu:vars]\nansible_group_priority=10\nansible_port=2999\n";
+    let path = d.join("hosts.ini");
+    let (specs, _) = parse_ini(ini, &path).unwrap();
+    let get = |n: &str| specs.iter().find(|s| s.name == n).unwrap();
+    let d1 = get("d1");
+    assert_eq!(
+        (d1.host.as_deref(), d1.port, d1.user.as_deref()),
+        (Some("10.7.7.1"), Some(2701), Some("gvgpu"))
+    );
+    assert_eq!(d1.labels.get("zone").map(String::as_str), Some("z1"));
+    assert_eq!(d1.labels.get("lbl").map(String::as_str), Some("hv"));
+    assert_eq!(d1.labels.get("flag").map(String::as_str), Some("true"));
+    assert!(!d1.labels.contains_key("gone"));
+    let v6 = get("2001:db8::1");
+    assert_eq!(v6.port, Some(2203));
+    let c1 = get("c1");
+    assert_eq!((c1.port, c1.user.as_deref()), (Some(2999), Some("allu")));
+    // A group_vars file's bad port names that file and line.
+    std::fs::write(d.join("host_vars/c1.yml"), "x: 1\nansible_port: nope\n").unwrap();
+    let e = parse_ini(ini, &path).unwrap_err().to_string();
+    assert!(
+        e.contains("host_vars/c1.yml:2:1: host_vars/c1: ansible_port `nope`"),
+        "{e}"
+    );
+    // ansible_group_priority must be a number; `[v6]` alone is a bad section, as in Ansible.
+    let e = parse_ini("[g]\nh\n[g:vars]\nansible_group_priority=hi\n", &path)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ansible_group_priority `hi`"), "{e}");
+    assert!(parse_ini("[v6]\n[2001:db8::2]\n", &path).is_err());
+}
