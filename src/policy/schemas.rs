@@ -11,7 +11,21 @@ const MACHINECONFIG_CRD: &str =
     include_str!("../../schemas/machineconfigs.machineconfiguration.openshift.io.yaml");
 const MACHINECONFIGPOOL_CRD: &str =
     include_str!("../../schemas/machineconfigpools.machineconfiguration.openshift.io.yaml");
-const IGNITION_3_4: &str = include_str!("../../schemas/ignition-3.4.0.json");
+const GPUCLUSTER_CRD: &str = include_str!("../../schemas/nvidia.com_gpuclusters.yaml");
+
+/// The Ignition config schemas the Machine Config Operator reads: spec 2.2 (which it parses and
+/// converts to 3.x, `IgnParseWrapper` / `ParseAndConvertConfig` in
+/// openshift/machine-config-operator `pkg/controller/common/helpers.go`) and 3.0 to 3.5 (its
+/// `ParseCompatibleVersion` of config/v3_5).
+const IGNITION: [(&str, &str); 7] = [
+    ("2.2.0", include_str!("../../schemas/ignition-2.2.0.json")),
+    ("3.0.0", include_str!("../../schemas/ignition-3.0.0.json")),
+    ("3.1.0", include_str!("../../schemas/ignition-3.1.0.json")),
+    ("3.2.0", include_str!("../../schemas/ignition-3.2.0.json")),
+    ("3.3.0", include_str!("../../schemas/ignition-3.3.0.json")),
+    ("3.4.0", include_str!("../../schemas/ignition-3.4.0.json")),
+    ("3.5.0", include_str!("../../schemas/ignition-3.5.0.json")),
+];
 
 /// Where each schema comes from, for messages (`source` of structure findings).
 pub const CLUSTERPOLICY_SOURCE: &str =
@@ -22,8 +36,33 @@ pub const MACHINECONFIG_SOURCE: &str =
     "openshift/api: machineconfiguration/v1 machineconfigs CRD (schemas/)";
 pub const MACHINECONFIGPOOL_SOURCE: &str =
     "openshift/api: machineconfiguration/v1 machineconfigpools CRD (schemas/)";
-pub const IGNITION_SOURCE: &str =
-    "coreos/ignition: config/v3_4/schema/ignition.json (schemas/ignition-3.4.0.json)";
+pub const GPUCLUSTER_SOURCE: &str =
+    "NVIDIA/gpu-operator: config/crd/bases/nvidia.com_gpuclusters.yaml (schemas/)";
+
+/// The source of the Ignition schema of `version` (a key of [`ignition`]).
+pub fn ignition_source(version: &str) -> &'static str {
+    match version {
+        "2.2.0" => {
+            "coreos/ignition: schema/ignition.json at tag v0.22.0, spec 2.2.0 (schemas/ignition-2.2.0.json)"
+        }
+        "3.0.0" => {
+            "coreos/ignition: config/v3_0/schema/ignition.json (schemas/ignition-3.0.0.json)"
+        }
+        "3.1.0" => {
+            "coreos/ignition: config/v3_1/schema/ignition.json (schemas/ignition-3.1.0.json)"
+        }
+        "3.2.0" => {
+            "coreos/ignition: config/v3_2/schema/ignition.json (schemas/ignition-3.2.0.json)"
+        }
+        "3.3.0" => {
+            "coreos/ignition: config/v3_3/schema/ignition.json (schemas/ignition-3.3.0.json)"
+        }
+        "3.4.0" => {
+            "coreos/ignition: config/v3_4/schema/ignition.json (schemas/ignition-3.4.0.json)"
+        }
+        _ => "coreos/ignition: config/v3_5/schema/ignition.json (schemas/ignition-3.5.0.json)",
+    }
+}
 
 /// A CRD's versions: (`group/version`, kind, openAPIV3Schema).
 pub struct Crd {
@@ -72,6 +111,7 @@ pub fn crds() -> Result<&'static [(Crd, &'static str)], String> {
             (crd(NVIDIADRIVER_CRD)?, NVIDIADRIVER_SOURCE),
             (crd(MACHINECONFIG_CRD)?, MACHINECONFIG_SOURCE),
             (crd(MACHINECONFIGPOOL_CRD)?, MACHINECONFIGPOOL_SOURCE),
+            (crd(GPUCLUSTER_CRD)?, GPUCLUSTER_SOURCE),
         ])
     })
     .as_ref()
@@ -79,12 +119,28 @@ pub fn crds() -> Result<&'static [(Crd, &'static str)], String> {
     .map_err(|e| format!("built-in CRD schema unreadable: {e}"))
 }
 
-/// The Ignition 3.4.0 config schema.
-pub fn ignition() -> Result<&'static J, String> {
-    static IGN: OnceLock<Result<J, String>> = OnceLock::new();
-    IGN.get_or_init(|| serde_json::from_str(IGNITION_3_4).map_err(|e| e.to_string()))
+/// The Ignition config versions with a committed schema, oldest first.
+pub fn ignition_versions() -> impl Iterator<Item = &'static str> {
+    IGNITION.iter().map(|(v, _)| *v)
+}
+
+/// The Ignition config schema of `version` (`"3.4.0"`), `Ok(None)` when none is committed.
+pub fn ignition(version: &str) -> Result<Option<&'static J>, String> {
+    static IGN: OnceLock<Result<Vec<(&'static str, J)>, String>> = OnceLock::new();
+    let all = IGN
+        .get_or_init(|| {
+            IGNITION
+                .iter()
+                .map(|(v, text)| {
+                    serde_json::from_str(text)
+                        .map(|j| (*v, j))
+                        .map_err(|e| format!("{v}: {e}"))
+                })
+                .collect()
+        })
         .as_ref()
-        .map_err(|e| format!("built-in Ignition schema unreadable: {e}"))
+        .map_err(|e| format!("built-in Ignition schema unreadable: {e}"))?;
+    Ok(all.iter().find(|(v, _)| *v == version).map(|(_, j)| j))
 }
 
 #[cfg(test)]
@@ -116,12 +172,19 @@ mod tests {
                     "MachineConfigPool".into(),
                     vec!["machineconfiguration.openshift.io/v1"]
                 ),
+                ("GPUCluster".into(), vec!["nvidia.com/v1alpha1"]),
             ]
         );
-        let ign = ignition().expect("ignition");
+        for v in ignition_versions() {
+            let ign = ignition(v).expect("ignition").expect(v);
+            // Each file's own version string is the only one it names.
+            assert!(ign.pointer("/definitions").is_some(), "{v}");
+        }
+        let v34 = ignition("3.4.0").expect("ignition").expect("3.4.0");
         assert!(
-            ign.pointer("/definitions/resource/properties/source")
+            v34.pointer("/definitions/resource/properties/source")
                 .is_some()
         );
+        assert!(ignition("3.6.0").expect("ignition").is_none());
     }
 }
