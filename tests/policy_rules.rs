@@ -662,3 +662,72 @@ fn gpucluster_is_checked_against_its_crd() {
             .contains("nvidia.com_gpuclusters.yaml")
     );
 }
+
+#[test]
+fn operator_version_says_which_fields_that_release_drops() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // spec.default and spec.upgradePolicy came with v26.7.0.
+    let nd = temp(
+        &dir,
+        "nd.yaml",
+        "apiVersion: nvidia.com/v1alpha1\nkind: NVIDIADriver\nmetadata:\n  name: canary\nspec:\n  driverType: gpu\n  image: driver\n  kernelModuleType: open\n  default: false\n  upgradePolicy:\n    autoUpgrade: true\n  bogus: 1\n",
+    );
+    let versioned = |v: &str, files: &[&Path]| {
+        let mut args = vec!["--operator-version", v];
+        args.extend(files.iter().map(|f| f.to_str().expect("utf-8 path")));
+        let args: Vec<&Path> = args.iter().map(Path::new).collect();
+        check(&args)
+    };
+    for v in ["26.3", "v25.10.1", "v25.3"] {
+        let (code, findings) = versioned(v, &[&nd]);
+        assert_eq!(code, 1);
+        assert_eq!(
+            rows(&findings, false),
+            vec![
+                row("nd.yaml", 9, "warning", "field-not-in-operator-version"),
+                row("nd.yaml", 10, "warning", "field-not-in-operator-version"),
+                row("nd.yaml", 12, "warning", "schema-unknown-field"),
+            ],
+            "{v}"
+        );
+        let msg = find(&findings, "field-not-in-operator-version")["message"]
+            .as_str()
+            .expect("message");
+        assert!(msg.contains("it comes with v26.7.0"), "{msg}");
+    }
+    // The newest release (the default) has both fields: only the typo is left.
+    for args in [vec![], vec!["--operator-version", "26.7"]] {
+        let mut a: Vec<&Path> = args.iter().map(Path::new).collect();
+        a.push(&nd);
+        let (_, findings) = check(&a);
+        assert_eq!(
+            rows(&findings, false),
+            vec![row("nd.yaml", 12, "warning", "schema-unknown-field")]
+        );
+    }
+    // GPUCluster exists from v26.7.0.
+    let gc = fixture("k8s/gpu-operator-sample-gpucluster.yaml");
+    let (_, findings) = versioned("26.3", &[&gc]);
+    assert_eq!(
+        rows(&findings, true),
+        vec![row(
+            "gpu-operator-sample-gpucluster.yaml",
+            2,
+            "error",
+            "kind-not-in-operator-version"
+        )]
+    );
+    // The guide's ClusterPolicy uses fields every committed release has: the same findings.
+    let guide = fixture("policy/guide-clusterpolicy.yaml");
+    let (_, newest) = check(&[&guide]);
+    let (_, old) = versioned("25.3", &[&guide]);
+    assert_eq!(rows(&old, true), rows(&newest, true));
+    // A release gpufleet has no CRDs for: a usage error, exit 2, the known ones listed.
+    let out = gpufleet(
+        &["policy", "check", "--operator-version", "24.9"],
+        &[&guide],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("25.3, 25.10, 26.3, 26.7"), "{err}");
+}

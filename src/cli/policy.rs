@@ -11,8 +11,8 @@ use crate::policy::{self, Finding, Severity};
 const POLICY_HELP: &str = "\
 Checks GPU Operator ClusterPolicy / NVIDIADriver objects, OpenShift MachineConfigs (with their
 MachineConfigPools) and kernel-module ConfigMaps for the move to open kernel modules + DMA-BUF,
-against the CRD and Ignition 3.4.0 schemas compiled into gpufleet (schemas/README.md), and
-optionally against a fleet snapshot.
+against the CRD and Ignition (2.2, 3.0-3.5) schemas compiled into gpufleet (schemas/README.md),
+and optionally against a fleet snapshot.
 
 Exit codes: 0 no finding is a warning or an error, 1 some finding is, 2 unreadable input
 (a file, kubectl failing, a snapshot) or usage errors.
@@ -103,6 +103,11 @@ pub struct CheckArgs {
     #[arg(long, value_name = "SNAPSHOT")]
     pub against: Vec<PathBuf>,
 
+    /// Check against the CRDs of this GPU Operator release (25.3, 25.10, 26.3, 26.7; a patch
+    /// such as v26.3.0 picks its minor's committed release) [default: the newest]
+    #[arg(long, value_name = "VERSION")]
+    pub operator_version: Option<String>,
+
     /// Output format
     #[arg(long, value_enum, default_value_t)]
     pub format: PolicyFormat,
@@ -148,6 +153,25 @@ fn generate(a: &GenerateArgs) -> anyhow::Result<u8> {
 }
 
 fn check(a: &CheckArgs) -> anyhow::Result<u8> {
+    let release = match a.operator_version.as_deref().map(policy::schemas::release) {
+        None => policy::schemas::newest(),
+        Some(Ok(r)) => r,
+        Some(Err(e)) => {
+            eprintln!("gpufleet: {}", terminal_safe(&e));
+            return Ok(2);
+        }
+    };
+    if let Some(v) = &a.operator_version
+        && v.trim_start_matches('v') != release.tag.trim_start_matches('v')
+        && v.matches('.').count() == 2
+    {
+        eprintln!(
+            "gpufleet: checking against the CRDs of GPU Operator {} (the committed {} release), not {}: fields added in between are taken as present",
+            release.tag,
+            release.minor,
+            terminal_safe(v)
+        );
+    }
     let mut docs = Vec::new();
     for f in &a.files {
         match policy::load_file(f) {
@@ -186,7 +210,7 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
         }
     };
     let mut findings = notes;
-    findings.extend(policy::check(&docs).map_err(anyhow::Error::msg)?);
+    findings.extend(policy::check_for(&docs, release).map_err(anyhow::Error::msg)?);
     findings.extend(policy::against::compare(&docs, &nodes));
     print_findings(&findings, a.format)?;
     Ok(policy::exit_code(&findings))

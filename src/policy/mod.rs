@@ -19,7 +19,7 @@ pub mod schemas;
 mod machineconfig;
 mod operator;
 mod rules;
-pub use rules::check;
+pub use rules::{check, check_for};
 
 use std::path::Path;
 

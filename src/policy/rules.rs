@@ -4,11 +4,22 @@
 
 use super::*;
 
-/// Checks every document: structure against the committed schemas, then the migration rules.
-/// `Err` only when a built-in schema is unreadable (a broken build).
+/// Checks every document: structure against the committed schemas of the newest GPU Operator
+/// release, then the migration rules. `Err` only when a built-in schema is unreadable (a broken
+/// build).
 pub fn check(docs: &[Doc]) -> Result<Vec<Finding>, String> {
+    check_for(docs, schemas::newest())
+}
+
+/// [`check`] against the CRDs of GPU Operator release `rel` (`--operator-version`): a field the
+/// newest release has and `rel` lacks is `field-not-in-operator-version`, a kind `rel` does not
+/// serve `kind-not-in-operator-version`.
+pub fn check_for(
+    docs: &[Doc],
+    rel: &'static schemas::OperatorRelease,
+) -> Result<Vec<Finding>, String> {
     let mut out = Vec::new();
-    let crds = schemas::crds()?;
+    let crds = schemas::crds_of(rel)?;
     let pools: Vec<&Doc> = docs
         .iter()
         .filter(|d| d.kind() == "MachineConfigPool")
@@ -17,7 +28,7 @@ pub fn check(docs: &[Doc]) -> Result<Vec<Finding>, String> {
     let mut cross = super::operator::cross_doc_rules(docs);
     for (i, doc) in docs.iter().enumerate() {
         let start = out.len();
-        check_doc(doc, i, crds, &pools, &config_maps, &mut out)?;
+        check_doc(doc, i, (crds, rel), &pools, &config_maps, &mut out)?;
         // The findings across documents are said on the document they point at.
         let label = doc.label();
         let file = doc.file();
@@ -35,7 +46,10 @@ pub fn check(docs: &[Doc]) -> Result<Vec<Finding>, String> {
 pub(super) fn check_doc(
     doc: &Doc,
     i: usize,
-    crds: &[(schemas::Crd, &'static str)],
+    (crds, rel): (
+        &[(schemas::Crd, &'static str)],
+        &'static schemas::OperatorRelease,
+    ),
     pools: &[&Doc],
     config_maps: &[&Doc],
     out: &mut Vec<Finding>,
@@ -70,6 +84,7 @@ pub(super) fn check_doc(
                     Some((_, schema)) => {
                         let issues =
                             schema::validate(schema, schema, &doc.node, schema::Dialect::Crd, "");
+                        let issues = version_issues(doc, issues, rel, source, out)?;
                         schema_findings(doc, issues, source, &skip_paths, out);
                     }
                     None => {
@@ -93,6 +108,26 @@ pub(super) fn check_doc(
                 }
             }
             None if kind == "ConfigMap" => {}
+            None if schemas::crds()?.iter().any(|(c, _)| c.kind == kind)
+                && doc.api_version().starts_with("nvidia.com/") =>
+            {
+                out.push(doc.at(
+                    doc.node.get("kind").unwrap_or(&doc.node),
+                    "kind",
+                    Severity::Error,
+                    "kind-not-in-operator-version",
+                    format!(
+                        "GPU Operator {} has no {kind} CRD (it comes with {}): its API server refuses this object (no such resource type)",
+                        rel.tag,
+                        schemas::RELEASES
+                            .iter()
+                            .find(|r| schemas::crds_of(r).is_ok_and(|c| c.iter().any(|(c, _)| c.kind == kind)))
+                            .map_or("a later release", |r| r.tag)
+                    ),
+                    schemas::newest_source(&kind),
+                ));
+                return Ok(());
+            }
             None => {
                 out.push(doc.at(
                     &doc.node,
@@ -129,6 +164,75 @@ pub(super) fn check_doc(
         }
     }
     Ok(())
+}
+
+/// The unknown fields of `issues` (found with `rel`'s CRD) that a later committed release
+/// defines become `field-not-in-operator-version` findings (the first release that has the
+/// field named); the other issues are returned.
+fn version_issues(
+    doc: &Doc,
+    issues: Vec<schema::Issue>,
+    rel: &'static schemas::OperatorRelease,
+    source: &'static str,
+    out: &mut Vec<Finding>,
+) -> Result<Vec<schema::Issue>, String> {
+    if rel.tag == schemas::newest().tag
+        || !issues
+            .iter()
+            .any(|i| i.kind == schema::IssueKind::UnknownField)
+    {
+        return Ok(issues);
+    }
+    // Per later release: the paths its CRD does not know.
+    let mut unknown_in: Vec<(&'static str, Vec<String>)> = Vec::new();
+    let later = schemas::RELEASES
+        .iter()
+        .skip_while(|r| r.tag != rel.tag)
+        .skip(1);
+    for r in later {
+        let crds = schemas::crds_of(r)?;
+        let schema = crds
+            .iter()
+            .find(|(c, _)| c.kind == doc.kind())
+            .and_then(|(c, _)| c.versions.iter().find(|(v, _)| v == doc.api_version()));
+        let Some((_, schema)) = schema else { continue };
+        let paths = schema::validate(schema, schema, &doc.node, schema::Dialect::Crd, "")
+            .into_iter()
+            .filter(|i| i.kind == schema::IssueKind::UnknownField)
+            .map(|i| i.path)
+            .collect();
+        unknown_in.push((r.tag, paths));
+    }
+    let mut rest = Vec::new();
+    for is in issues {
+        let added = (is.kind == schema::IssueKind::UnknownField)
+            .then(|| {
+                unknown_in
+                    .iter()
+                    .find(|(_, paths)| !paths.contains(&is.path))
+                    .map(|(tag, _)| *tag)
+            })
+            .flatten();
+        match added {
+            Some(tag) => out.push(doc.at_lines(
+                is.line,
+                is.line,
+                &is.path,
+                Severity::Warning,
+                "field-not-in-operator-version",
+                format!(
+                    "`{}` is not in the {} CRD of GPU Operator {} (it comes with {tag}): the API server of {} drops it without a word, so the operator never sees it",
+                    is.path,
+                    doc.kind(),
+                    rel.tag,
+                    rel.tag
+                ),
+                source,
+            )),
+            None => rest.push(is),
+        }
+    }
+    Ok(rest)
 }
 
 pub(super) fn schema_findings(
