@@ -731,3 +731,51 @@ fn operator_version_says_which_fields_that_release_drops() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("25.3, 25.10, 26.3, 26.7"), "{err}");
 }
+
+#[test]
+fn an_unreadable_operator_deployment_is_said_and_the_newest_crds_are_used() {
+    use std::os::unix::fs::PermissionsExt;
+    // A kubectl stand-in (it tests gpufleet's reading, not kubectl): one NVIDIADriver with a
+    // v26.7-only field, no other objects, and the API server's answer to a user who may not
+    // list Deployments.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nd = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver", "metadata": {"name": "d"},
+         "spec": {"driverType": "gpu", "image": "driver", "kernelModuleType": "open",
+                  "upgradePolicy": {"autoUpgrade": false}}}]});
+    std::fs::write(dir.path().join("nd.json"), nd.to_string()).expect("write");
+    let script = format!(
+        "#!/bin/sh\ncase \"$2\" in\n  nvidiadrivers.nvidia.com) cat '{d}/nd.json' ;;\n  deployments) echo 'Error from server (Forbidden): deployments.apps is forbidden: User \"dev\" cannot list resource \"deployments\" in API group \"apps\" at the cluster scope' >&2; exit 1 ;;\n  *) echo '{{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": []}}' ;;\nesac\n",
+        d = dir.path().display()
+    );
+    let bin = dir.path().join("kubectl");
+    std::fs::write(&bin, script).expect("write");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (code, findings) = check(&[Path::new("--kubectl"), Path::new("--kubectl-bin"), &bin]);
+    assert_eq!(code, 0, "{findings:#?}");
+    let note = find(&findings, "gpu-operator-version");
+    let msg = note["message"].as_str().expect("message");
+    assert!(
+        msg.contains("could not be read") && msg.contains("Forbidden"),
+        "{msg}"
+    );
+    assert!(
+        !findings
+            .iter()
+            .any(|f| f["code"] == "field-not-in-operator-version")
+    );
+    // --operator-version still decides when given.
+    let (_, findings) = check(&[
+        Path::new("--kubectl"),
+        Path::new("--kubectl-bin"),
+        &bin,
+        Path::new("--operator-version"),
+        Path::new("26.3"),
+    ]);
+    assert!(
+        findings
+            .iter()
+            .any(|f| f["code"] == "field-not-in-operator-version"),
+        "{findings:#?}"
+    );
+}

@@ -104,7 +104,8 @@ pub struct CheckArgs {
     pub against: Vec<PathBuf>,
 
     /// Check against the CRDs of this GPU Operator release (25.3, 25.10, 26.3, 26.7; a patch
-    /// such as v26.3.0 picks its minor's committed release) [default: the newest]
+    /// such as v26.3.0 picks its minor's committed release) [default: with --kubectl the
+    /// cluster's (its operator Deployment's version label or image tag), else the newest]
     #[arg(long, value_name = "VERSION")]
     pub operator_version: Option<String>,
 
@@ -153,7 +154,7 @@ fn generate(a: &GenerateArgs) -> anyhow::Result<u8> {
 }
 
 fn check(a: &CheckArgs) -> anyhow::Result<u8> {
-    let release = match a.operator_version.as_deref().map(policy::schemas::release) {
+    let mut release = match a.operator_version.as_deref().map(policy::schemas::release) {
         None => policy::schemas::newest(),
         Some(Ok(r)) => r,
         Some(Err(e)) => {
@@ -195,6 +196,22 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
             Ok((d, n)) => {
                 docs.extend(d);
                 notes = n;
+                // The cluster's release decides the CRDs unless --operator-version does.
+                let (seen, mut note) = policy::kubectl::operator_version(&k);
+                match (
+                    seen.as_deref().map(policy::schemas::release),
+                    &a.operator_version,
+                ) {
+                    (Some(Ok(r)), None) => release = r,
+                    (Some(Err(e)), None) => {
+                        note.message = format!("{}; {e}: checked against the newest", note.message)
+                    }
+                    (_, Some(v)) => {
+                        note.message = format!("{}; --operator-version {v} decides", note.message)
+                    }
+                    (None, None) => {}
+                }
+                notes.push(note);
             }
             Err(e) => {
                 eprintln!("gpufleet: {}", terminal_safe(&e.to_string()));

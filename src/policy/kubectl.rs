@@ -212,3 +212,86 @@ pub fn node_upgrade_labels(k: &Kubectl) -> Result<Vec<Finding>, KubectlError> {
     }
     Ok(out)
 }
+
+/// The GPU Operator release the cluster runs, read from its Deployment (`kubectl get
+/// deployments --all-namespaces -l app.kubernetes.io/component=gpu-operator`, the selector both
+/// the Helm chart and the OLM bundle set): its `app.kubernetes.io/version` label (Helm: the
+/// chart's appVersion), else its `olm.owner` label (`gpu-operator-certified.v26.7.0`), else the
+/// tag of its `gpu-operator` container's image. Returns the version (`v26.7.0`) when one
+/// Deployment says one, and an info finding saying what was read. A failed read (no permission
+/// to list Deployments, say) is said in that finding, not an error: the check then uses the
+/// newest committed CRDs.
+pub fn operator_version(k: &Kubectl) -> (Option<String>, Finding) {
+    let src = "NVIDIA/gpu-operator: deployments/gpu-operator/templates/operator.yaml and _helpers.tpl (labels app.kubernetes.io/component: gpu-operator, app.kubernetes.io/version: the chart's appVersion); bundle/manifests/gpu-operator-certified.clusterserviceversion.yaml";
+    let mut f = note("gpu-operator-version", String::new());
+    f.source = src;
+    let found = match k.get(&[
+        "deployments",
+        "--all-namespaces",
+        "-l",
+        "app.kubernetes.io/component=gpu-operator",
+    ]) {
+        Ok(d) => d.unwrap_or_default(),
+        Err(e) => {
+            f.message = format!(
+                "the GPU Operator's version could not be read ({e}): checked against the newest committed CRDs"
+            );
+            return (None, f);
+        }
+    };
+    let versions: Vec<(String, String, String)> = found
+        .iter()
+        .filter_map(|d| {
+            let label = |key: &str| {
+                d.node
+                    .at("metadata.labels")
+                    .and_then(|l| l.get(key))
+                    .and_then(crate::yaml::Node::as_str)
+                    .map(str::to_string)
+            };
+            let image = d
+                .node
+                .at("spec.template.spec.containers")
+                .map(crate::yaml::Node::as_seq)
+                .unwrap_or_default()
+                .iter()
+                .find(|c| c.get("name").and_then(crate::yaml::Node::as_str) == Some("gpu-operator"))
+                .and_then(|c| c.get("image"))
+                .and_then(crate::yaml::Node::as_str)
+                .and_then(|i| i.rsplit_once(':'))
+                .map(|(_, tag)| tag.to_string())
+                .filter(|t| t.starts_with('v') && !t.contains('/'));
+            let (v, how) = if let Some(v) = label("app.kubernetes.io/version") {
+                (v, "its app.kubernetes.io/version label")
+            } else if let Some(v) =
+                label("olm.owner").and_then(|o| o.rsplit_once(".v").map(|(_, v)| format!("v{v}")))
+            {
+                (v, "its olm.owner label")
+            } else {
+                (image?, "its image tag")
+            };
+            Some((v, how.to_string(), d.label()))
+        })
+        .collect();
+    match versions.as_slice() {
+        [(v, how, obj)] => {
+            f.message = format!("the GPU Operator is {v} ({obj} in the cluster, {how})");
+            (Some(v.clone()), f)
+        }
+        [] => {
+            f.message = format!(
+                "no GPU Operator Deployment with a version (label app.kubernetes.io/component=gpu-operator; {} found): checked against the newest committed CRDs",
+                found.len()
+            );
+            (None, f)
+        }
+        many => {
+            let all: Vec<String> = many.iter().map(|(v, _, o)| format!("{o} {v}")).collect();
+            f.message = format!(
+                "several GPU Operator Deployments ({}): checked against the newest committed CRDs; give --operator-version",
+                all.join(", ")
+            );
+            (None, f)
+        }
+    }
+}
