@@ -431,16 +431,28 @@ fn nvidiadrivers_selecting_the_same_nodes_across_documents_are_refused() {
         msg.contains("nvidiadriver-pool-a.yaml:10") && msg.contains("ConflictingNodeSelector"),
         "{msg}"
     );
+    // The same object (one name) in two files: the later is applied, no conflict with itself.
+    let dir0 = tempfile::tempdir().expect("tempdir");
+    let same = variant(
+        &dir0,
+        "nvidiadriver-pool-a-copy.yaml",
+        "name: pool-a-copy",
+        "name: pool-a",
+    );
+    let (code, findings) = check(&[&a, &same]);
+    assert_eq!((code, rows(&findings, false)), (0, vec![]));
     // Pools a and b: different values of one label, no node matches both.
     let (code, findings) = check(&[&a, &b]);
     assert_eq!((code, rows(&findings, false)), (0, vec![]));
     // No nodeSelector selects nvidia.com/gpu.present=true: a pool=b node may carry both.
     let dir = tempfile::tempdir().expect("tempdir");
-    let all = variant(
+    let all = temp(
         &dir,
-        "nvidiadriver-pool-b.yaml",
-        "  nodeSelector:\n    pool: b\n",
-        "",
+        "all.yaml",
+        &std::fs::read_to_string(&b)
+            .expect("b")
+            .replacen("name: pool-b", "name: all-gpus", 1)
+            .replacen("  nodeSelector:\n    pool: b\n", "", 1),
     );
     let (_, findings) = check(&[&all, &b]);
     assert_eq!(
@@ -678,6 +690,21 @@ fn operator_version_says_which_fields_that_release_drops() {
         let args: Vec<&Path> = args.iter().map(Path::new).collect();
         check(&args)
     };
+    // An upgradePolicy the release prunes is not judged (maxParallelUpgrades 0 with 100%).
+    let text = std::fs::read_to_string(&nd).expect("nd");
+    std::fs::write(
+        &nd,
+        text.replacen(
+            "autoUpgrade: true\n",
+            "autoUpgrade: true\n    maxParallelUpgrades: 0\n    maxUnavailable: 100%\n",
+            1,
+        )
+        .replacen("  bogus: 1\n", "", 1)
+            + "  bogus: 1\n",
+    )
+    .expect("write");
+    let (_, findings) = check(&[&nd]);
+    assert!(findings.iter().any(|f| f["code"] == "upgrade-all-at-once"));
     for v in ["26.3", "v25.10.1", "v25.3"] {
         let (code, findings) = versioned(v, &[&nd]);
         assert_eq!(code, 1);
@@ -686,7 +713,7 @@ fn operator_version_says_which_fields_that_release_drops() {
             vec![
                 row("nd.yaml", 9, "warning", "field-not-in-operator-version"),
                 row("nd.yaml", 10, "warning", "field-not-in-operator-version"),
-                row("nd.yaml", 12, "warning", "schema-unknown-field"),
+                row("nd.yaml", 14, "warning", "schema-unknown-field"),
             ],
             "{v}"
         );
@@ -702,7 +729,10 @@ fn operator_version_says_which_fields_that_release_drops() {
         let (_, findings) = check(&a);
         assert_eq!(
             rows(&findings, false),
-            vec![row("nd.yaml", 12, "warning", "schema-unknown-field")]
+            vec![
+                row("nd.yaml", 12, "warning", "upgrade-all-at-once"),
+                row("nd.yaml", 14, "warning", "schema-unknown-field")
+            ]
         );
     }
     // GPUCluster exists from v26.7.0.

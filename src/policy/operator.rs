@@ -39,7 +39,9 @@ fn true_at(node: Option<&Node>, key: &str) -> Option<usize> {
 }
 
 /// The rules of one ClusterPolicy (whose driver settings take effect) or NVIDIADriver.
-pub(super) fn doc_rules(doc: &Doc, out: &mut Vec<Finding>) {
+/// `crds` are the chosen release's: an `upgradePolicy` its CRD lacks is pruned by the API server
+/// (said as `field-not-in-operator-version`) and not judged here.
+pub(super) fn doc_rules(doc: &Doc, crds: &[(schemas::Crd, &'static str)], out: &mut Vec<Finding>) {
     let (driver, spec_of_components, up_path, cp) = if is_clusterpolicy(doc) {
         (
             doc.node.at("spec.driver"),
@@ -130,7 +132,19 @@ pub(super) fn doc_rules(doc: &Doc, out: &mut Vec<Finding>) {
             ));
         }
     }
-    upgrade_rules(doc, driver.get("upgradePolicy"), up_path, cp, out);
+    let pointer = if cp {
+        "/properties/spec/properties/driver/properties/upgradePolicy"
+    } else {
+        "/properties/spec/properties/upgradePolicy"
+    };
+    let served = crds
+        .iter()
+        .find(|(c, _)| c.kind == doc.kind())
+        .and_then(|(c, _)| c.versions.iter().find(|(v, _)| v == doc.api_version()))
+        .is_some_and(|(_, s)| s.pointer(pointer).is_some());
+    if served {
+        upgrade_rules(doc, driver.get("upgradePolicy"), up_path, cp, out);
+    }
 }
 
 /// Whether a GDS version needs the open modules: `sha256…` (a digest), or at least v2.17.5 as
@@ -298,7 +312,26 @@ fn selector_text(labels: &Option<Vec<(String, String)>>) -> String {
 /// ClusterPolicy leaves Disabled.
 pub(super) fn cross_doc_rules(docs: &[Doc]) -> Vec<Finding> {
     let mut out = Vec::new();
-    let drivers: Vec<&Doc> = docs.iter().filter(|d| is_nvidiadriver(d)).collect();
+    // NVIDIADriver is cluster-scoped: one object per name. A file's version of an object the
+    // cluster has (`--kubectl`) replaces it when applied, so the cluster's copy is left out; of
+    // several files naming it, the last is applied.
+    let all: Vec<&Doc> = docs.iter().filter(|d| is_nvidiadriver(d)).collect();
+    let drivers: Vec<&Doc> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, d)| {
+            !all.iter().enumerate().any(|(j, o)| {
+                j != *i
+                    && o.name() == d.name()
+                    && match (&d.origin, &o.origin) {
+                        (Origin::Kubectl, Origin::File(_)) => true,
+                        (Origin::File(_), Origin::Kubectl) => false,
+                        _ => j > *i,
+                    }
+            })
+        })
+        .map(|(_, d)| *d)
+        .collect();
     if drivers.is_empty() {
         return out;
     }

@@ -153,7 +153,7 @@ pub(super) fn check_doc(
         }
         if let Some(p) = driver_policy(doc, i) {
             driver_rules(doc, &p, config_maps, out);
-            super::operator::doc_rules(doc, out);
+            super::operator::doc_rules(doc, crds, out);
         }
         match kind.as_str() {
             "MachineConfig" => {
