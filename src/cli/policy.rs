@@ -184,18 +184,21 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
         }
     }
     let mut notes = Vec::new();
+    let mut cluster_nodes = Vec::new();
     if a.kubectl {
         let k = policy::kubectl::Kubectl {
             bin: a.kubectl_bin.clone(),
             context: a.context.clone(),
         };
         match policy::kubectl::read_cluster(&k).and_then(|(d, mut n)| {
-            n.extend(policy::kubectl::node_upgrade_labels(&k)?);
-            Ok((d, n))
+            let nodes = policy::kubectl::read_nodes(&k)?;
+            n.extend(policy::kubectl::upgrade_label_notes(&nodes));
+            Ok((d, n, nodes))
         }) {
-            Ok((d, n)) => {
+            Ok((d, n, nodes)) => {
                 docs.extend(d);
                 notes = n;
+                cluster_nodes = nodes;
                 // The cluster's release decides the CRDs unless --operator-version does.
                 let (seen, mut note) = policy::kubectl::operator_version(&k);
                 match (
@@ -228,6 +231,7 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
     };
     let mut findings = notes;
     findings.extend(policy::check_for(&docs, release).map_err(anyhow::Error::msg)?);
+    findings.extend(policy::node_overlaps(&docs, &cluster_nodes));
     findings.extend(policy::against::compare(&docs, &nodes));
     print_findings(&findings, a.format)?;
     Ok(policy::exit_code(&findings))

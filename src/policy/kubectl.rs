@@ -172,10 +172,20 @@ pub fn read_cluster(k: &Kubectl) -> Result<(Vec<Doc>, Vec<Finding>), KubectlErro
 ///
 /// Errors: kubectl fails or prints no objects.
 pub fn node_upgrade_labels(k: &Kubectl) -> Result<Vec<Finding>, KubectlError> {
+    Ok(upgrade_label_notes(&read_nodes(k)?))
+}
+
+/// The cluster's nodes (`kubectl get nodes -o json`). Errors: kubectl fails or prints no
+/// objects.
+pub fn read_nodes(k: &Kubectl) -> Result<Vec<Doc>, KubectlError> {
+    Ok(k.get(&["nodes"])?.unwrap_or_default())
+}
+
+/// [`node_upgrade_labels`] of nodes already read.
+pub fn upgrade_label_notes(nodes: &[Doc]) -> Vec<Finding> {
     use crate::model::gpu_operator::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
-    let nodes = k.get(&["nodes"])?.unwrap_or_default();
     let mut out = Vec::new();
-    for n in &nodes {
+    for n in nodes {
         let labels = n.node.at("metadata.labels");
         let label = |key: &str| {
             labels
@@ -210,7 +220,7 @@ pub fn node_upgrade_labels(k: &Kubectl) -> Result<Vec<Finding>, KubectlError> {
         f.node = Some(name);
         out.push(f);
     }
-    Ok(out)
+    out
 }
 
 /// The GPU Operator release the cluster runs, read from its Deployment (`kubectl get

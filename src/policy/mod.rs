@@ -19,6 +19,7 @@ pub mod schemas;
 mod machineconfig;
 mod operator;
 mod rules;
+pub use operator::node_overlaps;
 pub use rules::{check, check_for};
 
 use std::path::Path;

@@ -307,17 +307,13 @@ fn selector_text(labels: &Option<Vec<(String, String)>>) -> String {
     }
 }
 
-/// The rules across documents: NVIDIADrivers whose selectors can select the same node, more than
-/// one default NVIDIADriver, selectors the controller refuses, and NVIDIADrivers that a given
-/// ClusterPolicy leaves Disabled.
-pub(super) fn cross_doc_rules(docs: &[Doc]) -> Vec<Finding> {
-    let mut out = Vec::new();
-    // NVIDIADriver is cluster-scoped: one object per name. A file's version of an object the
-    // cluster has (`--kubectl`) replaces it when applied, so the cluster's copy is left out; of
-    // several files naming it, the last is applied.
+/// The NVIDIADrivers of `docs` as they will be once the files are applied. NVIDIADriver is
+/// cluster-scoped: one object per name. A file's version of an object the cluster has
+/// (`--kubectl`) replaces it when applied, so the cluster's copy is left out; of several files
+/// naming it, the last is applied.
+fn applied_drivers(docs: &[Doc]) -> Vec<&Doc> {
     let all: Vec<&Doc> = docs.iter().filter(|d| is_nvidiadriver(d)).collect();
-    let drivers: Vec<&Doc> = all
-        .iter()
+    all.iter()
         .enumerate()
         .filter(|(i, d)| {
             !all.iter().enumerate().any(|(j, o)| {
@@ -331,7 +327,93 @@ pub(super) fn cross_doc_rules(docs: &[Doc]) -> Vec<Finding> {
             })
         })
         .map(|(_, d)| *d)
+        .collect()
+}
+
+/// With the cluster's nodes (`--kubectl`): each node that two or more non-default NVIDIADrivers
+/// select by its actual labels, as the controller's validator lists them
+/// (`nvidiadriver-nodes-claimed-twice`, error, on the later driver, up to 5 nodes named).
+pub fn node_overlaps(docs: &[Doc], nodes: &[Doc]) -> Vec<Finding> {
+    let drivers: Vec<&Doc> = applied_drivers(docs)
+        .into_iter()
+        .filter(|d| d.node.at("spec.default").and_then(Node::as_bool) != Some(true))
         .collect();
+    let selects = |d: &Doc, n: &Doc| -> bool {
+        let labels = n.node.at("metadata.labels");
+        let has = |k: &str, v: &str| {
+            labels
+                .and_then(|l| l.get(k))
+                .and_then(Node::as_str)
+                .is_some_and(|x| x == v)
+        };
+        match d.node.at("spec.nodeSelector") {
+            None => has(GPU_PRESENT.0, GPU_PRESENT.1),
+            Some(Node {
+                value: Value::Map(m),
+                ..
+            }) => m
+                .iter()
+                .all(|(k, v)| v.as_str().is_some_and(|v| has(&k.name, v))),
+            Some(_) => false,
+        }
+    };
+    let mut out = Vec::new();
+    for (i, a) in drivers.iter().enumerate() {
+        for b in &drivers[i + 1..] {
+            // Said on a file's object rather than the cluster's (which has no line).
+            let (a, b) = if matches!(b.origin, Origin::Kubectl) {
+                (b, a)
+            } else {
+                (a, b)
+            };
+            let both: Vec<&str> = nodes
+                .iter()
+                .filter(|n| selects(a, n) && selects(b, n))
+                .map(|n| n.name())
+                .collect();
+            if both.is_empty() {
+                continue;
+            }
+            let shown: Vec<&str> = both.iter().take(5).copied().collect();
+            let more = if both.len() > 5 {
+                format!(" and {} more", both.len() - 5)
+            } else {
+                String::new()
+            };
+            let line = b
+                .node
+                .at("spec")
+                .and_then(|s| s.entry("nodeSelector"))
+                .map_or_else(
+                    || b.node.entry("spec").map_or(b.node.line, |(k, _)| k.line),
+                    |(k, _)| k.line,
+                );
+            out.push(b.at_lines(
+                line,
+                line,
+                "spec.nodeSelector",
+                Severity::Error,
+                "nvidiadriver-nodes-claimed-twice",
+                format!(
+                    "NVIDIADriver `{}` and `{}` both select {} of the cluster's nodes ({}{more}): the controller refuses both (ConflictingNodeSelector, \"multiple NVIDIADrivers match the same node\")",
+                    b.name(),
+                    a.name(),
+                    both.len(),
+                    shown.join(", ")
+                ),
+                src::NODE_SELECTOR,
+            ));
+        }
+    }
+    out
+}
+
+/// The rules across documents: NVIDIADrivers whose selectors can select the same node, more than
+/// one default NVIDIADriver, selectors the controller refuses, and NVIDIADrivers that a given
+/// ClusterPolicy leaves Disabled.
+pub(super) fn cross_doc_rules(docs: &[Doc]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let drivers = applied_drivers(docs);
     if drivers.is_empty() {
         return out;
     }
@@ -453,6 +535,11 @@ pub(super) fn cross_doc_rules(docs: &[Doc]) -> Vec<Finding> {
     // Overlaps: a node with the labels of both selectors matches both.
     for (i, a) in selectors.iter().enumerate() {
         for b in &selectors[i + 1..] {
+            let (a, b) = if matches!(b.doc.origin, Origin::Kubectl) {
+                (b, a)
+            } else {
+                (a, b)
+            };
             let la = a.labels.as_deref().unwrap_or(&[]);
             let lb = b.labels.as_deref().unwrap_or(&[]);
             let clash = la
