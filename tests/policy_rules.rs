@@ -148,6 +148,23 @@ fn ignition_2_2_and_3_0_to_3_5_are_read_as_the_machine_config_operator_reads_the
             .contains("did you mean `source`"),
         "{findings:#?}"
     );
+    // Spec 2 entries name their filesystem, and the MCO's conversion knows only root.
+    for (fs, want) in [("", 13), ("          filesystem: oem\n", 14)] {
+        let entry = format!("        - path: /etc/x.conf\n{fs}          mode: 420\n");
+        let p = temp(&dir, "mc-fs.yaml", &machine_config("2.2.0", &entry));
+        let (code, findings) = check(&[&p]);
+        assert_eq!(code, 1);
+        assert_eq!(
+            rows(&findings, false),
+            vec![row(
+                "mc-fs.yaml",
+                want,
+                "error",
+                "ignition-spec-2-filesystem"
+            )],
+            "{fs:?}"
+        );
+    }
     let no_path = "        - mode: 420\n          contents:\n            source: data:,x\n";
     let p = temp(&dir, "mc-nopath.yaml", &machine_config("3.5.0", no_path));
     let (code, findings) = check(&[&p]);

@@ -89,6 +89,7 @@ pub(super) fn machine_config_rules(
                     if v == "2.2.0" {
                         spec = Some("2.2.0");
                     }
+                    spec2_filesystems(doc, c, out);
                 }
                 v if known.contains(&v) => spec = Some(v),
                 _ => out.push(at(
@@ -344,4 +345,45 @@ pub(super) fn pool_selects(pool: &Node, role: &str) -> bool {
         })
     });
     by_label || by_expr
+}
+
+/// Spec 2 names each file's, directory's and link's filesystem: Ignition's validation refuses an
+/// entry without one ("no filesystem specified", config/v2_2/types/node.go), and the MCO's
+/// conversion to spec 3 maps only `root` (ign-converter v23tov30 with `{"root": "/"}` in
+/// openshift/machine-config-operator `pkg/controller/common/ignition_converter.go`).
+fn spec2_filesystems(doc: &Doc, config: &Node, out: &mut Vec<Finding>) {
+    for kind in ["files", "directories", "links"] {
+        let Some(entries) = config.at(&format!("storage.{kind}")) else {
+            continue;
+        };
+        for (i, e) in entries.as_seq().iter().enumerate() {
+            let path = format!("spec.config.storage.{kind}[{i}].filesystem");
+            let what = e.get("path").and_then(Node::as_str).unwrap_or("?");
+            let (line, message) = match e.entry("filesystem") {
+                None => (
+                    e.line,
+                    format!(
+                        "{what}: an Ignition spec 2 entry needs `filesystem: root`; Ignition refuses it without (\"no filesystem specified\"), so the Machine Config Operator cannot read the config"
+                    ),
+                ),
+                Some((k, v)) if v.as_str() != Some("root") => (
+                    k.line,
+                    format!(
+                        "{what}: `filesystem: {}` — the Machine Config Operator converts spec 2 to spec 3 knowing only `root`, and the conversion fails on any other",
+                        v.display()
+                    ),
+                ),
+                Some(_) => continue,
+            };
+            out.push(doc.at_lines(
+                line,
+                line,
+                &path,
+                Severity::Error,
+                "ignition-spec-2-filesystem",
+                message,
+                "coreos/ignition: config/v2_2/types/node.go (ValidateFilesystem, spec2x line); openshift/machine-config-operator: pkg/controller/common/ignition_converter.go (v23tov30.Translate with only root mapped)",
+            ));
+        }
+    }
 }
