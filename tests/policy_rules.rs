@@ -165,6 +165,17 @@ fn ignition_2_2_and_3_0_to_3_5_are_read_as_the_machine_config_operator_reads_the
             "{fs:?}"
         );
     }
+    // Modes with setuid / setgid / sticky bits: the MCO refuses them (0o4755 = 2541, 04755).
+    for mode in ["2541", "04755"] {
+        let entry = format!("        - path: /etc/x.conf\n          mode: {mode}\n");
+        let p = temp(&dir, "mc-mode.yaml", &machine_config("3.4.0", &entry));
+        let (_, findings) = check(&[&p]);
+        assert_eq!(
+            rows(&findings, false),
+            vec![row("mc-mode.yaml", 14, "error", "file-mode-special-bits")],
+            "{mode}"
+        );
+    }
     let no_path = "        - mode: 420\n          contents:\n            source: data:,x\n";
     let p = temp(&dir, "mc-nopath.yaml", &machine_config("3.5.0", no_path));
     let (code, findings) = check(&[&p]);

@@ -297,7 +297,7 @@ pub(super) fn file_mode_rules(doc: &Doc, m: &Node, path: &str, out: &mut Vec<Fin
             ),
             src::IGNITION,
         ));
-    } else if octal_literal {
+    } else if octal_literal && mode <= 0o777 {
         out.push(doc.at(
             m,
             path,
@@ -318,9 +318,20 @@ pub(super) fn file_mode_rules(doc: &Doc, m: &Node, path: &str, out: &mut Vec<Fin
             Severity::Error,
             "file-mode-decimal",
             format!(
-                "mode {raw} is decimal {mode} = 0o{mode:o}, not 0{raw}: Ignition modes are decimal integers (0{raw} is {meant})"
+                "mode {raw} is decimal {mode} = 0o{mode:o}, not 0{raw}: Ignition modes are decimal integers (0{raw} is {meant}); the Machine Config Operator refuses a mode above 0777"
             ),
             src::IGNITION,
+        ));
+    } else if mode > 0o777 {
+        out.push(doc.at(
+            m,
+            path,
+            Severity::Error,
+            "file-mode-special-bits",
+            format!(
+                "mode {raw} = 0o{mode:o} sets setuid, setgid or sticky bits: the Machine Config Operator refuses a file mode above 0777 (\"invalid mode … cannot exceed 0777\")"
+            ),
+            "openshift/machine-config-operator: pkg/controller/common/helpers.go (ValidateIgnition: validateIgn2FileModes / validateIgn3FileModes, Red Hat bugzilla 2038240)",
         ));
     }
 }
