@@ -420,7 +420,7 @@ fn kubectl_stand_in(dir: &Path, fail_with: Option<&str>) -> PathBuf {
         .map(|m| format!("echo '{m}' >&2; exit 1\n"))
         .unwrap_or_default();
     let script = format!(
-        "#!/bin/sh\n# kubectl stand-in: fixed JSON, tests gpufleet's reading, not kubectl.\necho \"$*\" >> '{d}/calls'\n{fail}case \"$2\" in\n  clusterpolicies.nvidia.com) cat '{d}/cp.json' ;;\n  nvidiadrivers.nvidia.com) echo 'error: the server doesn'\"'\"'t have a resource type \"nvidiadrivers\"' >&2; exit 1 ;;\n  machineconfigs.*) cat '{d}/mc.json' ;;\n  machineconfigpools.*) cat '{d}/mcp.json' ;;\n  configmaps) cat '{d}/cm.json' ;;\n  nodes) cat '{d}/nodes.json' ;;\n  deployments) cat '{d}/deploy.json' ;;\n  *) echo \"unexpected: $*\" >&2; exit 1 ;;\nesac\n",
+        "#!/bin/sh\n# kubectl stand-in: fixed JSON, tests gpufleet's reading, not kubectl.\necho \"$*\" >> '{d}/calls'\n{fail}case \"$2\" in\n  clusterpolicies.nvidia.com) cat '{d}/cp.json' ;;\n  nvidiadrivers.nvidia.com) echo 'error: the server doesn'\"'\"'t have a resource type \"nvidiadrivers\"' >&2; exit 1 ;;\n  gpuclusters.nvidia.com) echo 'error: the server doesn'\"'\"'t have a resource type \"gpuclusters\"' >&2; exit 1 ;;\n  machineconfigs.*) cat '{d}/mc.json' ;;\n  machineconfigpools.*) cat '{d}/mcp.json' ;;\n  configmaps) cat '{d}/cm.json' ;;\n  nodes) cat '{d}/nodes.json' ;;\n  deployments) cat '{d}/deploy.json' ;;\n  *) echo \"unexpected: $*\" >&2; exit 1 ;;\nesac\n",
         d = dir.display()
     );
     let bin = dir.join("kubectl");
@@ -517,6 +517,10 @@ fn kubectl_objects_are_read_and_checked_with_a_stand_in_kubectl() {
         calls.contains(
             "get clusterpolicies.nvidia.com -o json --request-timeout=30s --context=prod"
         ),
+        "{calls}"
+    );
+    assert!(
+        calls.contains("get gpuclusters.nvidia.com -o json"),
         "{calls}"
     );
     assert!(calls.contains("get configmaps --all-namespaces --field-selector=metadata.name=kernel-module-params -o json"), "{calls}");

@@ -78,7 +78,7 @@ pub struct CheckArgs {
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
-    /// Also read the cluster's ClusterPolicies, NVIDIADrivers, MachineConfigs (those writing
+    /// Also read the cluster's ClusterPolicies, NVIDIADrivers, GPUClusters, MachineConfigs (those writing
     /// modprobe.d / modules-load.d files), MachineConfigPools and the module-parameter
     /// ConfigMaps, and each node's GPU Operator upgrade state and skip labels, with
     /// `kubectl get … -o json` (your kubeconfig and context)

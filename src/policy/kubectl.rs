@@ -33,9 +33,10 @@ pub enum KubectlError {
 }
 
 /// The resources read, in order.
-pub const RESOURCES: [&str; 4] = [
+pub const RESOURCES: [&str; 5] = [
     "clusterpolicies.nvidia.com",
     "nvidiadrivers.nvidia.com",
+    "gpuclusters.nvidia.com",
     "machineconfigs.machineconfiguration.openshift.io",
     "machineconfigpools.machineconfiguration.openshift.io",
 ];
@@ -110,7 +111,7 @@ fn note(code: &'static str, message: String) -> Finding {
     }
 }
 
-/// The cluster's ClusterPolicies, NVIDIADrivers, MachineConfigs that write module files, the
+/// The cluster's ClusterPolicies, NVIDIADrivers, GPUClusters, MachineConfigs that write module files, the
 /// MachineConfigPools, and the ConfigMaps the driver policies name in `kernelModuleConfig`;
 /// with info findings for what the cluster does not have.
 pub fn read_cluster(k: &Kubectl) -> Result<(Vec<Doc>, Vec<Finding>), KubectlError> {
