@@ -11,8 +11,8 @@ use crate::policy::{self, Finding, Severity};
 const POLICY_HELP: &str = "\
 Checks GPU Operator ClusterPolicy / NVIDIADriver objects, OpenShift MachineConfigs (with their
 MachineConfigPools) and kernel-module ConfigMaps for the move to open kernel modules + DMA-BUF,
-against the CRD and Ignition 3.4.0 schemas compiled into gpufleet (schemas/README.md), and
-optionally against a fleet snapshot.
+against the CRD and Ignition (2.2, 3.0-3.5) schemas compiled into gpufleet (schemas/README.md),
+and optionally against a fleet snapshot.
 
 Exit codes: 0 no finding is a warning or an error, 1 some finding is, 2 unreadable input
 (a file, kubectl failing, a snapshot) or usage errors.
@@ -78,7 +78,7 @@ pub struct CheckArgs {
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
-    /// Also read the cluster's ClusterPolicies, NVIDIADrivers, MachineConfigs (those writing
+    /// Also read the cluster's ClusterPolicies, NVIDIADrivers, GPUClusters, MachineConfigs (those writing
     /// modprobe.d / modules-load.d files), MachineConfigPools and the module-parameter
     /// ConfigMaps, and each node's GPU Operator upgrade state and skip labels, with
     /// `kubectl get … -o json` (your kubeconfig and context)
@@ -102,6 +102,12 @@ pub struct CheckArgs {
     /// file; repeatable (a node in several files: the newest scanned_at wins)
     #[arg(long, value_name = "SNAPSHOT")]
     pub against: Vec<PathBuf>,
+
+    /// Check against the CRDs of this GPU Operator release (25.3, 25.10, 26.3, 26.7; a patch
+    /// such as v26.3.0 picks its minor's committed release) [default: with --kubectl the
+    /// cluster's (its operator Deployment's version label or image tag), else the newest]
+    #[arg(long, value_name = "VERSION")]
+    pub operator_version: Option<String>,
 
     /// Output format
     #[arg(long, value_enum, default_value_t)]
@@ -148,6 +154,25 @@ fn generate(a: &GenerateArgs) -> anyhow::Result<u8> {
 }
 
 fn check(a: &CheckArgs) -> anyhow::Result<u8> {
+    let mut release = match a.operator_version.as_deref().map(policy::schemas::release) {
+        None => policy::schemas::newest(),
+        Some(Ok(r)) => r,
+        Some(Err(e)) => {
+            eprintln!("gpufleet: {}", terminal_safe(&e));
+            return Ok(2);
+        }
+    };
+    if let Some(v) = &a.operator_version
+        && v.trim_start_matches('v') != release.tag.trim_start_matches('v')
+        && v.matches('.').count() == 2
+    {
+        eprintln!(
+            "gpufleet: checking against the CRDs of GPU Operator {} (the committed {} release), not {}: fields added in between are taken as present",
+            release.tag,
+            release.minor,
+            terminal_safe(v)
+        );
+    }
     let mut docs = Vec::new();
     for f in &a.files {
         match policy::load_file(f) {
@@ -159,18 +184,37 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
         }
     }
     let mut notes = Vec::new();
+    let mut cluster_nodes = Vec::new();
     if a.kubectl {
         let k = policy::kubectl::Kubectl {
             bin: a.kubectl_bin.clone(),
             context: a.context.clone(),
         };
         match policy::kubectl::read_cluster(&k).and_then(|(d, mut n)| {
-            n.extend(policy::kubectl::node_upgrade_labels(&k)?);
-            Ok((d, n))
+            let nodes = policy::kubectl::read_nodes(&k)?;
+            n.extend(policy::kubectl::upgrade_label_notes(&nodes));
+            Ok((d, n, nodes))
         }) {
-            Ok((d, n)) => {
+            Ok((d, n, nodes)) => {
                 docs.extend(d);
                 notes = n;
+                cluster_nodes = nodes;
+                // The cluster's release decides the CRDs unless --operator-version does.
+                let (seen, mut note) = policy::kubectl::operator_version(&k);
+                match (
+                    seen.as_deref().map(policy::schemas::release),
+                    &a.operator_version,
+                ) {
+                    (Some(Ok(r)), None) => release = r,
+                    (Some(Err(e)), None) => {
+                        note.message = format!("{}; {e}: checked against the newest", note.message)
+                    }
+                    (_, Some(v)) => {
+                        note.message = format!("{}; --operator-version {v} decides", note.message)
+                    }
+                    (None, None) => {}
+                }
+                notes.push(note);
             }
             Err(e) => {
                 eprintln!("gpufleet: {}", terminal_safe(&e.to_string()));
@@ -186,7 +230,8 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
         }
     };
     let mut findings = notes;
-    findings.extend(policy::check(&docs).map_err(anyhow::Error::msg)?);
+    findings.extend(policy::check_for(&docs, release).map_err(anyhow::Error::msg)?);
+    findings.extend(policy::node_overlaps(&docs, &cluster_nodes));
     findings.extend(policy::against::compare(&docs, &nodes));
     print_findings(&findings, a.format)?;
     Ok(policy::exit_code(&findings))

@@ -33,9 +33,10 @@ pub enum KubectlError {
 }
 
 /// The resources read, in order.
-pub const RESOURCES: [&str; 4] = [
+pub const RESOURCES: [&str; 5] = [
     "clusterpolicies.nvidia.com",
     "nvidiadrivers.nvidia.com",
+    "gpuclusters.nvidia.com",
     "machineconfigs.machineconfiguration.openshift.io",
     "machineconfigpools.machineconfiguration.openshift.io",
 ];
@@ -110,7 +111,7 @@ fn note(code: &'static str, message: String) -> Finding {
     }
 }
 
-/// The cluster's ClusterPolicies, NVIDIADrivers, MachineConfigs that write module files, the
+/// The cluster's ClusterPolicies, NVIDIADrivers, GPUClusters, MachineConfigs that write module files, the
 /// MachineConfigPools, and the ConfigMaps the driver policies name in `kernelModuleConfig`;
 /// with info findings for what the cluster does not have.
 pub fn read_cluster(k: &Kubectl) -> Result<(Vec<Doc>, Vec<Finding>), KubectlError> {
@@ -172,10 +173,20 @@ pub fn read_cluster(k: &Kubectl) -> Result<(Vec<Doc>, Vec<Finding>), KubectlErro
 ///
 /// Errors: kubectl fails or prints no objects.
 pub fn node_upgrade_labels(k: &Kubectl) -> Result<Vec<Finding>, KubectlError> {
+    Ok(upgrade_label_notes(&read_nodes(k)?))
+}
+
+/// The cluster's nodes (`kubectl get nodes -o json`). Errors: kubectl fails or prints no
+/// objects.
+pub fn read_nodes(k: &Kubectl) -> Result<Vec<Doc>, KubectlError> {
+    Ok(k.get(&["nodes"])?.unwrap_or_default())
+}
+
+/// [`node_upgrade_labels`] of nodes already read.
+pub fn upgrade_label_notes(nodes: &[Doc]) -> Vec<Finding> {
     use crate::model::gpu_operator::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
-    let nodes = k.get(&["nodes"])?.unwrap_or_default();
     let mut out = Vec::new();
-    for n in &nodes {
+    for n in nodes {
         let labels = n.node.at("metadata.labels");
         let label = |key: &str| {
             labels
@@ -210,5 +221,88 @@ pub fn node_upgrade_labels(k: &Kubectl) -> Result<Vec<Finding>, KubectlError> {
         f.node = Some(name);
         out.push(f);
     }
-    Ok(out)
+    out
+}
+
+/// The GPU Operator release the cluster runs, read from its Deployment (`kubectl get
+/// deployments --all-namespaces -l app.kubernetes.io/component=gpu-operator`, the selector both
+/// the Helm chart and the OLM bundle set): its `app.kubernetes.io/version` label (Helm: the
+/// chart's appVersion), else its `olm.owner` label (`gpu-operator-certified.v26.7.0`), else the
+/// tag of its `gpu-operator` container's image. Returns the version (`v26.7.0`) when one
+/// Deployment says one, and an info finding saying what was read. A failed read (no permission
+/// to list Deployments, say) is said in that finding, not an error: the check then uses the
+/// newest committed CRDs.
+pub fn operator_version(k: &Kubectl) -> (Option<String>, Finding) {
+    let src = "NVIDIA/gpu-operator: deployments/gpu-operator/templates/operator.yaml and _helpers.tpl (labels app.kubernetes.io/component: gpu-operator, app.kubernetes.io/version: the chart's appVersion); bundle/manifests/gpu-operator-certified.clusterserviceversion.yaml";
+    let mut f = note("gpu-operator-version", String::new());
+    f.source = src;
+    let found = match k.get(&[
+        "deployments",
+        "--all-namespaces",
+        "-l",
+        "app.kubernetes.io/component=gpu-operator",
+    ]) {
+        Ok(d) => d.unwrap_or_default(),
+        Err(e) => {
+            f.message = format!(
+                "the GPU Operator's version could not be read ({e}): checked against the newest committed CRDs"
+            );
+            return (None, f);
+        }
+    };
+    let versions: Vec<(String, String, String)> = found
+        .iter()
+        .filter_map(|d| {
+            let label = |key: &str| {
+                d.node
+                    .at("metadata.labels")
+                    .and_then(|l| l.get(key))
+                    .and_then(crate::yaml::Node::as_str)
+                    .map(str::to_string)
+            };
+            let image = d
+                .node
+                .at("spec.template.spec.containers")
+                .map(crate::yaml::Node::as_seq)
+                .unwrap_or_default()
+                .iter()
+                .find(|c| c.get("name").and_then(crate::yaml::Node::as_str) == Some("gpu-operator"))
+                .and_then(|c| c.get("image"))
+                .and_then(crate::yaml::Node::as_str)
+                .and_then(|i| i.rsplit_once(':'))
+                .map(|(_, tag)| tag.to_string())
+                .filter(|t| t.starts_with('v') && !t.contains('/'));
+            let (v, how) = if let Some(v) = label("app.kubernetes.io/version") {
+                (v, "its app.kubernetes.io/version label")
+            } else if let Some(v) =
+                label("olm.owner").and_then(|o| o.rsplit_once(".v").map(|(_, v)| format!("v{v}")))
+            {
+                (v, "its olm.owner label")
+            } else {
+                (image?, "its image tag")
+            };
+            Some((v, how.to_string(), d.label()))
+        })
+        .collect();
+    match versions.as_slice() {
+        [(v, how, obj)] => {
+            f.message = format!("the GPU Operator is {v} ({obj} in the cluster, {how})");
+            (Some(v.clone()), f)
+        }
+        [] => {
+            f.message = format!(
+                "no GPU Operator Deployment with a version (label app.kubernetes.io/component=gpu-operator; {} found): checked against the newest committed CRDs",
+                found.len()
+            );
+            (None, f)
+        }
+        many => {
+            let all: Vec<String> = many.iter().map(|(v, _, o)| format!("{o} {v}")).collect();
+            f.message = format!(
+                "several GPU Operator Deployments ({}): checked against the newest committed CRDs; give --operator-version",
+                all.join(", ")
+            );
+            (None, f)
+        }
+    }
 }

@@ -16,8 +16,11 @@ pub mod kubectl;
 pub mod schema;
 pub mod schemas;
 
+mod machineconfig;
+mod operator;
 mod rules;
-pub use rules::check;
+pub use operator::node_overlaps;
+pub use rules::{check, check_for};
 
 use std::path::Path;
 
@@ -74,7 +77,10 @@ pub mod src {
     pub const OPT_IN: &str = "NVIDIA/open-gpu-kernel-modules: commit b5bf85a8e, 545.23.06 (OpenRmEnableUnsupportedGpus \"left here, though ignored, for backwards compatibility\")";
     pub const DMABUF_BUILTIN: &str = "torvalds/linux: drivers/dma-buf/Kconfig (DMA_SHARED_BUFFER is a bool: built in, never a loadable module); modules-load.d(5)";
     pub const PEERMEM: &str = "NVIDIA/cloud-native-docs: gpu-operator/gpu-operator-rdma.rst (NVIDIA recommends DMA-BUF over the nvidia-peermem module)";
-    pub const IGNITION: &str = "coreos/ignition: config/v3_4/schema/ignition.json and docs/configuration-v3_4.md (file contents: source, a data URL; mode: decimal integer, 0644 is 420); Butane docs (contents.inline is Butane syntax)";
+    pub const IGNITION: &str = "coreos/ignition: config/v3_x/schema/ignition.json and docs/configuration-v3_x.md (file contents: source, a data URL; mode: decimal integer, 0644 is 420); Butane docs (contents.inline is Butane syntax)";
+    pub const MCO_IGNITION: &str = "openshift/machine-config-operator: pkg/controller/common/helpers.go (IgnParseWrapper: 3.0.0 to 3.5.0 by ParseCompatibleVersion of config/v3_5, else spec 2 up to 2.2.0 by config/v2_2 Parse; ParseAndConvertConfig converts spec 2 to 3)";
+    pub const DRIVER_STATE: &str = "NVIDIA/gpu-operator: controllers/state_manager.go (state-driver runs only when driver.enabled, default true; skipped, its DaemonSets removed, when driver.useNvidiaDriverCRD is true); api/nvidia/v1/clusterpolicy_types.go (DriverSpec.IsEnabled, UseNvidiaDriverCRDType)";
+    pub const MODULE_PARAM_UNKNOWN: &str = "torvalds/linux: kernel/module/main.c (unknown_module_param_cb: \"unknown parameter '%s' ignored\", a warning); NVIDIA/gpu-driver-container: ubuntu22.04/nvidia-driver (_get_module_params)";
     pub const MCO: &str = "OpenShift Machine Config Operator docs: a MachineConfig applies to the MachineConfigPools whose machineConfigSelector matches its machineconfiguration.openshift.io/role label";
     pub const MC_NOT_FOR_OPERATOR: &str = "NVIDIA/cloud-native-docs: gpu-operator/custom-driver-params.rst; NVIDIA/gpu-driver-container: ubuntu22.04/nvidia-driver (MODPROBE_CONFIG_DIR inside the driver container)";
     pub const KUBE: &str =
@@ -293,8 +299,42 @@ pub struct DriverPolicy {
     pub section_path: &'static str,
 }
 
-/// The driver policy of a ClusterPolicy or NVIDIADriver document, if it is one.
+/// Why a ClusterPolicy's driver settings have no effect, if they have none: `driver.enabled:
+/// false` (the operator deploys no driver) or `driver.useNvidiaDriverCRD: true` (NVIDIADriver
+/// objects manage the driver and the ClusterPolicy's driver state is skipped). The line is the
+/// deciding field's; the text says why (src::DRIVER_STATE).
+pub fn driver_moot(doc: &Doc) -> Option<(usize, &'static str, String)> {
+    if (doc.api_version(), doc.kind()) != ("nvidia.com/v1", "ClusterPolicy") {
+        return None;
+    }
+    let driver = doc.node.at("spec.driver")?;
+    if let Some((k, v)) = driver.entry("enabled")
+        && v.as_bool() == Some(false)
+    {
+        return Some((
+            k.line,
+            "spec.driver.enabled",
+            "`driver.enabled: false`: the GPU Operator deploys no driver (its driver state is off), so no other `driver` setting has an effect; they are not checked, and nodes are not compared with them".into(),
+        ));
+    }
+    if let Some((k, v)) = driver.entry("useNvidiaDriverCRD")
+        && v.as_bool() == Some(true)
+    {
+        return Some((
+            k.line,
+            "spec.driver.useNvidiaDriverCRD",
+            "`driver.useNvidiaDriverCRD: true`: NVIDIADriver objects manage the driver and the ClusterPolicy's driver state is skipped, so its other `driver` settings have no effect; they are not checked, and nodes are not compared with them".into(),
+        ));
+    }
+    None
+}
+
+/// The driver policy of a ClusterPolicy or NVIDIADriver document, if it is one and its settings
+/// take effect ([`driver_moot`]).
 pub fn driver_policy(doc: &Doc, index: usize) -> Option<DriverPolicy> {
+    if driver_moot(doc).is_some() {
+        return None;
+    }
     let ((key, section), section_path) = match (doc.api_version(), doc.kind()) {
         ("nvidia.com/v1", "ClusterPolicy") => {
             (doc.node.get("spec")?.entry("driver")?, "spec.driver")
@@ -345,6 +385,12 @@ struct FileText {
     path: String,
     text: Option<String>,
     first_line: Option<usize>,
+    /// The line a finding about a content line points at when `first_line` is `None`: the
+    /// `source` (or `inline`) field's, else the entry's.
+    fallback_line: usize,
+    /// Why `text` is `None` although the file has a `contents.source` (not a data URL, not
+    /// UTF-8, too large, an unknown compression).
+    undecoded: Option<(Node, String)>,
     /// The `storage.files[i]` entry.
     entry: Node,
     index: usize,
@@ -369,6 +415,10 @@ fn files_of(doc: &Doc) -> Vec<FileText> {
             let inline = contents
                 .and_then(|c| c.entry("inline"))
                 .map(|(k, v)| (k.clone(), v.clone()));
+            let mut undecoded = None;
+            let fallback_line = contents
+                .and_then(|c| c.entry("source").or_else(|| c.entry("inline")))
+                .map_or(entry.line, |(k, _)| k.line);
             let (text, first_line) = if let Some((_, v)) = &inline {
                 let first = match v.style {
                     Style::Literal => Some(v.line + 1),
@@ -377,11 +427,20 @@ fn files_of(doc: &Doc) -> Vec<FileText> {
                 };
                 (v.as_str().map(str::to_string), first)
             } else if let Some(src) = contents.and_then(|c| c.get("source")) {
-                let decoded = src.as_str().and_then(decode_data_url);
-                let line = decoded
-                    .as_ref()
-                    .and_then(|t| (!t.trim_end_matches('\n').contains('\n')).then_some(src.line));
-                (decoded, line)
+                let compression = contents
+                    .and_then(|c| c.get("compression"))
+                    .and_then(Node::as_str);
+                match src.as_str().map(|s| decode_contents(s, compression)) {
+                    Some(Ok(t)) => {
+                        let line = (!t.trim_end_matches('\n').contains('\n')).then_some(src.line);
+                        (Some(t), line)
+                    }
+                    Some(Err(why)) => {
+                        undecoded = Some((src.clone(), why));
+                        (None, None)
+                    }
+                    None => (None, None), // not a string: the schema check says so
+                }
             } else {
                 (None, None)
             };
@@ -389,6 +448,8 @@ fn files_of(doc: &Doc) -> Vec<FileText> {
                 path,
                 text,
                 first_line,
+                fallback_line,
+                undecoded,
                 entry: entry.clone(),
                 index,
                 inline,
@@ -397,11 +458,55 @@ fn files_of(doc: &Doc) -> Vec<FileText> {
         .collect()
 }
 
+/// The most bytes of one file's contents decoded (after gunzip): module configuration files are
+/// a few lines; anything larger is not read further (a gzip bomb stops here).
+pub const CONTENTS_LIMIT: usize = 1 << 20;
+
+/// The text of an Ignition file's contents: `source` a `data:` URL (RFC 2397, percent-encoded
+/// or base64), `compression` absent, empty or `gzip` (Ignition's two values; the Machine Config
+/// Operator decodes them the same way, `DecodeIgnitionFileContents` in
+/// openshift/machine-config-operator `pkg/controller/common/helpers.go`). `Err` says why it was
+/// not decoded: not a data URL (fetched at boot), bad base64 or gzip, an unknown compression,
+/// over [`CONTENTS_LIMIT`] bytes, not UTF-8.
+pub fn decode_contents(source: &str, compression: Option<&str>) -> Result<String, String> {
+    use std::io::Read;
+    let u = data_url::DataUrl::process(source).map_err(|_| {
+        "not a `data:` URL (a remote source is fetched on the node): contents not checked"
+            .to_string()
+    })?;
+    let (body, _) = u
+        .decode_to_vec()
+        .map_err(|_| "the data URL's base64 does not decode: contents not checked".to_string())?;
+    let bytes = match compression.unwrap_or("") {
+        "" => body,
+        "gzip" => {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(body.as_slice())
+                .take(CONTENTS_LIMIT as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| {
+                    format!("`compression: gzip` but the contents do not gunzip ({e}): not checked")
+                })?;
+            out
+        }
+        other => {
+            return Err(format!(
+                "`compression: {other}` is not one Ignition knows (\"\" or gzip): contents not checked"
+            ));
+        }
+    };
+    if bytes.len() > CONTENTS_LIMIT {
+        return Err(format!(
+            "contents larger than {} KiB decoded: not checked",
+            CONTENTS_LIMIT >> 10
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| "contents are not UTF-8 text: not checked".to_string())
+}
+
 /// The text of a `data:` URL (RFC 2397, percent-encoded or base64), if it is one and UTF-8.
 pub fn decode_data_url(url: &str) -> Option<String> {
-    let u = data_url::DataUrl::process(url).ok()?;
-    let (body, _) = u.decode_to_vec().ok()?;
-    String::from_utf8(body).ok()
+    decode_contents(url, None).ok()
 }
 
 fn is_peermem(word: &str) -> bool {
@@ -445,7 +550,7 @@ pub fn module_options(docs: &[Doc]) -> Vec<ModuleOption> {
                             doc: d,
                             key,
                             value,
-                            line: f.first_line.map_or(f.entry.line, |l| l + i),
+                            line: f.first_line.map_or(f.fallback_line, |l| l + i),
                             place: f.path.clone(),
                         });
                     }

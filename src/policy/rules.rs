@@ -4,28 +4,52 @@
 
 use super::*;
 
-/// Checks every document: structure against the committed schemas, then the migration rules.
-/// `Err` only when a built-in schema is unreadable (a broken build).
+/// Checks every document: structure against the committed schemas of the newest GPU Operator
+/// release, then the migration rules. `Err` only when a built-in schema is unreadable (a broken
+/// build).
 pub fn check(docs: &[Doc]) -> Result<Vec<Finding>, String> {
+    check_for(docs, schemas::newest())
+}
+
+/// [`check`] against the CRDs of GPU Operator release `rel` (`--operator-version`): a field the
+/// newest release has and `rel` lacks is `field-not-in-operator-version`, a kind `rel` does not
+/// serve `kind-not-in-operator-version`.
+pub fn check_for(
+    docs: &[Doc],
+    rel: &'static schemas::OperatorRelease,
+) -> Result<Vec<Finding>, String> {
     let mut out = Vec::new();
-    let crds = schemas::crds()?;
+    let crds = schemas::crds_of(rel)?;
     let pools: Vec<&Doc> = docs
         .iter()
         .filter(|d| d.kind() == "MachineConfigPool")
         .collect();
     let config_maps: Vec<&Doc> = docs.iter().filter(|d| d.kind() == "ConfigMap").collect();
+    let mut cross = super::operator::cross_doc_rules(docs);
     for (i, doc) in docs.iter().enumerate() {
         let start = out.len();
-        check_doc(doc, i, crds, &pools, &config_maps, &mut out)?;
+        check_doc(doc, i, (crds, rel), &pools, &config_maps, &mut out)?;
+        // The findings across documents are said on the document they point at.
+        let label = doc.label();
+        let file = doc.file();
+        let (here, rest): (Vec<Finding>, Vec<Finding>) = cross
+            .into_iter()
+            .partition(|f| f.object == label && f.file == file);
+        out.extend(here);
+        cross = rest;
         out[start..].sort_by_key(|f| f.line);
     }
+    out.extend(cross);
     Ok(out)
 }
 
 pub(super) fn check_doc(
     doc: &Doc,
     i: usize,
-    crds: &[(schemas::Crd, &'static str)],
+    (crds, rel): (
+        &[(schemas::Crd, &'static str)],
+        &'static schemas::OperatorRelease,
+    ),
     pools: &[&Doc],
     config_maps: &[&Doc],
     out: &mut Vec<Finding>,
@@ -60,6 +84,7 @@ pub(super) fn check_doc(
                     Some((_, schema)) => {
                         let issues =
                             schema::validate(schema, schema, &doc.node, schema::Dialect::Crd, "");
+                        let issues = version_issues(doc, issues, rel, source, out)?;
                         schema_findings(doc, issues, source, &skip_paths, out);
                     }
                     None => {
@@ -83,6 +108,26 @@ pub(super) fn check_doc(
                 }
             }
             None if kind == "ConfigMap" => {}
+            None if schemas::crds()?.iter().any(|(c, _)| c.kind == kind)
+                && doc.api_version().starts_with("nvidia.com/") =>
+            {
+                out.push(doc.at(
+                    doc.node.get("kind").unwrap_or(&doc.node),
+                    "kind",
+                    Severity::Error,
+                    "kind-not-in-operator-version",
+                    format!(
+                        "GPU Operator {} has no {kind} CRD (it comes with {}): its API server refuses this object (no such resource type)",
+                        rel.tag,
+                        schemas::RELEASES
+                            .iter()
+                            .find(|r| schemas::crds_of(r).is_ok_and(|c| c.iter().any(|(c, _)| c.kind == kind)))
+                            .map_or("a later release", |r| r.tag)
+                    ),
+                    schemas::newest_source(&kind),
+                ));
+                return Ok(());
+            }
             None => {
                 out.push(doc.at(
                     &doc.node,
@@ -95,16 +140,99 @@ pub(super) fn check_doc(
                 return Ok(());
             }
         }
+        if let Some((line, path, why)) = driver_moot(doc) {
+            out.push(doc.at_lines(
+                line,
+                line,
+                path,
+                Severity::Info,
+                "driver-settings-moot",
+                why,
+                src::DRIVER_STATE,
+            ));
+        }
         if let Some(p) = driver_policy(doc, i) {
             driver_rules(doc, &p, config_maps, out);
+            super::operator::doc_rules(doc, crds, out);
         }
         match kind.as_str() {
-            "MachineConfig" => machine_config_rules(doc, pools, &skip_paths, out)?,
+            "MachineConfig" => {
+                super::machineconfig::machine_config_rules(doc, pools, &skip_paths, out)?
+            }
             "ConfigMap" => config_map_rules(doc, out),
             _ => {}
         }
     }
     Ok(())
+}
+
+/// The unknown fields of `issues` (found with `rel`'s CRD) that a later committed release
+/// defines become `field-not-in-operator-version` findings (the first release that has the
+/// field named); the other issues are returned.
+fn version_issues(
+    doc: &Doc,
+    issues: Vec<schema::Issue>,
+    rel: &'static schemas::OperatorRelease,
+    source: &'static str,
+    out: &mut Vec<Finding>,
+) -> Result<Vec<schema::Issue>, String> {
+    if rel.tag == schemas::newest().tag
+        || !issues
+            .iter()
+            .any(|i| i.kind == schema::IssueKind::UnknownField)
+    {
+        return Ok(issues);
+    }
+    // Per later release: the paths its CRD does not know.
+    let mut unknown_in: Vec<(&'static str, Vec<String>)> = Vec::new();
+    let later = schemas::RELEASES
+        .iter()
+        .skip_while(|r| r.tag != rel.tag)
+        .skip(1);
+    for r in later {
+        let crds = schemas::crds_of(r)?;
+        let schema = crds
+            .iter()
+            .find(|(c, _)| c.kind == doc.kind())
+            .and_then(|(c, _)| c.versions.iter().find(|(v, _)| v == doc.api_version()));
+        let Some((_, schema)) = schema else { continue };
+        let paths = schema::validate(schema, schema, &doc.node, schema::Dialect::Crd, "")
+            .into_iter()
+            .filter(|i| i.kind == schema::IssueKind::UnknownField)
+            .map(|i| i.path)
+            .collect();
+        unknown_in.push((r.tag, paths));
+    }
+    let mut rest = Vec::new();
+    for is in issues {
+        let added = (is.kind == schema::IssueKind::UnknownField)
+            .then(|| {
+                unknown_in
+                    .iter()
+                    .find(|(_, paths)| !paths.contains(&is.path))
+                    .map(|(tag, _)| *tag)
+            })
+            .flatten();
+        match added {
+            Some(tag) => out.push(doc.at_lines(
+                is.line,
+                is.line,
+                &is.path,
+                Severity::Warning,
+                "field-not-in-operator-version",
+                format!(
+                    "`{}` is not in the {} CRD of GPU Operator {} (it comes with {tag}): the API server of {} drops it without a word, so the operator never sees it",
+                    is.path,
+                    doc.kind(),
+                    rel.tag,
+                    rel.tag
+                ),
+                source,
+            )),
+            None => rest.push(is),
+        }
+    }
+    Ok(rest)
 }
 
 pub(super) fn schema_findings(
@@ -118,7 +246,24 @@ pub(super) fn schema_findings(
         if skip.contains(&is.path) {
             continue;
         }
+        let ignition = is.path.starts_with("spec.config") && doc.kind() == "MachineConfig";
         let (severity, code, message) = match is.kind {
+            schema::IssueKind::UnknownField if ignition => (
+                Severity::Warning,
+                "schema-unknown-field",
+                format!(
+                    "{}: Ignition does not read it (an \"unused key\" warning in its report)",
+                    is.message
+                ),
+            ),
+            schema::IssueKind::Required if ignition => (
+                Severity::Error,
+                "ignition-required",
+                format!(
+                    "{}: Ignition refuses a config without them, so the Machine Config Operator cannot render it",
+                    is.message
+                ),
+            ),
             schema::IssueKind::UnknownField => (
                 Severity::Warning,
                 "schema-unknown-field",
@@ -203,15 +348,16 @@ pub(super) fn driver_rules(
                         src::OPEN_FIRST,
                     ));
                 } else if p.module_type == ModuleType::Auto && !auto_supported(&v) {
-                    let open = if v >= vec![515, 43, 4] {
+                    let has_open = v >= vec![515, 43, 4];
+                    let open = if has_open {
                         "open: the open module (this branch has it)"
                     } else {
-                        "open: none (open modules start with 515.43.04)"
+                        "open: none (open modules start with 515.43.04), so proprietary is the only outcome and auto changes nothing"
                     };
                     out.push(doc.at(
                         vnode,
                         &vpath,
-                        Severity::Warning,
+                        if has_open { Severity::Warning } else { Severity::Info },
                         "kernel-module-type-auto-unsupported",
                         format!(
                             "kernelModuleType is auto{} and driver {version} (branch {branch}) predates auto, which needs the 570.86.15 or 570.124.06+ driver containers. What this driver gets under each setting — auto: the proprietary module (a driver container before auto installs the open one only when the operator sets OPEN_KERNEL_MODULES_ENABLED=true, which it does for `open` alone); {open}; proprietary: the proprietary module",
@@ -236,9 +382,15 @@ pub(super) fn driver_rules(
             ));
         }
         rdma => out.push(doc.at_lines(
-            p.section_line,
-            p.section_line,
-            sp,
+            rdma.map_or(p.section_line, |(k, r)| {
+                r.entry("enabled").map_or(k.line, |(ek, _)| ek.line)
+            }),
+            0,
+            &if rdma.is_some_and(|(_, r)| r.get("enabled").is_some()) {
+                format!("{sp}.rdma.enabled")
+            } else {
+                sp.to_string()
+            },
             Severity::Info,
             "rdma-not-needed-for-dmabuf",
             format!(
@@ -279,16 +431,21 @@ pub(super) fn config_map_rules(doc: &Doc, out: &mut Vec<Finding>) {
         let l = first.map_or(conf.line, |f| f + i);
         let body = line.split('#').next().unwrap_or("").trim();
         if body.starts_with("options ") || body.starts_with("install ") {
+            let words: Vec<&str> = body
+                .split_whitespace()
+                .filter(|w| !w.contains('='))
+                .collect();
             out.push(doc.at_lines(
                 l,
                 l,
                 "data.nvidia.conf",
-                Severity::Error,
+                Severity::Warning,
                 "module-config-syntax",
                 format!(
-                    "`{body}`: nvidia.conf holds parameters only (`NVreg_Key=value`); the driver container passes every word to modprobe, so `options nvidia` breaks the load"
+                    "`{body}`: nvidia.conf holds parameters only (`NVreg_Key=value`, one a line), not modprobe.d syntax; the driver container hands these words to modprobe as module parameters, and the kernel ignores the unknown ones ({}) with a warning in the kernel log (`nvidia: unknown parameter '…' ignored`). The module still loads and the `NVreg_` parameters on the line apply; drop the other words",
+                    words.iter().map(|w| format!("`{w}`")).collect::<Vec<_>>().join(", ")
                 ),
-                src::PARAMS,
+                src::MODULE_PARAM_UNKNOWN,
             ));
         }
         if body.contains("NVreg_OpenRmEnableUnsupportedGpus") {
@@ -303,321 +460,4 @@ pub(super) fn config_map_rules(doc: &Doc, out: &mut Vec<Finding>) {
             ));
         }
     }
-}
-
-pub(super) fn machine_config_rules(
-    doc: &Doc,
-    pools: &[&Doc],
-    skip: &[String],
-    out: &mut Vec<Finding>,
-) -> Result<(), String> {
-    // Role label and pool.
-    let labels = doc.node.at("metadata.labels");
-    let role_entry = labels.and_then(|l| l.entry("machineconfiguration.openshift.io/role"));
-    match role_entry.and_then(|(k, v)| v.as_str().map(|s| (k, s))) {
-        None => out.push(doc.at_lines(
-            doc.node.entry("metadata").map_or(doc.node.line, |(k, _)| k.line),
-            0,
-            "metadata.labels",
-            Severity::Error,
-            "machineconfig-role-missing",
-            "no `machineconfiguration.openshift.io/role` label: no MachineConfigPool selects this MachineConfig, so it applies to no node".into(),
-            src::MCO,
-        )),
-        Some((k, role)) => {
-            let selected = pools.iter().any(|p| pool_selects(&p.node, role));
-            if !selected && !matches!(role, "master" | "worker") {
-                let msg = if pools.is_empty() {
-                    format!(
-                        "role `{role}` only takes effect with a MachineConfigPool that selects it (`oc get mcp {role}`); none was given"
-                    )
-                } else {
-                    format!(
-                        "role `{role}`: none of the MachineConfigPools given selects it, so it applies to no node"
-                    )
-                };
-                out.push(doc.at_lines(
-                    k.line,
-                    k.line,
-                    "metadata.labels.machineconfiguration.openshift.io/role",
-                    Severity::Warning,
-                    "machineconfig-pool-not-given",
-                    msg,
-                    src::MCO,
-                ));
-            }
-        }
-    }
-    // Ignition version and config schema.
-    let config = doc.node.at("spec.config");
-    let version_node = config.and_then(|c| c.at("ignition.version"));
-    let version = version_node.and_then(Node::as_str);
-    match (config, version) {
-        (None, _) => {}
-        (Some(c), None) => out.push(doc.at(
-            version_node.unwrap_or(c),
-            "spec.config.ignition.version",
-            Severity::Error,
-            "ignition-version-missing",
-            "spec.config has no `ignition.version` (a string such as \"3.4.0\"): the Machine Config Operator cannot read the config".into(),
-            src::IGNITION,
-        )),
-        (Some(c), Some(v)) => {
-            let parts = version_parts(v);
-            let major3 = parts.as_ref().is_some_and(|p| p.len() == 3 && p[0] == 3);
-            if !major3 {
-                out.push(doc.at(
-                    version_node.unwrap_or(c),
-                    "spec.config.ignition.version",
-                    Severity::Error,
-                    "ignition-version-unsupported",
-                    format!(
-                        "ignition.version `{v}`: the Machine Config Operator reads Ignition spec 3 configs (3.x.0); this check knows the 3.4.0 schema"
-                    ),
-                    src::IGNITION,
-                ));
-            } else {
-                if v != "3.4.0" {
-                    out.push(doc.at(
-                        version_node.unwrap_or(c),
-                        "spec.config.ignition.version",
-                        Severity::Info,
-                        "ignition-version-not-3.4.0",
-                        format!("ignition.version {v}: checked against the 3.4.0 schema"),
-                        src::IGNITION,
-                    ));
-                }
-                let ign = schemas::ignition()?;
-                let issues =
-                    schema::validate(ign, ign, c, schema::Dialect::JsonSchema, "spec.config");
-                schema_findings(doc, issues, schemas::IGNITION_SOURCE, skip, out);
-            }
-        }
-    }
-    // Files.
-    let files = files_of(doc);
-    let mut gpu_files: Vec<&FileText> = Vec::new();
-    for f in &files {
-        let fpath = format!("spec.config.storage.files[{}]", f.index);
-        if let Some((k, v)) = &f.inline {
-            out.push(doc.at_lines(
-                k.line,
-                v.end_line,
-                &format!("{fpath}.contents.inline"),
-                Severity::Error,
-                "butane-inline",
-                format!(
-                    "`contents.inline` is Butane syntax, not Ignition: an Ignition 3.4.0 file's contents are `contents.source` (a `data:` URL, e.g. `data:,options%20nvidia…`); as written {} gets no contents from it. Write the MachineConfig with Butane, or give `contents.source`",
-                    f.path
-                ),
-                src::IGNITION,
-            ));
-        }
-        if let Some(m) = f.entry.get("mode") {
-            file_mode_rules(doc, m, &format!("{fpath}.mode"), out);
-        }
-        let modprobe = f.path.contains("/modprobe.d/");
-        let modules_load = f.path.contains("/modules-load.d/");
-        if !(modprobe || modules_load) {
-            continue;
-        }
-        let text = f.text.as_deref().unwrap_or("");
-        let gpu_related = text.contains("nvidia")
-            || f.path.contains("nvidia")
-            || f.path.contains("dma-buf")
-            || f.path.contains("dma_buf")
-            || text.contains("dma_buf")
-            || text.contains("DMA-BUF");
-        if gpu_related {
-            gpu_files.push(f);
-        }
-        let Some(text) = &f.text else { continue };
-        let line_of = |i: usize| f.first_line.map_or(f.entry.line, |l| l + i);
-        if modprobe {
-            for (i, raw) in text.lines().enumerate() {
-                let body = raw.split('#').next().unwrap_or("");
-                let words: Vec<&str> = body.split_whitespace().collect();
-                if words.first() == Some(&"options")
-                    && words.get(1) == Some(&"nvidia")
-                    && words
-                        .iter()
-                        .any(|w| w.starts_with("NVreg_OpenRmEnableUnsupportedGpus="))
-                {
-                    out.push(doc.at_lines(
-                        line_of(i),
-                        line_of(i),
-                        &format!("{fpath}.contents"),
-                        Severity::Warning,
-                        "open-rm-enable-unsupported-gpus-ignored",
-                        format!(
-                            "`{}`: NVreg_OpenRmEnableUnsupportedGpus is ignored since driver 545.23.06 (the opt-in is no longer required; data-center GPUs never needed it); harmless, and not the way to choose open modules",
-                            body.trim()
-                        ),
-                        src::OPT_IN,
-                    ));
-                }
-                let loads_peermem = match words.first() {
-                    Some(&"install") => words.iter().skip(2).any(|w| is_peermem(w)),
-                    Some(&"softdep") => words.iter().skip(2).any(|w| is_peermem(w)),
-                    _ => false,
-                };
-                if loads_peermem {
-                    out.push(doc.at_lines(
-                        line_of(i),
-                        line_of(i),
-                        &format!("{fpath}.contents"),
-                        Severity::Warning,
-                        "machineconfig-loads-peermem",
-                        format!(
-                            "`{}` loads the legacy nvidia-peermem; DMA-BUF GPUDirect RDMA does not use it",
-                            body.trim()
-                        ),
-                        src::PEERMEM,
-                    ));
-                }
-            }
-        }
-        if modules_load {
-            let mut any = false;
-            for (i, raw) in text.lines().enumerate() {
-                let name = raw.trim();
-                if name.is_empty() || name.starts_with('#') || name.starts_with(';') {
-                    continue;
-                }
-                any = true;
-                if is_peermem(name) {
-                    out.push(doc.at_lines(
-                        line_of(i),
-                        line_of(i),
-                        &format!("{fpath}.contents"),
-                        Severity::Warning,
-                        "machineconfig-loads-peermem",
-                        format!(
-                            "{} loads nvidia-peermem at boot: the legacy module DMA-BUF GPUDirect RDMA does not use",
-                            f.path
-                        ),
-                        src::PEERMEM,
-                    ));
-                } else if matches!(name, "dma_buf" | "dma-buf" | "dmabuf") {
-                    out.push(doc.at_lines(
-                        line_of(i),
-                        line_of(i),
-                        &format!("{fpath}.contents"),
-                        Severity::Warning,
-                        "dma-buf-not-a-module",
-                        format!(
-                            "`{name}`: DMA-BUF is not a loadable module (CONFIG_DMA_SHARED_BUFFER is built in); systemd-modules-load fails on this line"
-                        ),
-                        src::DMABUF_BUILTIN,
-                    ));
-                }
-            }
-            if !any {
-                out.push(doc.at_lines(
-                    f.entry.line,
-                    f.entry.end_line,
-                    &fpath,
-                    Severity::Warning,
-                    "modules-load-file-empty",
-                    format!(
-                        "{} holds only comments: it loads nothing. DMA-BUF is not a loadable module (CONFIG_DMA_SHARED_BUFFER is built in), so the file is not needed",
-                        f.path
-                    ),
-                    src::DMABUF_BUILTIN,
-                ));
-            }
-        }
-    }
-    if let (Some(first), Some(last)) = (gpu_files.first(), gpu_files.last()) {
-        let paths: Vec<&str> = gpu_files.iter().map(|f| f.path.as_str()).collect();
-        out.push(doc.at_lines(
-            first.entry.line,
-            last.entry.end_line,
-            "spec.config.storage.files",
-            Severity::Warning,
-            "machineconfig-not-for-operator-driver",
-            format!(
-                "{} are host files: they do not reach the GPU Operator's driver container, where the nvidia modules are loaded with the options of the `driver.kernelModuleConfig` ConfigMap. For open kernel modules + DMA-BUF under the GPU Operator no MachineConfig is needed (`driver.kernelModuleType: open`, `driver.rdma.enabled: false`)",
-                paths.join(", ")
-            ),
-            src::MC_NOT_FOR_OPERATOR,
-        ));
-    }
-    Ok(())
-}
-
-pub(super) fn file_mode_rules(doc: &Doc, m: &Node, path: &str, out: &mut Vec<Finding>) {
-    let Value::Int(mode) = m.value else {
-        return; // a type issue, reported by the schema check
-    };
-    let raw = m.raw.as_deref().unwrap_or("");
-    let octal_literal =
-        raw.len() > 1 && raw.starts_with('0') && raw.chars().all(|c| c.is_ascii_digit());
-    if !(0..=0o7777).contains(&mode) {
-        let hint = if raw.chars().all(|c| ('0'..='7').contains(&c)) {
-            i64::from_str_radix(raw, 8)
-                .ok()
-                .map(|d| format!(" (for 0{raw} write {d})"))
-                .unwrap_or_default()
-        } else {
-            String::new()
-        };
-        out.push(doc.at(
-            m,
-            path,
-            Severity::Error,
-            "file-mode-invalid",
-            format!(
-                "mode {raw} is not a permission mode (at most 07777 = 4095): Ignition modes are decimal integers{hint}"
-            ),
-            src::IGNITION,
-        ));
-    } else if octal_literal {
-        out.push(doc.at(
-            m,
-            path,
-            Severity::Info,
-            "file-mode-octal-literal",
-            format!(
-                "mode {raw}: kubectl and oc read a leading 0 as octal (YAML 1.1), so this is {mode} = 0o{mode:o} as meant; YAML 1.2 tools read {} — writing {mode} is unambiguous",
-                raw.trim_start_matches('0')
-            ),
-            src::IGNITION,
-        ));
-    } else if raw.len() == 3 && raw.chars().all(|c| ('0'..='7').contains(&c)) && mode > 0o777 {
-        // e.g. 644 (decimal) = 0o1204: sticky bit, owner write only.
-        let meant = i64::from_str_radix(raw, 8).unwrap_or(0);
-        out.push(doc.at(
-            m,
-            path,
-            Severity::Error,
-            "file-mode-decimal",
-            format!(
-                "mode {raw} is decimal {mode} = 0o{mode:o}, not 0{raw}: Ignition modes are decimal integers (0{raw} is {meant})"
-            ),
-            src::IGNITION,
-        ));
-    }
-}
-
-/// Whether a MachineConfigPool's `machineConfigSelector` selects MachineConfigs with `role`.
-pub(super) fn pool_selects(pool: &Node, role: &str) -> bool {
-    let Some(sel) = pool.at("spec.machineConfigSelector") else {
-        return false;
-    };
-    const KEY: &str = "machineconfiguration.openshift.io/role";
-    let by_label = sel
-        .get("matchLabels")
-        .and_then(|m| m.get(KEY))
-        .and_then(Node::as_str)
-        == Some(role);
-    let by_expr = sel.get("matchExpressions").is_some_and(|e| {
-        e.as_seq().iter().any(|x| {
-            x.get("key").and_then(Node::as_str) == Some(KEY)
-                && x.get("operator").and_then(Node::as_str) == Some("In")
-                && x.get("values")
-                    .is_some_and(|v| v.as_seq().iter().any(|s| s.as_str() == Some(role)))
-        })
-    });
-    by_label || by_expr
 }

@@ -12,11 +12,12 @@
 //!   `x-kubernetes-int-or-string` takes either. `metadata` at the root is the API server's
 //!   ObjectMeta and is not looked into.
 //! - **JSON Schema** (the Ignition config): `$ref` to `#/definitions/…`, `type` as a list
-//!   (`["string", "null"]`); a key not under `properties` is reported too (the Ignition 3.4.0
-//!   schema has no `additionalProperties`, and a key it does not define is not read).
+//!   (`["string", "null"]`), `allOf` (its branches' properties joined); a key not under
+//!   `properties` is reported too (the Ignition schemas have no `additionalProperties`, and a
+//!   key they do not define is not read).
 //!
 //! Keywords checked: `type`, `properties`, `additionalProperties` (bool or schema), `items`,
-//! `required`, `enum`, `minimum`, `nullable`, `anyOf`, `$ref`, `x-kubernetes-int-or-string`,
+//! `required`, `enum`, `minimum`, `nullable`, `anyOf`, `allOf`, `$ref`, `x-kubernetes-int-or-string`,
 //! `x-kubernetes-preserve-unknown-fields`. Not checked: `pattern`, `format`, lengths and the
 //! CEL rules of `x-kubernetes-validations`.
 
@@ -55,8 +56,54 @@ pub struct Issue {
 /// of `node` (empty at the document root).
 pub fn validate(root: &J, schema: &J, node: &Node, dialect: Dialect, path: &str) -> Vec<Issue> {
     let mut out = Vec::new();
-    walk(root, schema, node, dialect, path, 0, &mut out);
+    walk(root, schema, node, node.line, dialect, path, 0, &mut out);
     out
+}
+
+/// One schema out of `schema` and its `allOf` branches (each resolved, nested `allOf` too):
+/// their `properties` and `required` joined, the first `type` and other keywords kept. The
+/// Ignition schemas build a file, directory and link entry this way (node + its own fields).
+fn merge_all_of(root: &J, schema: &J, depth: usize) -> J {
+    let mut out = serde_json::Map::new();
+    let mut props = serde_json::Map::new();
+    let mut required: Vec<J> = Vec::new();
+    let mut parts: Vec<J> = vec![schema.clone()];
+    if let Some(all) = schema.get("allOf").and_then(J::as_array) {
+        for b in all {
+            let b = resolve(root, b);
+            parts.push(if depth < 8 && b.get("allOf").is_some() {
+                merge_all_of(root, b, depth + 1)
+            } else {
+                b.clone()
+            });
+        }
+    }
+    for part in &parts {
+        let Some(obj) = part.as_object() else {
+            continue;
+        };
+        for (k, v) in obj {
+            match k.as_str() {
+                "allOf" => {}
+                "properties" => {
+                    for (name, s) in v.as_object().into_iter().flatten() {
+                        props.entry(name.clone()).or_insert_with(|| s.clone());
+                    }
+                }
+                "required" => required.extend(v.as_array().into_iter().flatten().cloned()),
+                _ => {
+                    out.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+    }
+    if !props.is_empty() {
+        out.insert("properties".into(), J::Object(props));
+    }
+    if !required.is_empty() {
+        out.insert("required".into(), J::Array(required));
+    }
+    J::Object(out)
 }
 
 fn resolve<'a>(root: &'a J, mut schema: &'a J) -> &'a J {
@@ -103,10 +150,14 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
+/// `at` is the line findings about `node` point at: its key's line (a block value starts on the
+/// line below its key).
+#[allow(clippy::too_many_arguments)]
 fn walk(
     root: &J,
     schema: &J,
     node: &Node,
+    at: usize,
     dialect: Dialect,
     path: &str,
     depth: usize,
@@ -116,7 +167,14 @@ fn walk(
         return;
     }
     let schema = resolve(root, schema);
-    let line = node.line;
+    let merged;
+    let schema = if schema.get("allOf").is_some() {
+        merged = merge_all_of(root, schema, 0);
+        &merged
+    } else {
+        schema
+    };
+    let line = at;
     let issue = |kind, message: String| Issue {
         kind,
         line,
@@ -206,13 +264,13 @@ fn walk(
             for (k, v) in entries {
                 let sub = join(path, &k.name);
                 if let Some(s) = props.and_then(|p| p.get(&k.name)) {
-                    walk(root, s, v, dialect, &sub, depth + 1, out);
+                    walk(root, s, v, k.line, dialect, &sub, depth + 1, out);
                     continue;
                 }
                 match additional {
                     Some(J::Object(_)) => {
                         if let Some(s) = additional {
-                            walk(root, s, v, dialect, &sub, depth + 1, out);
+                            walk(root, s, v, k.line, dialect, &sub, depth + 1, out);
                         }
                     }
                     Some(J::Bool(true)) => {}
@@ -262,6 +320,7 @@ fn walk(
                         root,
                         s,
                         item,
+                        item.line,
                         dialect,
                         &format!("{path}[{i}]"),
                         depth + 1,
