@@ -2,6 +2,7 @@
 
 use super::next_boot_line;
 use crate::config::Gate;
+use crate::model::driver::Flavor;
 use crate::model::report::{NextBootDriver, NodeReport};
 use crate::model::{Code, Severity};
 
@@ -17,13 +18,15 @@ pub fn check_gates(report: &NodeReport, gates: &[Gate]) -> Vec<String> {
     ];
     for g in gates {
         let why = match g {
-            Gate::OpenModule => match report.driver.as_ref().map(|d| d.flavor.as_str()) {
-                Some("open") => None,
-                Some("proprietary") => {
+            Gate::OpenModule => match report.driver.as_ref().map(|d| d.flavor) {
+                Some(Flavor::Open) => None,
+                Some(Flavor::Proprietary) => {
                     Some("the proprietary kernel module is loaded, not the open one".into())
                 }
-                Some("none") => Some("no NVIDIA kernel module is loaded".into()),
-                _ => Some("which NVIDIA kernel module is loaded is unknown".into()),
+                Some(Flavor::None) => Some("no NVIDIA kernel module is loaded".into()),
+                Some(Flavor::Unknown) | None => {
+                    Some("which NVIDIA kernel module is loaded is unknown".into())
+                }
             },
             Gate::NoPeermem => {
                 let p = report.peermem.as_ref();
