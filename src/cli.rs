@@ -61,6 +61,8 @@ Statuses, worst first:
 
 const AFTER_HELP: &str = "\
 Examples:
+  gpufleet demo                              a simulated fleet of 200 nodes over SSH, in the TUI
+  gpufleet sim --nodes 16 --write-inventory /tmp/sim/fleet.toml   serve one, to scan it
   gpufleet snapshot                          this machine, as a table (JSON when piped)
   gpufleet snapshot -i fleet.toml            every node of an inventory, over SSH
   gpufleet snapshot -i fleet.toml -g a100 --format csv > a100.csv

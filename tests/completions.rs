@@ -118,6 +118,11 @@ fn man_page_lists_the_commands_and_renders() {
     ] {
         assert!(dir.path().join(page).is_file(), "{page}");
     }
+    // A folder that does not exist yet is made (as ~/.local/share/man/man1 on a new machine).
+    let nested = dir.path().join("share/man/man1");
+    let n = nested.display().to_string();
+    assert_eq!(gpufleet(&["man", "--dir", &n]).status.code(), Some(0));
+    assert!(nested.join("gpufleet.1").is_file());
     if have("man") {
         let r = Command::new("man")
             .arg("-l")

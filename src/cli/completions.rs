@@ -12,7 +12,8 @@ pub struct CompletionsArgs {
 
 pub const COMPLETIONS_HELP: &str = "\
 Install:
-  bash  gpufleet completions bash > ~/.local/share/bash-completion/completions/gpufleet
+  bash  mkdir -p ~/.local/share/bash-completion/completions &&
+        gpufleet completions bash > ~/.local/share/bash-completion/completions/gpufleet
   zsh   gpufleet completions zsh > ~/.zfunc/_gpufleet   (with fpath+=~/.zfunc before compinit)
   fish  gpufleet completions fish > ~/.config/fish/completions/gpufleet.fish";
 
@@ -47,7 +48,9 @@ pub(super) fn man(args: &ManArgs) -> anyhow::Result<u8> {
     let cmd = super::Cli::command();
     match &args.dir {
         Some(dir) => {
-            clap_mangen::generate_to(cmd, dir)
+            // As `install -D` would: the folder is made when it is missing.
+            std::fs::create_dir_all(dir)
+                .and_then(|()| clap_mangen::generate_to(cmd, dir))
                 .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
         }
         None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout().lock())?,
