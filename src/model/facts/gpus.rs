@@ -161,7 +161,23 @@ pub(super) fn smi_fact(out: &ProbeOutput, f: &mut Facts) {
         .filter_map(|s| smi::rejected_field(&String::from_utf8_lossy(&s.body)).map(str::to_string))
         .collect();
     f.smi = match &last.status {
-        Status::MissingTool(_) => SmiOutcome::NotInstalled,
+        Status::MissingTool(t) if t == "nvidia-smi" => SmiOutcome::NotInstalled,
+        // Not run, or its output not all read: what it would have said is unknown, and the
+        // node is not graded on the GPU facts of /proc and PCI alone as if nvidia-smi were
+        // missing.
+        Status::MissingTool(_) | Status::NoTmp | Status::Cut(_) => SmiOutcome::Failed {
+            command,
+            failure: SmiFailure::Other(match &last.status {
+                Status::Cut(cap) => format!(
+                    "it printed more than the probe's {cap}-byte cap for its output (not read further)"
+                ),
+                Status::MissingTool(t) => format!(
+                    "not run: {t}, which the probe needs to bound its output, is not installed on the node"
+                ),
+                _ => "not run: no writable temporary folder on the node for its output".to_string(),
+            }),
+            output: head_lines(&text, 4),
+        },
         Status::Timeout | Status::Incomplete => SmiOutcome::TimedOut { command },
         Status::Ok => match smi::parse_query(&text) {
             Ok(gpus) => SmiOutcome::Answered {
@@ -286,4 +302,54 @@ pub fn pci_evidence(d: &PciDevice) -> Evidence {
             d.device_id, d.class
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::facts::{SmiOutcome, collect};
+    use crate::model::sections;
+    use crate::model::smi::SmiFailure;
+
+    fn smi_with(status: &str, body: &str) -> SmiOutcome {
+        let raw = format!(
+            "gpufleet-RAW cmd nvidia-smi --query-gpu=index --format=csv,nounits\n{body}\n\
+             gpufleet-RAW end {status}\ngpufleet-RAW meta complete\n\ngpufleet-RAW end ok\n"
+        );
+        collect(&sections::parse(raw.as_bytes(), "gpufleet-RAW")).smi
+    }
+
+    fn failure(o: &SmiOutcome) -> String {
+        match o {
+            SmiOutcome::Failed {
+                failure: SmiFailure::Other(m),
+                ..
+            } => m.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_cut_or_unbounded_nvidia_smi_is_a_failure_never_an_answer_or_missing() {
+        // The first 4 KiB of an output over the cap look like an answer: they are not one.
+        let cut = smi_with("cut 262144", "index\n0");
+        assert!(
+            failure(&cut).contains("more than the probe's 262144-byte cap"),
+            "{cut:?}"
+        );
+        let tmp = smi_with("no-tmp", "");
+        assert!(
+            failure(&tmp).contains("no writable temporary folder"),
+            "{tmp:?}"
+        );
+        let head = smi_with("missing-tool head", "");
+        assert!(failure(&head).contains("not run: head"), "{head:?}");
+        assert_eq!(
+            smi_with("missing-tool nvidia-smi", ""),
+            SmiOutcome::NotInstalled
+        );
+        assert!(matches!(
+            smi_with("ok", "index\n0"),
+            SmiOutcome::Answered { .. }
+        ));
+    }
 }
