@@ -165,6 +165,14 @@ impl Settings {
         }
     }
 
+    /// How collected snapshots are merged: now, and `[collected] clock_skew`.
+    pub fn collected(&self) -> crate::snapshot::collected::Options {
+        crate::snapshot::collected::Options {
+            now: jiff::Timestamp::now(),
+            clock_skew: std::time::Duration::from_secs(self.config.collected.clock_skew),
+        }
+    }
+
     /// The inventory was named by `-i` or `$GPUFLEET_INVENTORY` (then it must exist).
     pub fn explicit_inventory(&self) -> bool {
         self.given.get("inventory").is_some()

@@ -103,8 +103,12 @@ pub(super) fn from_files(
             "--from shows collected snapshots; it takes no inventory (-i or $GPUFLEET_INVENTORY)"
         );
     }
-    crate::snapshot::collected::load_reports(files)
-        .map_err(|e| anyhow::anyhow!("{}", crate::model::text::terminal_safe(&e)))
+    let (reports, warnings) = crate::snapshot::collected::load_reports_with(files, &s.collected())
+        .map_err(|e| anyhow::anyhow!("{}", crate::model::text::terminal_safe(&e)))?;
+    for w in warnings {
+        eprintln!("gpufleet: merge: {}", crate::model::text::terminal_safe(&w));
+    }
+    Ok(reports)
 }
 
 /// `--format`'s values (clap's side of [`Format`]).

@@ -258,13 +258,26 @@ fn spawn_scan(
             Target::Files { files, .. } => {
                 let files = files.clone();
                 let read = tokio::task::spawn_blocking(move || {
-                    crate::snapshot::collected::load_reports(&files)
+                    crate::snapshot::collected::load_reports_with(&files, &Default::default())
                 })
                 .await
                 .map_err(|e| e.to_string())
                 .and_then(|r| r);
                 match read {
-                    Ok(reports) => {
+                    Ok((reports, warnings)) => {
+                        if let Some(w) = warnings.first() {
+                            let more = warnings.len() - 1;
+                            let _ = tx
+                                .send(Msg::Notice(format!(
+                                    "merge: {w}{}",
+                                    if more > 0 {
+                                        format!(" (and {more} more)")
+                                    } else {
+                                        String::new()
+                                    }
+                                )))
+                                .await;
+                        }
                         let wanted: std::collections::HashSet<&String> = names.iter().collect();
                         for report in reports.into_iter().filter(|r| wanted.contains(&r.name)) {
                             let _ = tx
