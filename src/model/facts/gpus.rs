@@ -162,20 +162,27 @@ pub(super) fn smi_fact(out: &ProbeOutput, f: &mut Facts) {
         .collect();
     f.smi = match &last.status {
         Status::MissingTool(t) if t == "nvidia-smi" => SmiOutcome::NotInstalled,
-        // Not run, or its output not all read: what it would have said is unknown, and the
-        // node is not graded on the GPU facts of /proc and PCI alone as if nvidia-smi were
-        // missing.
-        Status::MissingTool(_) | Status::NoTmp | Status::Cut(_) => SmiOutcome::Failed {
+        // Not run, its output could not be bounded: what it would have said is unknown (the
+        // GPU facts come from /proc and PCI, as without nvidia-smi), never "it failed".
+        Status::MissingTool(_) | Status::NoTmp => {
+            f.unknown(
+                "nvidia-smi",
+                match &last.status {
+                    Status::MissingTool(t) => format!(
+                        "not run: {t}, which the probe needs to bound its output, is not installed on the node"
+                    ),
+                    _ => "not run: no writable temporary folder on the node for its output"
+                        .to_string(),
+                },
+            );
+            SmiOutcome::NotInstalled
+        }
+        // Its output was not all read: what it printed first is not an answer.
+        Status::Cut(cap) => SmiOutcome::Failed {
             command,
-            failure: SmiFailure::Other(match &last.status {
-                Status::Cut(cap) => format!(
-                    "it printed more than the probe's {cap}-byte cap for its output (not read further)"
-                ),
-                Status::MissingTool(t) => format!(
-                    "not run: {t}, which the probe needs to bound its output, is not installed on the node"
-                ),
-                _ => "not run: no writable temporary folder on the node for its output".to_string(),
-            }),
+            failure: SmiFailure::Other(format!(
+                "it printed more than the probe's {cap}-byte cap for its output (not read further)"
+            )),
             output: head_lines(&text, 4),
         },
         Status::Timeout | Status::Incomplete => SmiOutcome::TimedOut { command },
@@ -311,11 +318,25 @@ mod tests {
     use crate::model::smi::SmiFailure;
 
     fn smi_with(status: &str, body: &str) -> SmiOutcome {
+        facts_with(status, body).smi
+    }
+
+    fn facts_with(status: &str, body: &str) -> crate::model::facts::Facts {
         let raw = format!(
             "gpufleet-RAW cmd nvidia-smi --query-gpu=index --format=csv,nounits\n{body}\n\
              gpufleet-RAW end {status}\ngpufleet-RAW meta complete\n\ngpufleet-RAW end ok\n"
         );
-        collect(&sections::parse(raw.as_bytes(), "gpufleet-RAW")).smi
+        collect(&sections::parse(raw.as_bytes(), "gpufleet-RAW"))
+    }
+
+    fn unknown_why(status: &str) -> String {
+        let f = facts_with(status, "");
+        assert_eq!(f.smi, SmiOutcome::NotInstalled);
+        f.unknowns
+            .iter()
+            .find(|u| u.fact == "nvidia-smi")
+            .map(|u| u.why.clone())
+            .unwrap_or_default()
     }
 
     fn failure(o: &SmiOutcome) -> String {
@@ -329,20 +350,16 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_or_unbounded_nvidia_smi_is_a_failure_never_an_answer_or_missing() {
+    fn a_cut_nvidia_smi_is_a_failure_and_an_unbounded_one_is_unknown() {
         // The first 4 KiB of an output over the cap look like an answer: they are not one.
         let cut = smi_with("cut 262144", "index\n0");
         assert!(
             failure(&cut).contains("more than the probe's 262144-byte cap"),
             "{cut:?}"
         );
-        let tmp = smi_with("no-tmp", "");
-        assert!(
-            failure(&tmp).contains("no writable temporary folder"),
-            "{tmp:?}"
-        );
-        let head = smi_with("missing-tool head", "");
-        assert!(failure(&head).contains("not run: head"), "{head:?}");
+        // Not run (it could not be bounded): unknown, not a failure of nvidia-smi.
+        assert!(unknown_why("no-tmp").contains("no writable temporary folder"));
+        assert!(unknown_why("missing-tool head").contains("not run: head"));
         assert_eq!(
             smi_with("missing-tool nvidia-smi", ""),
             SmiOutcome::NotInstalled
