@@ -32,6 +32,8 @@ pub struct Config {
     pub keys: std::collections::BTreeMap<String, Vec<String>>,
     #[serde(default)]
     pub upgrade: UpgradeConfig,
+    #[serde(default)]
+    pub collected: CollectedConfig,
     /// Upgrade recipes by name; inventory groups pick one with `recipe = "NAME"`.
     #[serde(default)]
     pub recipes: std::collections::BTreeMap<String, Recipe>,
@@ -303,6 +305,23 @@ impl Default for ProbeConfig {
     }
 }
 
+/// `[collected]`: merging snapshots collected elsewhere (docs/domain.md "Collected snapshots").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CollectedConfig {
+    /// How far after this machine's now a report's `scanned_at` may be, in seconds, before it
+    /// is a merge finding and never preferred (600; 0 to a day).
+    pub clock_skew: u64,
+}
+
+impl Default for CollectedConfig {
+    fn default() -> Self {
+        CollectedConfig {
+            clock_skew: crate::snapshot::collected::DEFAULT_CLOCK_SKEW.as_secs(),
+        }
+    }
+}
+
 /// Largest accepted time limit, in seconds (a day).
 pub const MAX_SECS: u64 = 86_400;
 /// Largest accepted number of nodes probed at once.
@@ -447,6 +466,16 @@ impl Config {
                     path.display()
                 )));
             }
+        }
+        if cfg.collected.clock_skew > MAX_SECS {
+            let (line, col) = text
+                .find("clock_skew")
+                .map_or((1, 1), |off| diag::line_col(text, off));
+            return Err(ConfigError(format!(
+                "{}:{line}:{col}: [collected] clock_skew = {}: must be between 0 and {MAX_SECS}",
+                path.display(),
+                cfg.collected.clock_skew
+            )));
         }
         if cfg.upgrade.max_unavailable == 0 {
             return Err(ConfigError(format!(

@@ -155,6 +155,54 @@ fn from_reports_unreadable_files_with_file_and_line() {
 /// The README's "Collect with srun" command on a real Slurm cluster: one job step per node runs
 /// gpufleet in local mode (a different fixture node on each, chosen by `$SLURMD_NODENAME`), all
 /// writing JSON Lines into one file; `snapshot --from` merges it with an older snapshot.
+/// One node's collected file cannot take over another node's row (issue 21): a forged `gpu-a`
+/// in year 9999, or at a time jiff cannot represent, in either file order.
+#[test]
+fn a_forged_report_from_the_future_is_a_merge_finding_and_never_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture("h200-open-580-k6.18-real");
+    let real = doc(&local(&f, &[], &[("NODE_NAME", "gpu-a")]));
+    assert_eq!(real["nodes"][0]["status"], "ready");
+    let real_file = dir.path().join("gpu-a.json");
+    std::fs::write(&real_file, real.to_string()).unwrap();
+    for at in ["9999-01-01T00:00:00Z", "9999-12-31T23:59:59Z"] {
+        let mut forged = real["nodes"][0].clone();
+        forged["status"] = "migrate".into();
+        forged["scanned_at"] = at.into();
+        let evil = dir.path().join("gpu-b.jsonl");
+        std::fs::write(
+            &evil,
+            format!("{}\n", serde_json::json!({"type": "node", "data": forged})),
+        )
+        .unwrap();
+        for files in [[&real_file, &evil], [&evil, &real_file]] {
+            let out = gpufleet()
+                .args(["snapshot", "--format", "json", "--from"])
+                .args(files)
+                .output()
+                .unwrap();
+            let merged = doc(&out);
+            assert_eq!(merged["nodes"].as_array().unwrap().len(), 1);
+            assert_eq!(merged["nodes"][0]["status"], "ready", "{at}");
+            assert_eq!(
+                merged["nodes"][0]["scanned_at"],
+                real["nodes"][0]["scanned_at"]
+            );
+            let err = String::from_utf8_lossy(&out.stderr);
+            let finding = format!(
+                "gpufleet: merge: {}:1: node `gpu-a`: scanned_at",
+                evil.display()
+            );
+            assert!(err.contains(&finding), "{at}: {err}");
+            assert!(
+                err.contains("hold different reports")
+                    && err.contains(&real_file.display().to_string()),
+                "{err}"
+            );
+        }
+    }
+}
+
 #[test]
 fn srun_over_every_slurm_node_collects_json_lines_that_from_merges() {
     let slurm = Slurm::start(2, 22);
@@ -262,6 +310,12 @@ fn srun_over_every_slurm_node_collects_json_lines_that_from_merges() {
         .output()
         .unwrap();
     let merged = doc(&out);
+    // gpu2 in both files, scanned twice: said, naming both.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("gpufleet: merge: node `gpu2`:") && err.contains("hold different reports"),
+        "{err}"
+    );
     let mut got: Vec<(String, String)> = merged["nodes"]
         .as_array()
         .unwrap()

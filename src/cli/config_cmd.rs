@@ -160,6 +160,11 @@ fn show(s: &Settings, args: &ShowArgs) -> anyhow::Result<Vec<(String, String, Or
         probe.kernel_log_lines.to_string(),
         s.origin(None, "probe", "kernel_log_lines"),
     );
+    row(
+        "collected.clock_skew",
+        format!("{} s", s.config.collected.clock_skew),
+        s.origin(None, "collected", "clock_skew"),
+    );
     let ssh = s.ssh(&args.scan);
     row(
         "ssh.concurrency",

@@ -117,7 +117,14 @@ pub struct CheckArgs {
 /// The nodes of several snapshot files, one per name (the newest `scanned_at` wins), as
 /// every collected-file scan reads them ([`crate::fleet::scan::Files`]).
 pub fn load_nodes(files: &[PathBuf]) -> Result<Vec<crate::model::NodeReport>, String> {
-    crate::fleet::scan::Files::read(files.to_vec())?.reports()
+    let files = crate::fleet::scan::Files::read(
+        files.to_vec(),
+        crate::snapshot::collected::DEFAULT_CLOCK_SKEW,
+    )?;
+    for w in &files.findings {
+        eprintln!("gpufleet: merge: {}", crate::model::text::terminal_safe(w));
+    }
+    Ok(files.reports()?.0)
 }
 
 pub fn run(args: &PolicyArgs) -> anyhow::Result<u8> {

@@ -253,8 +253,13 @@ impl Settings {
                     "--from shows collected snapshots; it takes no inventory (-i or $GPUFLEET_INVENTORY)"
                 );
             }
-            let files = Files::read(from.to_vec())
+            let skew = std::time::Duration::from_secs(self.config.collected.clock_skew);
+            let files = Files::read(from.to_vec(), skew)
                 .map_err(|e| anyhow::anyhow!("{}", crate::model::text::terminal_safe(&e)))?;
+            // Said once, before any output (or the TUI) starts.
+            for w in &files.findings {
+                eprintln!("gpufleet: merge: {}", crate::model::text::terminal_safe(w));
+            }
             if files.names.is_empty() {
                 anyhow::bail!(
                     "--from: no node report in {}: nothing to show",

@@ -51,6 +51,12 @@ pub struct Files {
     pub files: Vec<PathBuf>,
     /// The nodes found when the files were first read, in the order first seen.
     pub names: Vec<String>,
+    /// What the first read's merge found (a report from the future, a node two files disagree
+    /// on: [`crate::snapshot::collected`]), for the caller to say once; later runs tell theirs
+    /// as [`Event::Warning`]s.
+    pub findings: Vec<String>,
+    /// How far after now a `scanned_at` may be before it is a finding.
+    clock_skew: std::time::Duration,
     /// The reports of that first read, given by the first run; later runs read the files again.
     first: Mutex<Option<Vec<NodeReport>>>,
 }
@@ -87,30 +93,46 @@ pub enum ScanError {
 }
 
 impl Files {
-    /// Reads and merges `files` ([`crate::snapshot::collected::load_reports`]).
+    /// Reads and merges `files` ([`crate::snapshot::collected::load_reports_with`]), a
+    /// `scanned_at` more than `clock_skew` after now being a finding.
     ///
-    /// Errors: as `load_reports`'s (`file:line: message`; node text quoted).
-    pub fn read(files: Vec<PathBuf>) -> Result<Files, String> {
-        let reports = crate::snapshot::collected::load_reports(&files)?;
+    /// Errors: as `load_reports_with`'s (`file:line: message`; node text quoted).
+    pub fn read(files: Vec<PathBuf>, clock_skew: std::time::Duration) -> Result<Files, String> {
+        let (reports, findings) =
+            crate::snapshot::collected::load_reports_with(&files, &Self::options(clock_skew))?;
         Ok(Files {
             names: reports.iter().map(|r| r.name.clone()).collect(),
             files,
+            findings,
+            clock_skew,
             first: Mutex::new(Some(reports)),
         })
     }
 
-    /// The reports of the first read, once (later: read again).
+    /// The merge's options now.
+    fn options(clock_skew: std::time::Duration) -> crate::snapshot::collected::Options {
+        crate::snapshot::collected::Options {
+            now: jiff::Timestamp::now(),
+            clock_skew,
+        }
+    }
+
+    /// The reports of the first read, once (its findings are [`Files::findings`]); later, the
+    /// files read again, with that read's findings.
     ///
     /// Errors: as [`Files::read`]'s.
-    pub fn reports(&self) -> Result<Vec<NodeReport>, String> {
-        match self
+    pub fn reports(&self) -> Result<(Vec<NodeReport>, Vec<String>), String> {
+        let first = self
             .first
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            Some(r) => Ok(r),
-            None => crate::snapshot::collected::load_reports(&self.files),
+            .take();
+        match first {
+            Some(r) => Ok((r, Vec::new())),
+            None => crate::snapshot::collected::load_reports_with(
+                &self.files,
+                &Self::options(self.clock_skew),
+            ),
         }
     }
 }
@@ -219,7 +241,16 @@ impl Source {
                 }
             }
             Source::Files(f) => {
-                let reports = f.reports().map_err(ScanError::Files)?;
+                let (reports, findings) = f.reports().map_err(ScanError::Files)?;
+                if let Some(first) = findings.first() {
+                    let more = findings.len() - 1;
+                    let more = if more > 0 {
+                        format!(" (and {more} more)")
+                    } else {
+                        String::new()
+                    };
+                    on(Event::Warning(format!("merge: {first}{more}"))).await;
+                }
                 for (pos, report) in reports.into_iter().enumerate() {
                     if is_wanted(&report.name) {
                         on(Event::Done {

@@ -423,6 +423,19 @@ pub fn rules(f: &Facts, _t: &Thresholds, r: &mut Vec<Reason>) {
             f.v2.gpu_operator.evidence.clone(),
         ));
     }
+    if !f.v2.leftovers.is_empty() {
+        r.push(Reason::new(
+            Code::ProbeLeftProcesses,
+            format!(
+                "a command of the probe (nvidia-smi, dmesg) left processes running on the node, killed by the probe: {}",
+                f.v2.leftovers.join(", ")
+            ),
+            f.v2.leftovers
+                .iter()
+                .map(|l| Evidence::new("probe", l.clone()))
+                .collect(),
+        ));
+    }
     // Unknown facts that matter here.
     let v2 = &f.v2;
     unknown(r, "kernel_log", &v2.kernel_log.why);

@@ -57,8 +57,12 @@ pub enum Status {
     Masked,
     /// A folder that resolves to one already read (its body names that one); read once.
     Same,
-    /// Output cut at a cap of this many bytes (a decompressed kernel config): not trusted.
+    /// Output cut at a cap of this many bytes (a decompressed kernel config, a command that
+    /// printed more than its cap): not trusted.
     Cut(u64),
+    /// A command not run: no private temporary folder could be made for its output (the probe
+    /// never keeps a command's output in memory).
+    NoTmp,
     /// A link was asked for and a file or folder is there instead.
     NotLink,
     /// An end line this version does not understand.
@@ -198,6 +202,7 @@ fn parse_status(s: &str) -> Status {
         "masked" => Status::Masked,
         "same" => Status::Same,
         "not-link" => Status::NotLink,
+        "no-tmp" => Status::NoTmp,
         "cut" => rest
             .trim()
             .parse::<u64>()

@@ -1,4 +1,6 @@
-# gpufleet probe, protocol 2. Read-only: it reads files and runs nvidia-smi, and writes nothing.
+# gpufleet probe, protocol 2. Read-only: it reads files and runs nvidia-smi and dmesg; the only
+# thing it writes is each command's output, into a file of its own private temporary folder that
+# is unlinked before the command starts (nothing is left on disk, whatever kills the probe).
 # Run as `sh -s` with this on stdin, after a header of five assignments that gpufleet writes
 # (never in any argv or environment on the node, so no other user can read the boundary from
 # /proc/*/cmdline or /proc/*/environ; no command this script runs is given it):
@@ -14,7 +16,11 @@
 # status: ok | absent | denied | error <rc> | rc <rc> (cmd) | timeout | missing-tool <name> |
 #         not-regular (a FIFO, socket or device: never opened) | masked (a symlink to /dev/null) |
 #         same (a folder that resolves to one already read; the body names it) |
-#         not-link (a link was asked for and a file or folder is there) | cut <bytes>
+#         not-link (a link was asked for and a file or folder is there) | cut <bytes> (a stream or
+#         a command's output longer than that cap: the body is not all of it) | no-tmp (a command
+#         not run: no private temporary folder could be made for its output)
+# A command the probe ran that left processes behind (a daemon holding its output) is followed by
+# a section `meta leftover` listing `<pid> <name>` of each, all killed.
 # The last section is the trailer `meta complete`: without it the output is incomplete.
 # Files first, nvidia-smi last. gpufleet enforces the output cap and the per-node deadline; this
 # script bounds itself too: a watchdog kills its whole process group D seconds after it starts.
@@ -148,7 +154,7 @@ uptime_s
 S0=$U
 
 # limited CMD...: runs CMD with the per-call time limit T, cut to what is left of the node
-# deadline D; exit 124 or 137 means it timed out. `timeout` runs CMD in a process group of its
+# deadline D, its stdout and stderr to fd 5 (capture's file); exit 124 or 137 means it timed out. `timeout` runs CMD in a process group of its
 # own (out of the watchdog's reach) and kills that whole group itself within the limit + 1 s,
 # which ends before D; without `timeout`, CMD stays in the probe's group, which the watchdog kills.
 limited() {
@@ -160,12 +166,20 @@ limited() {
   fi
   [ "$_lim" -ge 1 ] || return 124
   if have timeout; then
-    timeout -k 1 "$_lim" "$@" </dev/null
-    return $?
+    # In the background, so that its group (what the command left running: a forked child that
+    # kept its stdout) is killed once it returns.
+    timeout -k 1 "$_lim" "$@" </dev/null >&5 2>&5 5>&- &
+    _p=$!
+    wait "$_p"
+    _rc=$?
+    kill -s KILL -- "-$_p" 2>/dev/null
+    return $_rc
   fi
-  "$@" </dev/null &
+  "$@" </dev/null >&5 2>&5 5>&- &
   _p=$!
   (
+    # Its `sleep`s are the probe's, not what the command left behind.
+    unset GPUFLEET_PROBE_RUN
     _s=0
     while [ "$_s" -lt "$_lim" ]; do
       sleep 1
@@ -181,16 +195,101 @@ limited() {
   return $_rc
 }
 
+# Command output is never kept in a variable (an nvidia-smi printing forever would fill the
+# node's memory) nor read through a pipe (a daemon holding it would hold the probe): `capture`
+# gives it a file of a private temporary folder, under `ulimit -f` (at most the cap + 512 bytes
+# on disk, tmpfs or not), unlinked before the command starts; the command's exit (`wait`) ends it,
+# and its output is read back through `head -c`. Without mkdir, rm, head and tail, a command is
+# not run: its section ends `missing-tool NAME`; without a writable temporary folder ($TMPDIR,
+# /tmp, /dev/shm, /var/tmp) it ends `no-tmp`.
+# (`ulimit` is a builtin of every POSIX sh: dash, bash, busybox ash, ksh; blocks of 512 bytes.)
+CAP_TOOLS=
+for t in mkdir rm head tail; do have "$t" || CAP_TOOLS=${CAP_TOOLS:-$t}; done
+# M marks the environment of every command the probe runs (a run id, not the boundary): what
+# still carries it after the command returned was left behind by it (a daemon in a session of
+# its own, out of its process group's reach), and is killed and named.
+M=$$.${S0:-0}
+K=0
+# capture CAP CMD...: runs CMD (a `limited` command), its stdout and stderr into an unlinked file;
+# then RC is its exit status, CUT is 1 when it printed more than CAP bytes, and the main shell
+# reads the output on fds 6, 7 and 8 (each from its start; closed by `release`). Fails, running
+# nothing, when no private temporary folder can be made (the section then ends `no-tmp`).
+capture() {
+  _cap=$1
+  shift
+  CUT=0
+  RC=
+  _d=
+  K=$((K + 1))
+  for _b in "${TMPDIR:-/tmp}" /tmp /dev/shm /var/tmp; do
+    case $_b in /*) ;; *) continue ;; esac
+    # mkdir fails on anything already there (a planted folder or symlink): the folder is ours.
+    if mkdir -m 700 "$_b/gpufleet-probe.$M.$K" 2>/dev/null; then
+      _d=$_b/gpufleet-probe.$M.$K
+      break
+    fi
+  done
+  [ -n "$_d" ] || return 1
+  # `command`: a failed redirection of `exec` must not end the probe.
+  if ! { command exec 5>"$_d/out" 6<"$_d/out" 7<"$_d/out" 8<"$_d/out"; } 2>/dev/null; then
+    rm -rf "$_d" 2>/dev/null
+    return 1
+  fi
+  rm -rf "$_d" 2>/dev/null
+  (
+    exec 6<&- 7<&- 8<&-
+    ulimit -c 0 2>/dev/null
+    ulimit -f $((_cap / 512 + 1)) 2>/dev/null
+    GPUFLEET_PROBE_RUN=$M
+    export GPUFLEET_PROBE_RUN
+    # The shell's own words (a child killed by SIGXFSZ) stay out of the file.
+    "$@"
+  ) 2>/dev/null
+  RC=$?
+  exec 5>&-
+  _big=$(tail -c +$((_cap + 1)) <&6 2>/dev/null | head -c 1 | grep -c '')
+  [ "${_big:-0}" != 0 ] && CUT=1
+  return 0
+}
+release() { exec 6<&- 7<&- 8<&-; }
+
+# leftovers: kills the processes that still carry this run's mark, and lists them in a
+# `meta leftover` section (32 named at most, then how many more).
+leftovers() {
+  case $- in *f*) _f=1; set +f ;; *) _f= ;; esac
+  _l=$(grep -l -a -F "GPUFLEET_PROBE_RUN=$M" /proc/[0-9]*/environ 2>/dev/null | head -n 1024)
+  [ -n "$_f" ] && set -f
+  [ -n "$_l" ] || return 0
+  begin meta leftover
+  _n=0
+  for _e in $_l; do
+    _pid=${_e#/proc/}
+    _pid=${_pid%/environ}
+    case $_pid in '' | *[!0-9]*) continue ;; esac
+    _c=
+    read -r _c <"/proc/$_pid/comm" 2>/dev/null
+    kill -s KILL "$_pid" 2>/dev/null
+    _n=$((_n + 1))
+    [ "$_n" -le 32 ] && printf '%s %s\n' "$_pid" "$_c"
+  done
+  [ "$_n" -gt 32 ] && printf 'more %s\n' $((_n - 32))
+  end ok
+}
+
 CFG='^(# )?CONFIG_(DMA_SHARED_BUFFER|INFINIBAND|INFINIBAND_USER_MEM|PCI_P2PDMA|MODULES|MODULE_SIG_FORCE)[= ]'
 # The kernel config is read decompressed up to 4 MiB; a longer one is cut, never "lacks it".
 CFG_CAP=4194304
 HEX_CAP=262144
+# What a command may print: dmesg 8 MiB (read back and filtered here), nvidia-smi 256 KiB (its
+# query is a line per GPU, about 150 bytes).
+LOG_CAP=8388608
+SMI_CAP=262144
 
 begin meta probe
 echo "protocol 2"
 echo "uid $(id -u 2>/dev/null)"
 for d in proc sys; do [ -d "$R/$d" ] || echo "root-missing $d"; done
-for t in cat ls grep gzip timeout od head tail readlink sleep chroot id; do
+for t in cat ls grep gzip timeout od head tail readlink sleep chroot id mkdir rm; do
   if have "$t"; then echo "tool $t yes"; else echo "tool $t no"; fi
 done
 [ -n "$W" ] && echo "watchdog ${D}s"
@@ -412,17 +511,25 @@ file /var/lib/gpufleet/rollout.lock/owner
 
 # The kernel log: the last L lines that are NVIDIA's, the module loader's or lockdown's, with
 # the continuation lines of their messages (those that start with whitespace), filtered here.
+# At most LOG_CAP bytes of dmesg are read (a kernel's ring buffer is at most 32 MiB with
+# log_buf_len, 1-2 MiB by default): a longer output is `cut`, and its messages unknown. Lines of
+# more than 4 KiB are no kernel record (at most 1 KiB) and are dropped before the shell reads.
 begin cmd dmesg
 if ! have dmesg; then
   end "missing-tool dmesg"
+elif [ -n "$CAP_TOOLS" ]; then
+  end "missing-tool $CAP_TOOLS"
+elif ! capture "$LOG_CAP" limited dmesg; then
+  end no-tmp
 else
-  log=$(limited dmesg 2>&1)
-  rc=$?
-  if [ "$rc" != 0 ]; then
-    printf '%s\n' "$log" | head -n 5
-    case $rc in 124 | 137) end timeout ;; *) end "rc $rc" ;; esac
+  if [ "$CUT" = 1 ]; then
+    head -c 4096 <&7 | head -n 5
+    end "cut $LOG_CAP"
+  elif [ "$RC" != 0 ]; then
+    head -c 4096 <&7 | head -n 5
+    case $RC in 124 | 137) end timeout ;; *) end "rc $RC" ;; esac
   else
-    printf '%s\n' "$log" | {
+    head -c "$LOG_CAP" <&7 | grep $GA -v -E '(.{256}){16}' | {
       keep=
       while IFS= read -r l; do
         case $l in
@@ -434,7 +541,8 @@ else
     } | tail -n "$L"
     end ok
   fi
-  log=
+  release
+  leftovers
 fi
 
 # nvidia-smi: from PATH; else /usr/local/nvidia/bin (where NVIDIA's container images and many
@@ -467,18 +575,38 @@ if [ -z "$smi" ]; then
 else
   while :; do
     begin cmd "nvidia-smi --query-gpu=$fields --format=csv,nounits"
-    out=$(run_smi --query-gpu="$fields" --format=csv,nounits 2>&1)
-    rc=$?
-    printf '%s' "$out"
-    case $rc in
-      0) end ok ;;
-      124 | 137) end timeout; break ;;
-      *) end "rc $rc" ;;
-    esac
+    if [ -n "$CAP_TOOLS" ]; then
+      end "missing-tool $CAP_TOOLS"
+      break
+    fi
+    if ! capture "$SMI_CAP" run_smi --query-gpu="$fields" --format=csv,nounits; then
+      end no-tmp
+      break
+    fi
+    rc=$RC
+    bad=
+    if [ "$CUT" = 1 ]; then
+      # What it printed first, as evidence; the rest is not read.
+      head -c 4096 <&7
+      end "cut $SMI_CAP"
+      rc=cut
+    else
+      head -c "$SMI_CAP" <&7
+      case $rc in
+        0) end ok ;;
+        124 | 137) end timeout ;;
+        *)
+          end "rc $rc"
+          bad=$(grep -F 'is not a valid field to query' <&8 2>/dev/null | head -n 1 | head -c 1024)
+          ;;
+      esac
+    fi
+    release
+    leftovers
     [ "$rc" = 0 ] && break
-    case $out in
+    case $bad in
       *'is not a valid field to query'*)
-        bad=${out#*Field \"}
+        bad=${bad#*Field \"}
         bad=${bad%%\"*}
         new=
         IFS=,

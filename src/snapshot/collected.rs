@@ -5,20 +5,151 @@
 //! A file is one `gpufleet snapshot --format json` document (schema 1 or 2) or JSON Lines
 //! (`{"type":"node","data":{…}}` records; `summary` and other record types are skipped, and
 //! several runs concatenated — one per node, as `srun` writes them — are fine). Several files
-//! are merged by node name: the newest `scanned_at` wins (on equal times, the one read last).
+//! are merged by node name, in one pass with a map by name (O(n)): the newest `scanned_at`
+//! wins (on equal times, the one read last), except that a report whose `scanned_at` is later
+//! than now plus the clock-skew allowance, or is no time at all, is never preferred over one
+//! of a real time. A collected file is only as trustworthy as the node that wrote it (its
+//! mtime too): such reports, and a node whose reports differ between two files, are merge
+//! findings ([`Loaded::warnings`]), not errors.
+//!
+//! Memory: the files' text, and per node its name and where its winning report lies in that
+//! text (about 100 bytes); reports are parsed again one at a time as they are taken
+//! ([`Loaded::into_collected`]), so a caller that streams them holds one at a time.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::model::report::NodeReport;
+
+/// The clock-skew allowance by default: a report may say it was scanned up to 10 minutes after
+/// this machine's now (`[collected] clock_skew`, docs/domain.md "Collected snapshots").
+pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(600);
+
+/// At most this many findings are kept word for word; the rest are counted.
+pub const MAX_WARNINGS: usize = 1000;
 
 /// One node of a collected file, and where it was read (for errors and for people).
 #[derive(Debug, Clone)]
 pub struct Collected {
     pub report: NodeReport,
     /// The file it was read from.
-    pub file: PathBuf,
+    pub file: Arc<Path>,
     /// Its 1-based line: the JSON Lines record, or 1 for a JSON document.
     pub line: usize,
+}
+
+/// How reports are merged: the time they are checked against, and the allowance.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// This machine's now.
+    pub now: jiff::Timestamp,
+    /// How far after `now` a `scanned_at` may be before it is a finding (clock skew).
+    pub clock_skew: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            now: jiff::Timestamp::now(),
+            clock_skew: DEFAULT_CLOCK_SKEW,
+        }
+    }
+}
+
+/// How a report's `scanned_at` ranks: a real time beats a future one, which beats none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Class {
+    /// Not an RFC 3339 time, or one jiff cannot represent (`9999-12-31T23:59:59Z`).
+    NoTime,
+    /// Later than now plus the allowance.
+    Future,
+    Real,
+}
+
+/// Where the winning report of one node lies.
+#[derive(Debug, Clone)]
+struct Entry {
+    file: u32,
+    line: u32,
+    /// Byte range of the report's JSON in its file's text.
+    start: usize,
+    len: u32,
+    class: Class,
+    time: jiff::Timestamp,
+}
+
+/// The merged nodes of several files, in the order they were first seen.
+#[derive(Debug)]
+pub struct Loaded {
+    files: Vec<Arc<Path>>,
+    texts: Vec<String>,
+    entries: Vec<Entry>,
+    warnings: Vec<String>,
+    more_warnings: usize,
+}
+
+impl Loaded {
+    /// How many nodes.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are none (never, from [`load_with`]: an empty file is an error).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The merge findings, as `file:line: node `NAME`: …` (raw node text: escape it where it
+    /// is shown), at most [`MAX_WARNINGS`], then one line saying how many more.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = self.warnings.clone();
+        if self.more_warnings > 0 {
+            w.push(format!(
+                "… and {} more merge findings like these",
+                self.more_warnings
+            ));
+        }
+        w
+    }
+
+    /// The nodes, each parsed as it is taken (every one was parsed once already while merging,
+    /// so this does not fail on text `load_with` accepted; a failure would be skipped).
+    pub fn into_collected(self) -> impl Iterator<Item = Collected> {
+        let Loaded {
+            files,
+            texts,
+            entries,
+            ..
+        } = self;
+        entries.into_iter().filter_map(move |e| {
+            let text = texts
+                .get(e.file as usize)?
+                .get(e.start..e.start + e.len as usize)?;
+            Some(Collected {
+                report: serde_json::from_str(text).ok()?,
+                file: files.get(e.file as usize)?.clone(),
+                line: e.line as usize,
+            })
+        })
+    }
+
+    fn warn(&mut self, w: String) {
+        if self.warnings.len() < MAX_WARNINGS {
+            self.warnings.push(w);
+        } else {
+            self.more_warnings += 1;
+        }
+    }
+}
+
+/// [`load_with`] at this machine's now with the default allowance.
+pub fn load(files: &[PathBuf]) -> Result<Loaded, String> {
+    load_with(files, &Options::default())
 }
 
 /// Reads and merges `files` (see the module docs); nodes come in the order they were first
@@ -26,60 +157,200 @@ pub struct Collected {
 ///
 /// Errors, as `file:line: message` (`file:line:column` where serde_json gives one): an
 /// unreadable or empty file, text that is neither form, a schema other than 1 or 2, a record
-/// that is not a node report, a `scanned_at` that is not an RFC 3339 time. serde's messages
-/// quote what they could not read (`unknown variant …`): the caller escapes the error where it
-/// shows it (`terminal_safe`, once).
-pub fn load(files: &[PathBuf]) -> Result<Vec<Collected>, String> {
-    let mut merged: Vec<Collected> = Vec::new();
-    for f in files {
+/// that is not a node report. serde's messages quote what they could not read (`unknown
+/// variant …`): the caller escapes the error where it shows it (`terminal_safe`, once). A
+/// `scanned_at` that is no time, or one in the future, is a finding of that report
+/// ([`Loaded::warnings`]), never an error of the merge.
+pub fn load_with(files: &[PathBuf], opts: &Options) -> Result<Loaded, String> {
+    let mut loaded = Loaded {
+        files: Vec::with_capacity(files.len()),
+        texts: Vec::with_capacity(files.len()),
+        entries: Vec::new(),
+        warnings: Vec::new(),
+        more_warnings: 0,
+    };
+    let mut by_name: HashMap<Box<str>, u32> = HashMap::new();
+    let limit = opts
+        .now
+        .checked_add(
+            jiff::SignedDuration::try_from(opts.clock_skew).unwrap_or(jiff::SignedDuration::MAX),
+        )
+        .unwrap_or(jiff::Timestamp::MAX);
+    for (fi, f) in files.iter().enumerate() {
         let text = crate::limits::read_to_string(f, crate::limits::Kind::Snapshot)
             .map_err(|e| format!("{}: {e}", f.display()))?;
-        for c in parse(&text, f)? {
-            merge(&mut merged, c)?;
+        let fi = u32::try_from(fi).map_err(|_| "too many files".to_string())?;
+        let path: Arc<Path> = Arc::from(f.as_path());
+        // Room for this file's nodes at once (each report has one `"scanned_at"`; at most one
+        // per 64 bytes, whatever a file says): growing the map and the list by doubling would
+        // hold the old and the new tables at once, 0.3x the input at 1,000,000 nodes.
+        let hint = text.matches("\"scanned_at\"").count().min(text.len() / 64);
+        by_name.reserve(hint);
+        loaded.entries.reserve(hint);
+        // Each record is merged as it is read: nothing per record is kept but its entry.
+        parse_ranges(&text, f, &mut |r| {
+            merge(&mut loaded, &mut by_name, &text, f, fi, limit, opts, r)
+        })?;
+        loaded.files.push(path);
+        loaded.texts.push(text);
+    }
+    Ok(loaded)
+}
+
+/// Merges record `r` of file number `fi` (`f`, its `text`) into `loaded` (see the module docs).
+#[allow(clippy::too_many_arguments)]
+fn merge(
+    loaded: &mut Loaded,
+    by_name: &mut HashMap<Box<str>, u32>,
+    text: &str,
+    f: &Path,
+    fi: u32,
+    limit: jiff::Timestamp,
+    opts: &Options,
+    r: Range,
+) -> Result<(), String> {
+    let (class, time) = match r.scanned_at.parse::<jiff::Timestamp>() {
+        Err(e) => {
+            loaded.warn(format!(
+                "{}:{}: node `{}`: scanned_at {:?} is not a time gpufleet can compare ({e}); the report is shown only if the node has no other",
+                f.display(),
+                r.line,
+                r.name.escape_debug(),
+                r.scanned_at
+            ));
+            (Class::NoTime, jiff::Timestamp::MIN)
+        }
+        Ok(t) if t > limit => {
+            loaded.warn(format!(
+                "{}:{}: node `{}`: scanned_at {} is later than now plus the {} s clock-skew allowance: not preferred over a report of a real time (a collected file is only as trustworthy as the node that wrote it)",
+                f.display(),
+                r.line,
+                r.name.escape_debug(),
+                r.scanned_at,
+                opts.clock_skew.as_secs()
+            ));
+            (Class::Future, t)
+        }
+        Ok(t) => (Class::Real, t),
+    };
+    let e = Entry {
+        file: fi,
+        line: u32::try_from(r.line).unwrap_or(u32::MAX),
+        start: r.start,
+        len: u32::try_from(r.len).map_err(|_| "a report over 4 GiB".to_string())?,
+        class,
+        time,
+    };
+    match by_name.get(r.name.as_str()) {
+        None => {
+            let at = u32::try_from(loaded.entries.len())
+                .map_err(|_| "more than 4294967295 nodes".to_string())?;
+            by_name.insert(r.name.into_boxed_str(), at);
+            loaded.entries.push(e);
+        }
+        Some(&at) => {
+            let Some(old) = loaded.entries.get(at as usize).cloned() else {
+                return Ok(());
+            };
+            if old.file != fi {
+                let a = loaded
+                    .texts
+                    .get(old.file as usize)
+                    .and_then(|t| t.get(old.start..old.start + old.len as usize));
+                if a != text.get(e.start..e.start + e.len as usize) {
+                    let other = loaded
+                        .files
+                        .get(old.file as usize)
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default();
+                    loaded.warn(format!(
+                        "node `{}`: {other}:{} and {}:{} hold different reports (two sources claim the node; the newest real scanned_at is shown)",
+                        r.name.escape_debug(),
+                        old.line,
+                        f.display(),
+                        e.line
+                    ));
+                }
+            }
+            if (e.class, e.time) >= (old.class, old.time)
+                && let Some(slot) = loaded.entries.get_mut(at as usize)
+            {
+                *slot = e;
+            }
         }
     }
-    Ok(merged)
-}
 
-/// [`load`]'s reports alone.
-pub fn load_reports(files: &[PathBuf]) -> Result<Vec<NodeReport>, String> {
-    Ok(load(files)?.into_iter().map(|c| c.report).collect())
-}
-
-/// Adds `c` to `merged`: a new node is appended; a node already there is replaced when `c` is
-/// as new or newer.
-fn merge(merged: &mut Vec<Collected>, c: Collected) -> Result<(), String> {
-    let Some(old) = merged.iter_mut().find(|m| m.report.name == c.report.name) else {
-        merged.push(c);
-        return Ok(());
-    };
-    if time(&c)? >= time(old)? {
-        *old = c;
-    }
     Ok(())
 }
 
-fn time(c: &Collected) -> Result<jiff::Timestamp, String> {
-    c.report.scanned_at.parse::<jiff::Timestamp>().map_err(|e| {
-        format!(
-            "{}:{}: node `{}`: scanned_at {:?} is not an RFC 3339 time ({e}); cannot tell which report is newer",
-            c.file.display(),
-            c.line,
-            c.report.name.escape_debug(),
-            c.report.scanned_at
-        )
-    })
+/// [`load`]'s reports alone; its findings are printed on stderr (escaped), one a line, as
+/// `gpufleet: merge: …`.
+pub fn load_reports(files: &[PathBuf]) -> Result<Vec<NodeReport>, String> {
+    let (reports, warnings) = load_reports_with(files, &Options::default())?;
+    for w in warnings {
+        eprintln!("gpufleet: merge: {}", crate::model::text::terminal_safe(&w));
+    }
+    Ok(reports)
 }
 
-/// The nodes of one file's text, in file order (a node may appear more than once); `file`
-/// names it in errors and in the result.
-pub fn parse(text: &str, file: &Path) -> Result<Vec<Collected>, String> {
-    #[derive(serde::Deserialize)]
-    struct Line {
+/// [`load_with`]'s reports and findings (for a caller that shows findings its own way: the
+/// TUI's status line).
+pub fn load_reports_with(
+    files: &[PathBuf],
+    opts: &Options,
+) -> Result<(Vec<NodeReport>, Vec<String>), String> {
+    let loaded = load_with(files, opts)?;
+    let warnings = loaded.warnings();
+    Ok((
+        loaded.into_collected().map(|c| c.report).collect(),
+        warnings,
+    ))
+}
+
+/// One node record of a file: its name and time, and where its JSON lies in the text.
+struct Range {
+    name: String,
+    scanned_at: String,
+    line: usize,
+    start: usize,
+    len: usize,
+}
+
+/// The byte offset of `inner` (a slice of `outer`) in `outer`.
+fn offset(outer: &str, inner: &str) -> usize {
+    (inner.as_ptr() as usize).saturating_sub(outer.as_ptr() as usize)
+}
+
+/// Checks `raw` is a node report (every field, as [`NodeReport`] reads it) and gives its
+/// name and time.
+fn check_report(raw: &RawValue) -> Result<(String, String), serde_json::Error> {
+    let r: NodeReport = serde_json::from_str(raw.get())?;
+    Ok((r.name, r.scanned_at))
+}
+
+/// Gives `each` the node records of one file's text, in file order (a node may appear more
+/// than once); `file` names it in errors.
+fn parse_ranges(
+    text: &str,
+    file: &Path,
+    each: &mut dyn FnMut(Range) -> Result<(), String>,
+) -> Result<(), String> {
+    #[derive(Deserialize)]
+    struct Line<'a> {
         #[serde(rename = "type")]
         kind: String,
+        #[serde(default, borrow)]
+        data: Option<&'a RawValue>,
+    }
+    #[derive(Deserialize)]
+    struct Version {
         #[serde(default)]
-        data: Option<serde_json::Value>,
+        schema_version: Option<serde_json::Value>,
+    }
+    #[derive(Deserialize)]
+    struct Doc<'a> {
+        #[serde(default, borrow)]
+        nodes: Option<Vec<&'a RawValue>>,
     }
     let shown = file.display();
     if text.trim().is_empty() {
@@ -89,45 +360,46 @@ pub fn parse(text: &str, file: &Path) -> Result<Vec<Collected>, String> {
     }
     // JSON Lines: a first line that is a whole object with a `type`.
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let jsonl =
-        serde_json::from_str::<serde_json::Value>(first).is_ok_and(|v| v.get("type").is_some());
+    let jsonl = serde_json::from_str::<Line>(first).is_ok();
     if !jsonl {
-        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        let v: Version = serde_json::from_str(text).map_err(|e| {
             format!(
                 "{shown}:{}:{}: not a gpufleet snapshot (JSON or JSON Lines): {e}",
                 e.line(),
                 e.column()
             )
         })?;
-        match v.get("schema_version").and_then(|s| s.as_u64()) {
-            Some(1 | 2) => {}
-            Some(n) => {
+        match v.schema_version.as_ref().map(|s| s.as_u64()) {
+            Some(Some(1 | 2)) => {}
+            Some(Some(n)) => {
                 return Err(format!(
                     "{shown}: schema_version {n}: this gpufleet reads snapshots of schema 1 and 2"
                 ));
             }
-            None => {
+            _ => {
                 return Err(format!(
                     "{shown}: not a gpufleet snapshot (no schema_version; `gpufleet snapshot --format json` writes one)"
                 ));
             }
         }
-        let nodes = v
-            .get("nodes")
-            .cloned()
+        let doc: Doc = serde_json::from_str(text).map_err(|e| format!("{shown}: nodes: {e}"))?;
+        let nodes = doc
+            .nodes
             .ok_or_else(|| format!("{shown}: no `nodes` array"))?;
-        let nodes: Vec<NodeReport> =
-            serde_json::from_value(nodes).map_err(|e| format!("{shown}: nodes: {e}"))?;
-        return Ok(nodes
-            .into_iter()
-            .map(|report| Collected {
-                report,
-                file: file.to_path_buf(),
+        for raw in nodes {
+            let (name, scanned_at) =
+                check_report(raw).map_err(|e| format!("{shown}: nodes: {e}"))?;
+            each(Range {
+                name,
+                scanned_at,
                 line: 1,
-            })
-            .collect());
+                start: offset(text, raw.get()),
+                len: raw.get().len(),
+            })?;
+        }
+        return Ok(());
     }
-    let mut out = Vec::new();
+    let mut any = false;
     for (i, l) in text.lines().enumerate() {
         if l.trim().is_empty() {
             continue;
@@ -142,22 +414,44 @@ pub fn parse(text: &str, file: &Path) -> Result<Vec<Collected>, String> {
         if line.kind != "node" {
             continue;
         }
-        let data = line
+        let raw = line
             .data
+            .filter(|d| d.get() != "null")
             .ok_or_else(|| format!("{shown}:{}: a node record without `data`", i + 1))?;
-        let report = serde_json::from_value(data)
-            .map_err(|e| format!("{shown}:{}: not a node report: {e}", i + 1))?;
-        out.push(Collected {
-            report,
-            file: file.to_path_buf(),
+        let (name, scanned_at) =
+            check_report(raw).map_err(|e| format!("{shown}:{}: not a node report: {e}", i + 1))?;
+        any = true;
+        each(Range {
+            name,
+            scanned_at,
             line: i + 1,
-        });
+            start: offset(text, raw.get()),
+            len: raw.get().len(),
+        })?;
     }
-    if out.is_empty() {
+    if !any {
         return Err(format!(
             "{shown}: no node records (JSON Lines with no {{\"type\":\"node\"}} line)"
         ));
     }
+    Ok(())
+}
+
+/// The nodes of one file's text, in file order (a node may appear more than once); `file`
+/// names it in errors and in the result.
+pub fn parse(text: &str, file: &Path) -> Result<Vec<Collected>, String> {
+    let path: Arc<Path> = Arc::from(file);
+    let mut out = Vec::new();
+    parse_ranges(text, file, &mut |r| {
+        let raw = text.get(r.start..r.start + r.len).unwrap_or("");
+        let report = serde_json::from_str(raw).map_err(|e| format!("{}: {e}", file.display()))?;
+        out.push(Collected {
+            report,
+            file: path.clone(),
+            line: r.line,
+        });
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -177,6 +471,10 @@ mod tests {
         );
         r.status = status;
         r
+    }
+
+    fn collected(files: &[PathBuf]) -> Vec<Collected> {
+        load(files).unwrap().into_collected().collect()
     }
 
     fn jsonl(nodes: &[NodeReport]) -> String {
@@ -212,15 +510,15 @@ mod tests {
             ],
         );
         std::fs::write(&b, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
-        let got = load(&[a.clone(), b.clone()]).unwrap();
+        let got = collected(&[a.clone(), b.clone()]);
         let names: Vec<_> = got.iter().map(|c| c.report.name.as_str()).collect();
         assert_eq!(names, ["gpu1", "gpu2", "gpu3"]);
         assert_eq!(got[0].report.status, NodeStatus::Migrate);
-        assert_eq!((got[0].file.clone(), got[0].line), (a.clone(), 1));
+        assert_eq!((&*got[0].file, got[0].line), (a.as_path(), 1));
         assert_eq!(got[1].report.status, NodeStatus::Ready);
-        assert_eq!(got[1].file, b);
+        assert_eq!(&*got[1].file, b.as_path());
         // Order of the files does not change who wins.
-        let got = load(&[b, a]).unwrap();
+        let got = collected(&[b, a]);
         assert_eq!(got[0].report.name, "gpu2");
         assert_eq!(got[0].report.status, NodeStatus::Ready);
     }
@@ -238,7 +536,7 @@ mod tests {
             ]),
         )
         .unwrap();
-        let got = load(&[a]).unwrap();
+        let got = collected(&[a]);
         assert_eq!(got[0].report.status, NodeStatus::Ready);
     }
 
@@ -280,16 +578,6 @@ mod tests {
             e.contains("not a node report") && e.contains("`\u{1b}[2J`"),
             "{e}"
         );
-        let twice = jsonl(&[
-            report("n", "2026-01-02T00:00:00Z", NodeStatus::Ready),
-            report("n", "yesterday", NodeStatus::Ready),
-        ]);
-        std::fs::write(&f, twice).unwrap();
-        let e = load(std::slice::from_ref(&f)).unwrap_err();
-        assert!(
-            e.contains("bad.jsonl:3: node `n`: scanned_at \"yesterday\""),
-            "{e}"
-        );
         let e = load(&[dir.path().join("missing.json")]).unwrap_err();
         assert!(e.contains("missing.json"), "{e}");
     }
@@ -319,5 +607,122 @@ mod tests {
         }
         let got = parse(&v.to_string(), Path::new("old.json")).unwrap();
         assert_eq!(got[0].report.name, "a");
+    }
+
+    /// Reports of the fleet's real scans, and a forged `gpu-a` from another node's file.
+    fn forged(dir: &Path, at: &str) -> (PathBuf, PathBuf) {
+        let real = dir.join("daemonset-gpu-a.jsonl");
+        std::fs::write(
+            &real,
+            jsonl(&[
+                report("gpu-a", "2026-01-02T00:00:00Z", NodeStatus::Attention),
+                report("gpu-b", "2026-01-02T00:00:00Z", NodeStatus::Ready),
+            ]),
+        )
+        .unwrap();
+        let evil = dir.join("daemonset-gpu-b.jsonl");
+        std::fs::write(&evil, jsonl(&[report("gpu-a", at, NodeStatus::Ready)])).unwrap();
+        (real, evil)
+    }
+
+    #[test]
+    fn a_report_from_the_future_or_of_no_time_never_takes_over_a_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let now: jiff::Timestamp = "2026-01-02T00:05:00Z".parse().unwrap();
+        let opts = Options {
+            now,
+            clock_skew: DEFAULT_CLOCK_SKEW,
+        };
+        for at in [
+            "9999-01-01T00:00:00Z",
+            // Valid RFC 3339 that jiff cannot represent: it used to abort the whole merge.
+            "9999-12-31T23:59:59Z",
+            "yesterday",
+        ] {
+            let (real, evil) = forged(dir.path(), at);
+            for files in [[real.clone(), evil.clone()], [evil.clone(), real.clone()]] {
+                let loaded = load_with(&files, &opts).unwrap();
+                let w = loaded.warnings();
+                let got: Vec<Collected> = loaded.into_collected().collect();
+                let a = got.iter().find(|c| c.report.name == "gpu-a").unwrap();
+                assert_eq!(a.report.status, NodeStatus::Attention, "{at}: {w:?}");
+                assert_eq!(&*a.file, real.as_path());
+                assert_eq!(got.len(), 2);
+                let finding = if at == "9999-01-01T00:00:00Z" {
+                    "later than now plus the 600 s clock-skew allowance"
+                } else {
+                    "is not a time gpufleet can compare"
+                };
+                let shown = evil.display().to_string();
+                assert!(
+                    w.iter().any(|l| l
+                        .starts_with(&format!("{shown}:1: node `gpu-a`: scanned_at"))
+                        && l.contains(finding)),
+                    "{at}: {w:?}"
+                );
+                // Two sources claim gpu-a, with different reports: both are named.
+                assert!(
+                    w.iter().any(|l| l.contains("hold different reports")
+                        && l.contains(&shown)
+                        && l.contains(&real.display().to_string())),
+                    "{w:?}"
+                );
+            }
+            // Alone, the report is shown (it is all there is), with its finding.
+            let loaded = load_with(std::slice::from_ref(&evil), &opts).unwrap();
+            assert_eq!(loaded.warnings().len(), 1);
+            let got: Vec<Collected> = loaded.into_collected().collect();
+            assert_eq!(got[0].report.status, NodeStatus::Ready);
+        }
+    }
+
+    #[test]
+    fn the_clock_skew_allowance_is_settable_and_equal_copies_are_no_finding() {
+        let dir = tempfile::tempdir().unwrap();
+        let now: jiff::Timestamp = "2026-01-02T00:00:00Z".parse().unwrap();
+        // Five minutes ahead: within the default allowance, wins as the newest.
+        let (real, evil) = forged(dir.path(), "2026-01-02T00:05:00Z");
+        let loaded = load_with(
+            &[real.clone(), evil.clone()],
+            &Options {
+                now,
+                clock_skew: DEFAULT_CLOCK_SKEW,
+            },
+        )
+        .unwrap();
+        assert!(loaded.warnings().iter().all(|w| !w.contains("clock-skew")));
+        let got: Vec<Collected> = loaded.into_collected().collect();
+        assert_eq!(got[0].report.status, NodeStatus::Ready);
+        // With no allowance it is a finding and loses.
+        let loaded = load_with(
+            &[real.clone(), evil],
+            &Options {
+                now,
+                clock_skew: Duration::ZERO,
+            },
+        )
+        .unwrap();
+        assert!(
+            loaded
+                .warnings()
+                .iter()
+                .any(|w| w.contains("later than now plus the 0 s clock-skew allowance")),
+            "{:?}",
+            loaded.warnings()
+        );
+        let got: Vec<Collected> = loaded.into_collected().collect();
+        assert_eq!(got[0].report.status, NodeStatus::Attention);
+        // The same file read twice (a copy): no finding.
+        let copy = dir.path().join("copy.jsonl");
+        std::fs::copy(&real, &copy).unwrap();
+        let loaded = load_with(
+            &[real, copy],
+            &Options {
+                now,
+                clock_skew: DEFAULT_CLOCK_SKEW,
+            },
+        )
+        .unwrap();
+        assert_eq!(loaded.warnings(), Vec::<String>::new());
     }
 }

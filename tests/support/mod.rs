@@ -640,7 +640,7 @@ pub fn tools_without(without: &[&str]) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     for tool in [
         "sh", "cat", "ls", "grep", "id", "gzip", "od", "sleep", "dirname", "awk", "timeout",
-        "head", "tail", "readlink", "find", "dmesg",
+        "head", "tail", "readlink", "find", "dmesg", "mkdir", "rm",
     ] {
         if without.contains(&tool) {
             continue;

@@ -145,6 +145,7 @@ reason_codes! {
     NextBootWithoutPeermem = "next-boot-without-peermem", Warn, None;
     PeermemNotRegistered = "peermem-not-registered", Warn, None;
     XidEvents = "xid-events", Warn, None;
+    ProbeLeftProcesses = "probe-left-processes", Warn, None;
     ModuleParamNotApplied = "module-param-not-applied", Warn, None;
     RdmaUserspaceLacksDmabuf = "rdma-userspace-lacks-dmabuf", Warn, None;
     NoRdmaDevice = "no-rdma-device", Info, None;

@@ -507,6 +507,12 @@ fn verdict_unknowns(f: &Facts, status: NodeStatus, dma_buf: Option<bool>) -> Vec
     if let Some(cut) = &f.incomplete {
         missing.push(format!("probe trailer ({})", cut.why));
     }
+    if f.v2.kernel_log_cut {
+        missing.push(format!(
+            "kernel_log ({})",
+            f.v2.kernel_log.why.as_deref().unwrap_or("cut")
+        ));
+    }
     if f.driver.is_none() {
         missing.push(why("driver.flavor"));
     }

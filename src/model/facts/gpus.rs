@@ -161,7 +161,30 @@ pub(super) fn smi_fact(out: &ProbeOutput, f: &mut Facts) {
         .filter_map(|s| smi::rejected_field(&String::from_utf8_lossy(&s.body)).map(str::to_string))
         .collect();
     f.smi = match &last.status {
-        Status::MissingTool(_) => SmiOutcome::NotInstalled,
+        Status::MissingTool(t) if t == "nvidia-smi" => SmiOutcome::NotInstalled,
+        // Not run, its output could not be bounded: what it would have said is unknown (the
+        // GPU facts come from /proc and PCI, as without nvidia-smi), never "it failed".
+        Status::MissingTool(_) | Status::NoTmp => {
+            f.unknown(
+                "nvidia-smi",
+                match &last.status {
+                    Status::MissingTool(t) => format!(
+                        "not run: {t}, which the probe needs to bound its output, is not installed on the node"
+                    ),
+                    _ => "not run: no writable temporary folder on the node for its output"
+                        .to_string(),
+                },
+            );
+            SmiOutcome::NotInstalled
+        }
+        // Its output was not all read: what it printed first is not an answer.
+        Status::Cut(cap) => SmiOutcome::Failed {
+            command,
+            failure: SmiFailure::Other(format!(
+                "it printed more than the probe's {cap}-byte cap for its output (not read further)"
+            )),
+            output: head_lines(&text, 4),
+        },
         Status::Timeout | Status::Incomplete => SmiOutcome::TimedOut { command },
         Status::Ok => match smi::parse_query(&text) {
             Ok(gpus) => SmiOutcome::Answered {
@@ -286,4 +309,64 @@ pub fn pci_evidence(d: &PciDevice) -> Evidence {
             d.device_id, d.class
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::facts::{SmiOutcome, collect};
+    use crate::model::sections;
+    use crate::model::smi::SmiFailure;
+
+    fn smi_with(status: &str, body: &str) -> SmiOutcome {
+        facts_with(status, body).smi
+    }
+
+    fn facts_with(status: &str, body: &str) -> crate::model::facts::Facts {
+        let raw = format!(
+            "gpufleet-RAW cmd nvidia-smi --query-gpu=index --format=csv,nounits\n{body}\n\
+             gpufleet-RAW end {status}\ngpufleet-RAW meta complete\n\ngpufleet-RAW end ok\n"
+        );
+        collect(&sections::parse(raw.as_bytes(), "gpufleet-RAW"))
+    }
+
+    fn unknown_why(status: &str) -> String {
+        let f = facts_with(status, "");
+        assert_eq!(f.smi, SmiOutcome::NotInstalled);
+        f.unknowns
+            .iter()
+            .find(|u| u.fact == "nvidia-smi")
+            .map(|u| u.why.clone())
+            .unwrap_or_default()
+    }
+
+    fn failure(o: &SmiOutcome) -> String {
+        match o {
+            SmiOutcome::Failed {
+                failure: SmiFailure::Other(m),
+                ..
+            } => m.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_cut_nvidia_smi_is_a_failure_and_an_unbounded_one_is_unknown() {
+        // The first 4 KiB of an output over the cap look like an answer: they are not one.
+        let cut = smi_with("cut 262144", "index\n0");
+        assert!(
+            failure(&cut).contains("more than the probe's 262144-byte cap"),
+            "{cut:?}"
+        );
+        // Not run (it could not be bounded): unknown, not a failure of nvidia-smi.
+        assert!(unknown_why("no-tmp").contains("no writable temporary folder"));
+        assert!(unknown_why("missing-tool head").contains("not run: head"));
+        assert_eq!(
+            smi_with("missing-tool nvidia-smi", ""),
+            SmiOutcome::NotInstalled
+        );
+        assert!(matches!(
+            smi_with("ok", "index\n0"),
+            SmiOutcome::Answered { .. }
+        ));
+    }
 }

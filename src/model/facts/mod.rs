@@ -228,6 +228,12 @@ pub struct V2Facts {
     pub nvidia_ko_signed: Proved<bool>,
     /// The kept kernel log messages (`None`: dmesg denied, missing or failed).
     pub kernel_log: Proved<Vec<klog::Message>>,
+    /// dmesg printed more than the probe's cap: the messages it would have given are unknown,
+    /// and a verdict cannot rest on a log that may hide a fallen-off GPU.
+    pub kernel_log_cut: bool,
+    /// Processes a command of the probe left running (`<pid> <name>`, from `meta leftover`
+    /// sections), killed by the probe.
+    pub leftovers: Vec<String>,
     /// `<root>/run/nvidia/driver` exists: the GPU Operator's driver container manages the driver.
     pub gpu_operator: Proved<bool>,
     /// gpufleet's node lock: `Some(None)` free, `Some(Some(owner))` held by a rollout.
@@ -268,6 +274,9 @@ fn why_not(name: &str, s: &Section) -> String {
         Status::Same => format!("{name}: the same folder as one read before"),
         Status::Cut(cap) => format!("{name}: longer than the {cap}-byte cap (not trusted)"),
         Status::NotLink => format!("{name}: not a symlink"),
+        Status::NoTmp => {
+            format!("{name}: not run (no writable temporary folder on the node for its output)")
+        }
         Status::Unrecognized(x) => format!("{name}: unrecognized status {x:?}"),
     }
 }

@@ -50,6 +50,23 @@ pub(super) fn v2_facts(out: &ProbeOutput, f: &mut Facts) {
             _ => why,
         }),
     };
+    f.v2.kernel_log_cut = out
+        .get(Kind::Cmd, "dmesg")
+        .is_some_and(|s| matches!(s.status, Status::Cut(_)));
+    f.v2.leftovers = out
+        .sections
+        .iter()
+        .filter(|s| s.kind == Kind::Meta && s.name == "leftover")
+        .flat_map(|s| {
+            String::from_utf8_lossy(&s.body)
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .take(64)
+        .collect();
     f.v2.gpu_operator = exists(out, Kind::Dir, "/run/nvidia/driver");
     f.v2.node_lock = node_lock(out);
 }
