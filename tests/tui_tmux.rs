@@ -108,25 +108,36 @@ fn screenshots() {
     );
     let bin = env!("CARGO_BIN_EXE_gpufleet");
     let inv = fleet.inventory.display().to_string();
-    let shots: [(&str, &[&str], &[&str]); 4] = [
-        ("tui-matrix.png", &[], &[]),
-        ("tui-detail.png", &["j", "j", "j", "j", "Enter"], &[]),
+    // The matrix also at the narrowest terminal people use and at a wide one: which columns
+    // yield (docs/architecture.md, the matrix's priorities) is seen there.
+    let shots: [(&str, &str, &[&str], &[&str]); 6] = [
+        ("tui-matrix.png", "160x40", &[], &[]),
+        ("tui-matrix-80x24.png", "80x24", &[], &[]),
+        ("tui-matrix-200x50.png", "200x50", &[], &[]),
+        (
+            "tui-detail.png",
+            "160x40",
+            &["j", "j", "j", "j", "Enter"],
+            &[],
+        ),
         (
             "tui-filter-help.png",
+            "160x40",
             &["/", "status:blocked", "Enter", "?"],
             &[],
         ),
         (
             "tui-read-only.png",
+            "160x40",
             &[],
             &["--read-only", "--theme", "high-contrast"],
         ),
     ];
-    for (name, keys, flags) in shots {
+    for (name, size, keys, flags) in shots {
         let mut args = vec![
             shot.display().to_string(),
             "--size".into(),
-            "160x40".into(),
+            size.into(),
             "--wait".into(),
             "5".into(),
         ];
