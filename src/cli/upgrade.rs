@@ -19,8 +19,11 @@ operator (user@host, pid), and no other rollout passes it. Recipe steps run deta
 (<root>/var/lib/gpufleet/steps/<rollout>/), so they finish if gpufleet or the connection dies;
 --resume waits for a step still running there and takes its recorded exit status.
 
-Exit codes: 0 done (or nothing to do, or --dry-run), 1 a node failed (the rollout stopped) or a
-wave is blocked by its canaries, 2 usage, config, inventory or read-only errors, or nodes that
+A node whose lock another rollout holds is skipped (the holder named: rollout, user@host, pid),
+not failed: the rest of the wave goes on.
+
+Exit codes: 0 done (or nothing to do, or --dry-run; nodes skipped for another rollout's lock are
+listed), 1 a node failed (the rollout stopped) or a wave is blocked by its canaries, 2 usage, config, inventory or read-only errors, or nodes that
 cannot be planned (no recipe, no drain setting, …: every such node is listed, each with why).
 
 Examples:
@@ -230,6 +233,9 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
         Box::new(move |l| eprintln!("gpufleet: {}", safe(l))),
     )?;
     let report = rt.block_on(run.finish());
+    for (node, why) in report.skipped() {
+        eprintln!("gpufleet: {} skipped: {}", safe(node), safe(why));
+    }
     for (node, what) in report.failures() {
         eprintln!("gpufleet: {} {}", safe(node), safe(&what));
     }

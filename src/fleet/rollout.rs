@@ -465,19 +465,30 @@ impl Report {
         self.outcomes.iter().filter(|o| o.failure.is_some()).count()
     }
 
-    /// Each node that stopped, and where, whether it stays drained, and why (`stopped at STEP
-    /// and stays drained: WHY`; node text in both: escape them where they are shown).
+    /// Each node that stopped, and where, what it left of its drain, and why (`stopped at STEP
+    /// and stays drained: WHY`, `… and may be drained (its drain started): …`, or `stopped at
+    /// STEP: WHY` for a node this rollout never drained, [`rollout::drained_note`]; node text in
+    /// both: escape them where they are shown).
     pub fn failures(&self) -> Vec<(&str, String)> {
         self.outcomes
             .iter()
             .filter_map(|o| {
                 let f = o.failure.as_ref()?;
-                let drained = rollout::drained_note(&self.plan, &o.node, f.seq);
+                let drained = rollout::drained_note(o.drained);
                 Some((
                     o.node.as_str(),
                     format!("stopped at {}{drained}: {}", f.step, f.why),
                 ))
             })
+            .collect()
+    }
+
+    /// Each node skipped with nothing done (another rollout holds it: its rollout, operator
+    /// `user@host pid N` and since when), and why; not failures (node text: escape it).
+    pub fn skipped(&self) -> Vec<(&str, &str)> {
+        self.outcomes
+            .iter()
+            .filter_map(|o| Some((o.node.as_str(), o.skipped.as_deref()?)))
             .collect()
     }
 }

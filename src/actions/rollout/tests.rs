@@ -112,10 +112,25 @@ fn canaries_first_then_waves_of_max_unavailable() {
     let json = serde_json::to_string(&p).unwrap();
     assert_eq!(serde_json::from_str::<Plan>(&json).unwrap(), p);
     assert!(json.contains(r#""kind":"recipe""#), "{json}");
-    // Drained from the drain step on.
-    assert_eq!(drained_note(&p, "c1", Some(0)), "");
-    assert_eq!(drained_note(&p, "c1", Some(1)), " and stays drained");
-    assert_eq!(drained_note(&p, "c1", None), "");
+    // Drained once its drain started, as the phases say; given back once its uncordon is done.
+    let at = |phases: &[(usize, Phase)]| {
+        let progress: Progress = phases
+            .iter()
+            .map(|(s, ph)| (("c1".to_string(), *s), *ph))
+            .collect();
+        drained_state(&p.nodes[0], &progress)
+    };
+    assert_eq!(at(&[]), Drained::No);
+    assert_eq!(at(&[(0, Phase::Skipped)]), Drained::No);
+    assert_eq!(at(&[(0, Phase::Failed)]), Drained::No);
+    assert_eq!(at(&[(0, Phase::Done), (1, Phase::Failed)]), Drained::Maybe);
+    assert_eq!(at(&[(0, Phase::Done), (1, Phase::Done)]), Drained::Yes);
+    assert_eq!(
+        at(&[(1, Phase::Done), (8, Phase::Done), (9, Phase::Failed)]),
+        Drained::GivenBack
+    );
+    assert_eq!(drained_note(Drained::No), "");
+    assert_eq!(drained_note(Drained::Yes), " and stays drained");
     let e = plan(Mode::Wave, &nodes, &canaries, &[], &cfg, &recipes(), "r2").unwrap_err();
     assert!(e.contains("canaries first: c1"), "{e}");
     let journal = vec![Entry {
