@@ -10,7 +10,9 @@ use crate::actions::rollout;
 pub(super) const UPGRADE_HELP: &str = "\
 Per node: lock (a marker on the node) → drain → the recipe's steps → after a reboot step, wait
 until the node answers with a new boot identity (/proc/sys/kernel/random/boot_id) → re-probe → gates (open module, no nvidia-peermem, nvidia-smi healthy, DMA-BUF kernel support,
-no error reasons) → uncordon → unlock. Only nodes whose status is `migrate` are upgraded. A failed
+no error reasons) → uncordon → unlock. Only nodes whose status is `migrate` now are upgraded
+(and `ready` ones whose rollout stopped before their gates): the node as probed now wins over the
+journal, and a wave waits until every canary is ready now with its gates passed. A failed
 step or gate stops that node and leaves it drained. Every step is written to the journal (fsynced)
 before it runs; --resume continues an interrupted rollout without repeating completed steps.
 
@@ -42,7 +44,7 @@ pub struct UpgradeArgs {
     #[arg(long)]
     pub canary: bool,
 
-    /// Upgrade the next wave of the other nodes (every canary must be done)
+    /// Upgrade the next wave of the other nodes (every canary must be ready now, its gates passed)
     #[arg(long)]
     pub wave: bool,
 

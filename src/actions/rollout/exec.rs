@@ -541,23 +541,26 @@ impl Executor {
         }
     }
 
-    /// Runs one step (a lock refused for another rollout is an `Err` here: [`Executor::run_node`]
-    /// runs the lock through [`Executor::lock`], where it is a skip).
+    /// Runs step `seq` of `np` (a lock refused for another rollout is an `Err` here:
+    /// [`Executor::run_node`] runs the lock through [`Executor::lock`], where it is a skip).
     async fn run_step(
         &self,
         rollout: &str,
         seq: usize,
         node: &Node,
-        step: &Step,
+        np: &NodePlan,
         report: &mut Option<NodeReport>,
     ) -> Result<String, String> {
+        let Some(step) = np.steps.get(seq) else {
+            return Err(format!("internal error: no step {seq} in the node's plan"));
+        };
         match step {
             Step::Lock {
                 root,
                 sudo,
                 takeover,
             } => self
-                .lock(rollout, node, root, *sudo, takeover)
+                .lock(rollout, node, np, root, *sudo, takeover)
                 .await
                 .map_err(Stop::into_why),
             Step::Unlock { root, sudo } => self.unlock(rollout, node, root, *sudo).await,

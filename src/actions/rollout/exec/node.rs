@@ -31,13 +31,14 @@ impl Executor {
     /// Takes the node lock for `rollout` (or takes over an abandoned rollout's, `takeover`),
     /// then probes the node again: the plan was made from an earlier probe, and another
     /// operator's rollout may have changed the node since (the lock only puts them in turn).
-    /// `Ok` when locked and still `migrate`; [`Stop::Skipped`] with the holder (rollout,
+    /// `Ok` when locked and still as planned ([`NodePlan::as_planned`]: `migrate`); [`Stop::Skipped`] with the holder (rollout,
     /// operator `user@host pid N`, since when) when another rollout holds the lock, or when
     /// the node is `ready` now (its lock given back); [`Stop::Failed`] otherwise.
     pub(super) async fn lock(
         &self,
         rollout: &str,
         node: &Node,
+        np: &NodePlan,
         root: &str,
         sudo: bool,
         takeover: &[String],
@@ -70,7 +71,7 @@ impl Executor {
             }
         }
         let (now, _) = self.scan.probe_node(node).await;
-        if now.status == NodeStatus::Migrate {
+        if np.as_planned(now.status) {
             return Ok(format!("locked for rollout {rollout} by {}", self.operator));
         }
         let released = match self.unlock(rollout, node, root, sudo).await {
@@ -151,9 +152,9 @@ impl Executor {
                     root,
                     sudo,
                     takeover,
-                } => self.lock(rollout, node, root, *sudo, takeover).await,
+                } => self.lock(rollout, node, plan, root, *sudo, takeover).await,
                 _ => self
-                    .run_step(rollout, seq, node, step, &mut report)
+                    .run_step(rollout, seq, node, plan, &mut report)
                     .await
                     .map_err(Stop::Failed),
             };
