@@ -202,3 +202,63 @@ fn abandon_lists_only_what_the_rollout_holds() {
         "the other rollout's lock is untouched"
     );
 }
+
+/// A plan made before another operator upgraded the node: operator B's plan waits at its
+/// prompt (a real terminal, tmux) while operator A upgrades the node; B then confirms, takes
+/// the lock, finds the node `ready` now, gives the lock back and skips it — nothing drained,
+/// its rollout ends `skipped`, exit 0.
+#[test]
+fn a_plan_overtaken_by_another_operator_skips_the_node_and_gives_its_lock_back() {
+    let f = UpgradeFleet::start(1, 248, "1", "");
+    f.inventory(&["switch"], "");
+    let other = f.state.with_file_name("state-of-another-operator");
+    let said = f.scratch.path().join("b.out");
+    let command = format!(
+        "env -i PATH=/usr/bin:/bin HOME={home} USER={user} GPUFLEET_CONFIG={config} \
+         GPUFLEET_KNOWN_HOSTS={kh} {bin} --state-dir {state} upgrade --canary -i {inv} > {out} 2>&1; \
+         echo EXITED-$? >> {out}; sleep 30",
+        home = f.fleet.home().display(),
+        user = support::local_user(),
+        config = f.fleet.config.display(),
+        kh = f.fleet.tmp.path().join("gpufleet_known_hosts").display(),
+        bin = env!("CARGO_BIN_EXE_gpufleet"),
+        state = other.display(),
+        inv = f.fleet.inventory.display(),
+        out = said.display(),
+    );
+    let b_said = || std::fs::read_to_string(&said).unwrap_or_default();
+    let tmux = support::Tmux::start(&command);
+    support::wait_until(
+        "operator B's prompt",
+        std::time::Duration::from_secs(60),
+        || b_said().contains("Type 1 to go on"),
+    );
+    // Meanwhile operator A upgrades the node.
+    let out = f.run(&["upgrade", "--canary", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(f.status("node0"), "ready");
+    tmux.keys(&["1", "Enter"]);
+    support::wait_until(
+        "operator B's end",
+        std::time::Duration::from_secs(60),
+        || b_said().contains("EXITED-"),
+    );
+    let t = b_said();
+    for want in [
+        "node0 skipped: the node changed since the plan: it is ready now (",
+        "nothing was done and its lock is released (upgraded by another rollout meanwhile)",
+        "0 node(s) upgraded, 1 skipped",
+        "EXITED-0",
+    ] {
+        assert!(t.contains(want), "{want:?} in:\n{t}");
+    }
+    assert!(!t.contains("stays drained"), "{t}");
+    assert_eq!(f.drains(), ["drain node0", "uncordon node0"], "A's only");
+    assert_eq!(state_of(&f, &other), ["skipped"]);
+    assert!(
+        !f.nodes[0]
+            .join("root/var/lib/gpufleet/rollout.lock")
+            .exists(),
+        "B gave the lock back"
+    );
+}
