@@ -354,6 +354,7 @@ fn tiny_terminals_do_not_panic() {
             node: "x".into(),
             steps: vec![],
             next_boot: None,
+            note: None,
         }],
         skipped: vec![],
     };
@@ -602,6 +603,7 @@ fn the_confirmed_plan_shows_long_commands_whole() {
             node: "x".into(),
             steps: vec![],
             next_boot: None,
+            note: None,
         }],
         skipped: vec![],
     };

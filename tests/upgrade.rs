@@ -583,14 +583,27 @@ fn locks_stop_a_second_operator() {
     let marker = f.nodes[0].join("root/var/lib/gpufleet/rollout.lock");
     std::fs::create_dir_all(&marker).unwrap();
     std::fs::write(marker.join("owner"), "r-someone-else\n").unwrap();
+    // The node is skipped, not failed: the rollout did nothing and ends (`skipped`), so it
+    // blocks nothing and there is nothing to resume.
     let out = f.run(&["upgrade", "--canary", "--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(
-        text(&out).contains("locked by rollout r-someone-else"),
+        text(&out).contains(
+            "node0 skipped: another rollout holds the node: locked by rollout r-someone-else"
+        ),
         "{}",
         text(&out)
     );
+    assert!(
+        text(&out).contains("0 node(s) upgraded, 1 skipped"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("stays drained"), "{}", text(&out));
     assert!(f.drains().is_empty(), "nothing was drained");
+    let out = f.run(&["upgrade", "--resume", "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("nothing to resume"), "{}", text(&out));
     assert_eq!(
         std::fs::read_to_string(marker.join("owner")).unwrap(),
         "r-someone-else\n"
@@ -646,11 +659,19 @@ fn locks_stop_a_second_operator() {
     .unwrap();
     assert_eq!(doc[0]["locked"], false, "{doc}");
 
-    // Now the stopped rollout goes through, and `gpufleet rollouts` lists it.
-    let out = f.run(&["upgrade", "--resume", "--yes"]);
+    // Now a rollout goes through, and `gpufleet rollouts` lists both: the one that did nothing
+    // as `skipped`, this one as `done`.
+    let out = f.run(&["upgrade", "--canary", "--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let out = f.run(&["rollouts", "--json"]);
     let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let states: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["skipped", "done"], "{list:#}");
     let done: Vec<&serde_json::Value> = list
         .as_array()
         .unwrap()
@@ -770,7 +791,8 @@ fn step_out(node: &Path, name: &str) -> Option<PathBuf> {
 
 /// Two operators, each with a state folder of their own, start a rollout of the same node at
 /// the same instant: they get different rollout ids, exactly one passes the node lock, and the
-/// step runs once; the other is told which rollout (and operator) holds the node.
+/// step runs once; the other skips the node, says which rollout (and operator) holds it, and
+/// its rollout ends (`skipped`: it did nothing), blocking nothing.
 #[test]
 fn two_rollouts_from_two_state_folders_at_once_one_passes_the_node_lock() {
     let f = UpgradeFleet::start(1, 210, "1", "");
@@ -796,22 +818,30 @@ fn two_rollouts_from_two_state_folders_at_once_one_passes_the_node_lock() {
         ida.starts_with("r-") && idb.starts_with("r-") && ida != idb,
         "{ida} {idb}"
     );
+    // Both end (exit 0): the loser did nothing and says who holds the node; its rollout ends
+    // `skipped`, not resumable.
     let codes = (a.status.code(), b.status.code());
-    let (loser, winner_id) = match codes {
-        (Some(0), Some(1)) => (&b, &ida),
-        (Some(1), Some(0)) => (&a, &idb),
-        _ => panic!(
-            "exactly one must pass: {codes:?}\nA:\n{}\nB:\n{}",
-            text(&a),
-            text(&b)
-        ),
+    assert_eq!(
+        codes,
+        (Some(0), Some(0)),
+        "A:\n{}\nB:\n{}",
+        text(&a),
+        text(&b)
+    );
+    let (loser, winner_id, loser_state) = if text(&a).contains("0 node(s) upgraded, 1 skipped") {
+        (&a, &idb, &f.state)
+    } else {
+        (&b, &ida, &other)
     };
     assert!(
-        text(loser).contains(&format!("locked by rollout {winner_id} (")),
+        text(loser).contains(&format!(
+            "node0 skipped: another rollout holds the node: locked by rollout {winner_id} ("
+        )),
         "{}",
         text(loser)
     );
     assert!(text(loser).contains(" pid "), "{}", text(loser));
+    assert!(!text(loser).contains("stays drained"), "{}", text(loser));
     assert_eq!(f.marks(0), ["start", "end"], "the step ran once");
     assert_eq!(
         f.drains(),
@@ -819,31 +849,33 @@ fn two_rollouts_from_two_state_folders_at_once_one_passes_the_node_lock() {
         "drained once"
     );
     assert_eq!(f.status("node0"), "ready");
-
-    // The loser's plan is stale now: resumed, it gets the lock but finds the node upgraded by
-    // the winner, does nothing, releases the lock and says so.
-    let loser_state = if codes.0 == Some(1) { &f.state } else { &other };
     let out = f
-        .command_in(loser_state, &["upgrade", "--resume", "--yes"])
+        .command_in(loser_state, &["rollouts", "--json"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        text(&out).contains("the node changed since the plan: it is ready now"),
-        "{}",
-        text(&out)
-    );
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list[0]["state"], "skipped", "{list:#}");
+    for what in ["--resume", "--abandon"] {
+        let out = f
+            .command_in(loser_state, &["upgrade", what, "--yes"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("nothing to "), "{}", text(&out));
+    }
+    // A new rollout from the loser's folder plans nothing: the node is ready now.
+    let out = f
+        .command_in(loser_state, &["upgrade", "--canary", "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("nothing to do"), "{}", text(&out));
     assert_eq!(f.marks(0), ["start", "end"], "the step still ran once");
-    assert_eq!(
-        f.drains(),
-        ["drain node0", "uncordon node0"],
-        "drained once"
-    );
     assert!(
         !f.nodes[0]
             .join("root/var/lib/gpufleet/rollout.lock")
             .exists(),
-        "the stale rollout released the lock"
+        "no lock left behind"
     );
 }
 

@@ -17,6 +17,9 @@ pub enum Phase {
     Start,
     Done,
     Failed,
+    /// Nothing was done: another rollout holds the node (its node lock), or the node changed
+    /// since the plan (a node step); every node was so (the rollout's end).
+    Skipped,
     /// The operator gave the rollout up (`gpufleet upgrade --abandon`).
     Abandoned,
 }

@@ -281,6 +281,7 @@ fn upgrade_needs_the_typed_node_count_and_read_only_refuses_it() {
                 node: n.to_string(),
                 steps: vec![crate::actions::rollout::Step::Reprobe],
                 next_boot: None,
+                note: None,
             })
             .collect(),
         skipped: vec![],

@@ -10,7 +10,9 @@ use crate::actions::rollout;
 pub(super) const UPGRADE_HELP: &str = "\
 Per node: lock (a marker on the node) → drain → the recipe's steps → after a reboot step, wait
 until the node answers with a new boot identity (/proc/sys/kernel/random/boot_id) → re-probe → gates (open module, no nvidia-peermem, nvidia-smi healthy, DMA-BUF kernel support,
-no error reasons) → uncordon → unlock. Only nodes whose status is `migrate` are upgraded. A failed
+no error reasons) → uncordon → unlock. Only nodes whose status is `migrate` now are upgraded
+(and `ready` ones whose rollout stopped before their gates): the node as probed now wins over the
+journal, and a wave waits until every canary is ready now with its gates passed. A failed
 step or gate stops that node and leaves it drained. Every step is written to the journal (fsynced)
 before it runs; --resume continues an interrupted rollout without repeating completed steps.
 
@@ -19,8 +21,11 @@ operator (user@host, pid), and no other rollout passes it. Recipe steps run deta
 (<root>/var/lib/gpufleet/steps/<rollout>/), so they finish if gpufleet or the connection dies;
 --resume waits for a step still running there and takes its recorded exit status.
 
-Exit codes: 0 done (or nothing to do, or --dry-run), 1 a node failed (the rollout stopped) or a
-wave is blocked by its canaries, 2 usage, config, inventory or read-only errors, or nodes that
+A node whose lock another rollout holds is skipped (the holder named: rollout, user@host, pid),
+not failed: the rest of the wave goes on.
+
+Exit codes: 0 done (or nothing to do, or --dry-run; nodes skipped for another rollout's lock are
+listed), 1 a node failed (the rollout stopped) or a wave is blocked by its canaries, 2 usage, config, inventory or read-only errors, or nodes that
 cannot be planned (no recipe, no drain setting, …: every such node is listed, each with why).
 
 Examples:
@@ -39,7 +44,7 @@ pub struct UpgradeArgs {
     #[arg(long)]
     pub canary: bool,
 
-    /// Upgrade the next wave of the other nodes (every canary must be done)
+    /// Upgrade the next wave of the other nodes (every canary must be ready now, its gates passed)
     #[arg(long)]
     pub wave: bool,
 
@@ -230,6 +235,9 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
         Box::new(move |l| eprintln!("gpufleet: {}", safe(l))),
     )?;
     let report = rt.block_on(run.finish());
+    for (node, why) in report.skipped() {
+        eprintln!("gpufleet: {} skipped: {}", safe(node), safe(why));
+    }
     for (node, what) in report.failures() {
         eprintln!("gpufleet: {} {}", safe(node), safe(&what));
     }

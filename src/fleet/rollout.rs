@@ -11,11 +11,10 @@ use std::sync::Arc;
 use crate::actions::journal::{self, Entry, Phase};
 use crate::actions::permit::{ReadOnly, ReadOnlySources, WritePermit};
 use crate::actions::rollout::{
-    self, Executor, LocalLock, LocalLockError, Mode, NodeOutcome, Plan, Progress,
+    self, CanaryNow, Executor, LocalLock, LocalLockError, Mode, NodeOutcome, Plan, Progress,
 };
 use crate::config::{Recipe, UpgradeConfig};
 use crate::inventory::Node;
-use crate::model::NodeStatus;
 use crate::model::report::NodeReport;
 use crate::probe::scan::{Scan, now_rfc3339};
 
@@ -175,7 +174,9 @@ impl Rollouts {
     /// nodes other than canaries may be planned (the waves wait for them) — read-only and
     /// concurrently through the fleet scan, then plans (canaries first, waves no larger than
     /// max-unavailable: [`rollout::plan`]). `announce` hears how many nodes are probed, before
-    /// they are. Refused while a rollout of `session` did not finish.
+    /// they are. What is planned, and whether the canaries open the waves, is decided from the
+    /// nodes as probed now over the journal ([`rollout::verdict`], [`rollout::canaries_done`]).
+    /// Refused while a rollout of `session` did not finish.
     ///
     /// Errors: [`RolloutError::Unfinished`] / [`RolloutError::UnreadableUnfinished`];
     /// [`RolloutError::CanariesFirst`]; [`RolloutError::Refused`].
@@ -220,21 +221,23 @@ impl Rollouts {
             })?;
             with.push((n.clone(), r));
         }
-        let mut canaries: Vec<(String, Option<NodeStatus>)> = with
+        // The canaries as probed now (status and node lock) gate the waves, with the journal's
+        // record of their gates ([`rollout::canaries_done`]).
+        let mut canaries: Vec<CanaryNow> = with
             .iter()
             .filter(|(n, _)| n.canary)
-            .map(|(n, r)| (n.name.clone(), Some(r.status)))
+            .map(|(n, r)| CanaryNow::of(&n.name, Some(r)))
             .collect();
         canaries.extend(
             others
                 .iter()
-                .map(|n| (n.name.clone(), reports.get(&n.name).map(|r| r.status))),
+                .map(|n| CanaryNow::of(&n.name, reports.get(&n.name))),
         );
         let (journal, id) = (&session.entries, &rollout::new_id());
         match choice {
             Choice::Next(mode) => {
                 if mode == Mode::Wave {
-                    rollout::canaries_done(&canaries, &rollout::finished_nodes(journal))
+                    rollout::canaries_done(&canaries, &rollout::last_upgrades(journal))
                         .map_err(RolloutError::CanariesFirst)?;
                 }
                 rollout::plan(
@@ -465,19 +468,30 @@ impl Report {
         self.outcomes.iter().filter(|o| o.failure.is_some()).count()
     }
 
-    /// Each node that stopped, and where, whether it stays drained, and why (`stopped at STEP
-    /// and stays drained: WHY`; node text in both: escape them where they are shown).
+    /// Each node that stopped, and where, what it left of its drain, and why (`stopped at STEP
+    /// and stays drained: WHY`, `… and may be drained (its drain started): …`, or `stopped at
+    /// STEP: WHY` for a node this rollout never drained, [`rollout::drained_note`]; node text in
+    /// both: escape them where they are shown).
     pub fn failures(&self) -> Vec<(&str, String)> {
         self.outcomes
             .iter()
             .filter_map(|o| {
                 let f = o.failure.as_ref()?;
-                let drained = rollout::drained_note(&self.plan, &o.node, f.seq);
+                let drained = rollout::drained_note(o.drained);
                 Some((
                     o.node.as_str(),
                     format!("stopped at {}{drained}: {}", f.step, f.why),
                 ))
             })
+            .collect()
+    }
+
+    /// Each node skipped with nothing done (another rollout holds it: its rollout, operator
+    /// `user@host pid N` and since when), and why; not failures (node text: escape it).
+    pub fn skipped(&self) -> Vec<(&str, &str)> {
+        self.outcomes
+            .iter()
+            .filter_map(|o| Some((o.node.as_str(), o.skipped.as_deref()?)))
             .collect()
     }
 }

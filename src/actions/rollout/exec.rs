@@ -18,6 +18,9 @@ use crate::model::{Code, NodeStatus};
 use crate::probe::scan::{Scan, now_rfc3339};
 use crate::probe::ssh;
 
+mod node;
+use node::Stop;
+pub use node::summarize;
 mod reboot;
 
 /// Runs plans: owns the journal and the write permit.
@@ -41,6 +44,9 @@ pub struct Executor {
     /// Each node's boot identity read before a reboot step (node, step name); on resume, read
     /// back from the journal.
     boots: Mutex<HashMap<(String, String), node_side::BootIdentity>>,
+    /// Each node step's last phase: `progress`, then every entry this run writes (what the
+    /// report says of a node's drain comes from it: [`drained_state`]).
+    phases: Mutex<Progress>,
 }
 
 /// Why a node stopped.
@@ -57,8 +63,14 @@ pub struct Failure {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeOutcome {
     pub node: String,
-    /// `None` on success; else where it stopped and why (the node stays drained).
+    /// `None` on success (or when skipped); else where it stopped and why.
     pub failure: Option<Failure>,
+    /// Skipped, nothing done, with why: another rollout holds the node's lock (its rollout,
+    /// operator `user@host pid N` and since when, as its lock says), or the node changed since
+    /// the plan (it is `ready` now). Not a failure: the rest of the wave goes on.
+    pub skipped: Option<String>,
+    /// What this rollout left of its drain on the node (from the journal's phases).
+    pub drained: Drained,
 }
 
 pub(super) fn excerpt(b: &[u8]) -> String {
@@ -182,6 +194,7 @@ impl Executor {
         progress: Progress,
         log: Box<dyn Fn(&str) + Send + Sync>,
     ) -> Executor {
+        let progress_copy = progress.clone();
         Executor {
             permit,
             journal: Mutex::new(journal),
@@ -193,6 +206,7 @@ impl Executor {
             operator: operator(),
             at: Mutex::new(HashMap::new()),
             boots: Mutex::new(HashMap::new()),
+            phases: Mutex::new(progress_copy),
         }
     }
 
@@ -218,6 +232,12 @@ impl Executor {
             command: command.into(),
             outcome: outcome.into(),
         };
+        if let Some(seq) = seq.filter(|_| !node.is_empty()) {
+            self.phases
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert((node.to_string(), seq), phase);
+        }
         self.journal
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -233,15 +253,20 @@ impl Executor {
 
     fn node_failed(
         &self,
-        rollout: &str,
+        plan: &Plan,
         node: &str,
         seq: Option<usize>,
         step: &str,
         why: String,
     ) -> NodeOutcome {
-        let _ = self.write(rollout, node, seq, step, Phase::Failed, "", &why);
+        let _ = self.write(&plan.rollout, node, seq, step, Phase::Failed, "", &why);
         self.failures.fetch_add(1, Ordering::SeqCst);
         (self.log)(&format!("{node}: {step} FAILED: {why}"));
+        let drained = plan
+            .nodes
+            .iter()
+            .find(|n| n.node == node)
+            .map_or(Drained::No, |np| self.drained(np));
         NodeOutcome {
             node: node.to_string(),
             failure: Some(Failure {
@@ -249,13 +274,16 @@ impl Executor {
                 step: step.to_string(),
                 why,
             }),
+            skipped: None,
+            drained,
         }
     }
 
     /// Runs every node of `plan` at once (`nodes`: how to reach them, from the inventory),
     /// writes the rollout's end, and returns each node's outcome and a one-line summary. A
     /// node task that panics or is cancelled is that node's failure; the rollout is `done`
-    /// only when every node of the plan finished.
+    /// only when every node of the plan finished or was skipped (another rollout holds it),
+    /// `skipped` when each node was ([`summarize`]).
     pub async fn run_plan(
         self: Arc<Self>,
         plan: &Plan,
@@ -270,7 +298,7 @@ impl Executor {
                     .find(|s| self.progress.get(&(np.node.clone(), *s)) != Some(&Phase::Done));
                 let label = seq.map_or_else(|| "rollout".into(), |s| np.steps[s].label());
                 outcomes.push(self.node_failed(
-                    &plan.rollout,
+                    plan,
                     &np.node,
                     seq,
                     &label,
@@ -306,40 +334,11 @@ impl Executor {
                         Some((s, l)) => (Some(s), l),
                         None => (None, "rollout".to_string()),
                     };
-                    outcomes.push(self.node_failed(&plan.rollout, &node, seq, &label, why));
+                    outcomes.push(self.node_failed(plan, &node, seq, &label, why));
                 }
             }
         }
-        let failed: Vec<String> = outcomes
-            .iter()
-            .filter_map(|o| {
-                let f = o.failure.as_ref()?;
-                Some(format!(
-                    "{} stopped at {}{}: {}",
-                    o.node,
-                    f.step,
-                    drained_note(plan, &o.node, f.seq),
-                    f.why
-                ))
-            })
-            .collect();
-        let finished = failed.is_empty() && outcomes.len() == plan.nodes.len();
-        let phase = if finished { Phase::Done } else { Phase::Failed };
-        let summary = if failed.is_empty() {
-            format!(
-                "rollout {}: {} node(s) upgraded",
-                plan.rollout,
-                outcomes.len()
-            )
-        } else {
-            format!(
-                "rollout {}: {} upgraded, {} failed: {}",
-                plan.rollout,
-                outcomes.len() - failed.len(),
-                failed.len(),
-                failed.join("; ")
-            )
-        };
+        let (phase, summary) = summarize(plan, &outcomes);
         let _ = self.write(&plan.rollout, "", None, "rollout", phase, "", &summary);
         (outcomes, summary)
     }
@@ -542,51 +541,28 @@ impl Executor {
         }
     }
 
+    /// Runs step `seq` of `np` (a lock refused for another rollout is an `Err` here:
+    /// [`Executor::run_node`] runs the lock through [`Executor::lock`], where it is a skip).
     async fn run_step(
         &self,
         rollout: &str,
         seq: usize,
         node: &Node,
-        step: &Step,
+        np: &NodePlan,
         report: &mut Option<NodeReport>,
     ) -> Result<String, String> {
+        let Some(step) = np.steps.get(seq) else {
+            return Err(format!("internal error: no step {seq} in the node's plan"));
+        };
         match step {
             Step::Lock {
                 root,
                 sudo,
                 takeover,
-            } => {
-                let cmd = node_side::lock_command(root, rollout, &self.operator, takeover);
-                let o = node_write(
-                    &self.permit,
-                    &self.scan,
-                    node,
-                    &cmd,
-                    *sudo,
-                    Duration::from_secs(60),
-                )
+            } => self
+                .lock(rollout, node, np, root, *sudo, takeover)
                 .await
-                .map_err(|u| u.message)?;
-                match o.exit_status {
-                    Some(0) => {
-                        // The plan was made from an earlier probe; another operator's rollout
-                        // may have changed the node since (the lock only puts them in turn).
-                        // Only a node still on the legacy stack is upgraded.
-                        let (now, _) = self.scan.probe_node(node).await;
-                        if now.status != NodeStatus::Migrate {
-                            let _ = self.unlock(rollout, node, root, *sudo).await;
-                            return Err(format!(
-                                "the node changed since the plan: it is {} now ({}); nothing was done and its lock is released: plan again",
-                                now.status,
-                                now.status.meaning()
-                            ));
-                        }
-                        Ok(format!("locked for rollout {rollout} by {}", self.operator))
-                    }
-                    Some(node_side::LOCKED) => Err(excerpt(&o.output)),
-                    _ => Err(format!("{}: {}", exit_words(&o), excerpt(&o.output))),
-                }
-            }
+                .map_err(Stop::into_why),
             Step::Unlock { root, sudo } => self.unlock(rollout, node, root, *sudo).await,
             Step::Drain {
                 guard,
@@ -669,99 +645,6 @@ impl Executor {
                     Err(failed.join("; "))
                 }
             }
-        }
-    }
-
-    /// Runs one node's plan, skipping steps done before; stops at the first failure.
-    pub async fn run_node(&self, rollout: &str, node: &Node, plan: &NodePlan) -> NodeOutcome {
-        let mut report = None;
-        for (seq, step) in plan.steps.iter().enumerate() {
-            let label = step.label();
-            if self.progress.get(&(node.name.clone(), seq)) == Some(&Phase::Done) {
-                (self.log)(&format!("{}: {label} done before, skipped", node.name));
-                continue;
-            }
-            let failures = self.failures.load(Ordering::SeqCst);
-            if failures > self.max_failures {
-                let why = format!(
-                    "halted: {failures} node(s) failed, more than max_failures ({}); `--resume` goes on from here",
-                    self.max_failures
-                );
-                (self.log)(&format!("{}: {why}", node.name));
-                return NodeOutcome {
-                    node: node.name.clone(),
-                    failure: Some(Failure {
-                        seq: Some(seq),
-                        step: label,
-                        why,
-                    }),
-                };
-            }
-            self.at
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(node.name.clone(), (seq, label.clone()));
-            let cmd = step.journal_command(rollout, seq, &self.operator);
-            if let Err(e) = self.write(
-                rollout,
-                &node.name,
-                Some(seq),
-                &label,
-                Phase::Start,
-                &cmd,
-                "",
-            ) {
-                return NodeOutcome {
-                    node: node.name.clone(),
-                    failure: Some(Failure {
-                        seq: Some(seq),
-                        step: label,
-                        why: e,
-                    }),
-                };
-            }
-            #[cfg(debug_assertions)]
-            test_panic_hook(&node.name, &label);
-            (self.log)(&format!("{}: {label} …", node.name));
-            match self.run_step(rollout, seq, node, step, &mut report).await {
-                Ok(out) => {
-                    let _ = self.write(
-                        rollout,
-                        &node.name,
-                        Some(seq),
-                        &label,
-                        Phase::Done,
-                        &cmd,
-                        &out,
-                    );
-                    (self.log)(&format!("{}: {label} done", node.name));
-                }
-                Err(why) => {
-                    let _ = self.write(
-                        rollout,
-                        &node.name,
-                        Some(seq),
-                        &label,
-                        Phase::Failed,
-                        &cmd,
-                        &why,
-                    );
-                    self.failures.fetch_add(1, Ordering::SeqCst);
-                    (self.log)(&format!("{}: {label} FAILED: {why}", node.name));
-                    return NodeOutcome {
-                        node: node.name.clone(),
-                        failure: Some(Failure {
-                            seq: Some(seq),
-                            step: label,
-                            why,
-                        }),
-                    };
-                }
-            }
-        }
-        NodeOutcome {
-            node: node.name.clone(),
-            failure: None,
         }
     }
 }

@@ -13,16 +13,48 @@ use crate::actions::node_side;
 /// How far a rollout got, per (node, step number): the last phase the journal says.
 pub type Progress = HashMap<(String, usize), Phase>;
 
-/// " and stays drained" when `node` stopped at or after its drain step `seq` (a node stopped
-/// by its lock was never drained by this rollout).
-pub fn drained_note(plan: &Plan, node: &str, seq: Option<usize>) -> &'static str {
-    let drained = plan
-        .nodes
-        .iter()
-        .find(|n| n.node == node)
-        .zip(seq)
-        .is_some_and(|(np, s)| np.drained_at(s));
-    if drained { " and stays drained" } else { "" }
+/// What a rollout left of its drain on a node, from the phases of its drain and uncordon steps
+/// (the journal's, or the executor's as it goes): never a guess from where the node stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drained {
+    /// Its drain never started (no drain step, or the node stopped before it).
+    No,
+    /// Its drain started and did not finish (failed, or interrupted): the node may be drained.
+    Maybe,
+    /// Drained by this rollout, and not given back.
+    Yes,
+    /// Drained, then given back to the scheduler (its uncordon finished).
+    GivenBack,
+}
+
+/// [`Drained`] of `np` as `progress` (each step's last phase) says.
+pub fn drained_state(np: &NodePlan, progress: &Progress) -> Drained {
+    let phase = |pred: &dyn Fn(&Step) -> bool| {
+        np.steps
+            .iter()
+            .position(pred)
+            .and_then(|i| progress.get(&(np.node.clone(), i)).copied())
+    };
+    let drain = phase(&|s| matches!(s, Step::Drain { .. }));
+    let uncordon = phase(&|s| matches!(s, Step::Uncordon { .. }));
+    match drain {
+        None | Some(Phase::Skipped) => Drained::No,
+        Some(Phase::Done) if uncordon == Some(Phase::Done) => Drained::GivenBack,
+        Some(Phase::Done) => Drained::Yes,
+        Some(_) => Drained::Maybe,
+    }
+}
+
+/// The words after `stopped at STEP` for a node that stopped with `drained`:
+/// ` and stays drained`, ` and may be drained (its drain started)`, ` (uncordoned)`, or nothing
+/// (a node stopped before its drain, by its lock or a halt, was never drained).
+pub fn drained_note(drained: Drained) -> &'static str {
+    match drained {
+        Drained::No => "",
+        Drained::Maybe => " and may be drained (its drain started)",
+        Drained::Yes => " and stays drained",
+        Drained::GivenBack => " (uncordoned)",
+    }
 }
 
 /// The latest rollout in the journal that has no end entry (or stopped with a failure): its
@@ -62,8 +94,8 @@ pub fn unreadable_unfinished(journal: &[Entry]) -> Option<String> {
 }
 
 /// The start entry of the latest rollout, unless it ended: a rollout that stopped (failed,
-/// halted) is resumable (`--resume` retries each node from the step where it stopped); done
-/// and abandoned ones are not.
+/// halted) is resumable (`--resume` retries each node from the step where it stopped); done,
+/// skipped (every node held by another rollout: it did nothing) and abandoned ones are not.
 fn open_start(journal: &[Entry]) -> Option<&Entry> {
     let start = journal
         .iter()
@@ -72,7 +104,7 @@ fn open_start(journal: &[Entry]) -> Option<&Entry> {
     let closed = journal.iter().any(|e| {
         e.rollout == start.rollout
             && e.step == "rollout"
-            && matches!(e.phase, Phase::Done | Phase::Abandoned)
+            && matches!(e.phase, Phase::Done | Phase::Skipped | Phase::Abandoned)
     });
     (!closed).then_some(start)
 }
@@ -90,8 +122,8 @@ pub struct RolloutSummary {
     pub id: String,
     /// From its plan (absent when the plan cannot be read).
     pub mode: Option<Mode>,
-    /// `done`, `failed` (resumable), `abandoned`, or `unfinished` (running, or interrupted:
-    /// resumable).
+    /// `done`, `skipped` (it did nothing: another rollout held each of its nodes), `failed`
+    /// (resumable), `abandoned`, or `unfinished` (running, or interrupted: resumable).
     pub state: String,
     pub nodes: Vec<String>,
     pub who: String,
@@ -131,11 +163,11 @@ pub fn rollouts(journal: &[Entry]) -> Vec<RolloutSummary> {
                 r.state = "abandoned".into();
                 r.ended = Some(e.ts.clone());
             }
-            Phase::Done | Phase::Failed if r.state != "abandoned" => {
-                r.state = if e.phase == Phase::Done {
-                    "done"
-                } else {
-                    "failed"
+            Phase::Done | Phase::Skipped | Phase::Failed if r.state != "abandoned" => {
+                r.state = match e.phase {
+                    Phase::Done => "done",
+                    Phase::Skipped => "skipped",
+                    _ => "failed",
                 }
                 .into();
                 r.ended = Some(e.ts.clone());
@@ -153,44 +185,56 @@ pub fn left_behind(plan: &Plan, progress: &Progress) -> Vec<String> {
     for np in &plan.nodes {
         let at = |pred: &dyn Fn(&Step) -> bool| np.steps.iter().position(pred);
         let phase = |i: Option<usize>| i.and_then(|i| progress.get(&(np.node.clone(), i)));
-        let drain = at(&|s| matches!(s, Step::Drain { .. }));
         let uncordon = at(&|s| matches!(s, Step::Uncordon { .. }));
         let lock = at(&|s| matches!(s, Step::Lock { .. }));
         let unlock = at(&|s| matches!(s, Step::Unlock { .. }));
-        let given_back = phase(uncordon) == Some(&Phase::Done);
         let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
-        match phase(drain) {
-            Some(p) if !given_back => {
-                let cmds: Vec<String> = uncordon
-                    .map(|u| np.steps[u].shown(&plan.rollout))
-                    .unwrap_or_default();
-                out.push(format!(
-                    "{} {}; give it back with: {}",
-                    safe(&np.node),
-                    if *p == Phase::Done {
-                        "stays drained"
-                    } else {
-                        "may be drained (its drain started)"
-                    },
-                    safe(&cmds.join(" && "))
-                ));
+        let give_back = || {
+            let cmds: Vec<String> = uncordon
+                .map(|u| np.steps[u].shown(&plan.rollout))
+                .unwrap_or_default();
+            safe(&cmds.join(" && "))
+        };
+        match drained_state(np, progress) {
+            Drained::Yes => out.push(format!(
+                "{} stays drained; give it back with: {}",
+                safe(&np.node),
+                give_back()
+            )),
+            Drained::Maybe => out.push(format!(
+                "{} may be drained (its drain started); give it back with: {}",
+                safe(&np.node),
+                give_back()
+            )),
+            Drained::GivenBack => {
+                out.push(format!("{} was given back (uncordoned)", safe(&np.node)))
             }
-            _ if given_back => out.push(format!("{} was given back (uncordoned)", safe(&np.node))),
-            _ => {}
+            Drained::No => {}
         }
-        if phase(lock).is_some() && phase(unlock) != Some(&Phase::Done) {
-            let root = match &np.steps[lock.unwrap_or(0)] {
-                Step::Lock { root, .. } => root.trim_end_matches('/').to_string(),
-                _ => String::new(),
-            };
-            out.push(format!(
+        let root = match lock.map(|l| &np.steps[l]) {
+            Some(Step::Lock { root, .. }) => root.trim_end_matches('/').to_string(),
+            _ => String::new(),
+        };
+        let released = phase(unlock) == Some(&Phase::Done);
+        // Only a lock this rollout took (its lock step done) is its own; a lock step that did
+        // not end may have taken it; one refused (another rollout held the node) did not.
+        match phase(lock) {
+            Some(Phase::Done) if !released => out.push(format!(
                 "{} keeps this rollout's node lock ({root}/{}); the next rollout from this state folder takes it over",
                 safe(&np.node),
                 node_side::MARKER
-            ));
-        }
-        if phase(lock).is_none() {
-            out.push(format!("{} was not touched", safe(&np.node)));
+            )),
+            Some(Phase::Start | Phase::Failed) => out.push(format!(
+                "{} may keep this rollout's node lock ({root}/{}: its lock step did not finish); the next rollout from this state folder takes it over",
+                safe(&np.node),
+                node_side::MARKER
+            )),
+            Some(Phase::Skipped) => out.push(format!(
+                "{} was not touched: another rollout held it (or it changed since the plan)",
+                safe(&np.node)
+            )),
+            None => out.push(format!("{} was not touched", safe(&np.node))),
+            _ => {}
         }
     }
     out

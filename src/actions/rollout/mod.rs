@@ -10,7 +10,8 @@
 //! recipe step still running on the node (recipe steps run detached: [`node_side`]).
 //!
 //! Split along the pure/I-O line: `plan` (the typed plan, planning: pure), `history` (the
-//! journal's view of rollouts: pure), `gates` (pure), `exec` (the executor: the only part that
+//! journal's view of rollouts: pure), `live` (the node as probed now over the journal: what is
+//! planned, whether the canaries open the waves; pure), `gates` (pure), `exec` (the executor: the only part that
 //! runs commands, here and on nodes, and writes the journal), `local` (the state folder's
 //! lock), `locks` (reading and breaking node locks from here). The use case that strings them
 //! together (probe, plan, confirm, execute, report) is [`crate::fleet::rollout`].
@@ -18,6 +19,7 @@
 mod exec;
 mod gates;
 mod history;
+mod live;
 mod local;
 mod locks;
 mod plan;
@@ -27,6 +29,7 @@ mod tests;
 pub use exec::*;
 pub use gates::*;
 pub use history::*;
+pub use live::*;
 pub use local::*;
 pub use locks::*;
 pub use plan::*;

@@ -1,13 +1,14 @@
 //! The rollout plan, typed, and planning (pure): canaries, waves, the plan for people.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::history::abandoned;
+use super::live::{Again, CanaryNow, Verdict, canaries_done, last_upgrades, verdict};
 use crate::actions::drain::{self, Local};
-use crate::actions::journal::{Entry, Phase};
+use crate::actions::journal::Entry;
 use crate::actions::node_side::{self, StepFiles};
 use crate::config::{Gate, Recipe, UpgradeConfig};
 use crate::inventory::{DrainBackend, DrainSpec, Node};
@@ -253,9 +254,20 @@ pub struct NodePlan {
     /// has an nvidia.ko), for the plan shown before anything runs.
     #[serde(default)]
     pub next_boot: Option<String>,
+    /// Why the node is planned though the journal says otherwise (it calls it upgraded, but it
+    /// probes `migrate` again; it probes `ready`, but its upgrade was never proven), and the
+    /// status it was planned at: [`verdict`]. Absent for a `migrate` node the journal agrees on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<Again>,
 }
 
 impl NodePlan {
+    /// Whether the node, probed `now` when its lock is taken, is still as it was planned:
+    /// `migrate`, or `ready` when it was planned `ready` (its upgrade never proven).
+    pub fn as_planned(&self, now: NodeStatus) -> bool {
+        now == NodeStatus::Migrate || self.note.as_ref().is_some_and(|a| a.status == now)
+    }
+
     /// Whether a node stopped at step `seq` has been drained by this rollout.
     pub fn drained_at(&self, seq: usize) -> bool {
         self.steps
@@ -462,6 +474,7 @@ pub fn node_plan(
         node: node.name.clone(),
         steps,
         next_boot: next_boot_line(report),
+        note: None,
     })
 }
 
@@ -479,7 +492,7 @@ fn recipe_for<'a>(n: &Node, recipes: &'a BTreeMap<String, Recipe>) -> Result<&'a
     })
 }
 
-/// The plan of `n`: its recipe ([`recipe_for`]) through [`node_plan`].
+/// The plan of `n`: its recipe ([`recipe_for`]) through [`node_plan`], with `note`.
 fn plan_node(
     n: &Node,
     r: &NodeReport,
@@ -487,8 +500,10 @@ fn plan_node(
     cfg: &UpgradeConfig,
     rollout: &str,
     takeover: &[String],
+    note: Option<Again>,
 ) -> Result<NodePlan, String> {
-    node_plan(n, r, recipe_for(n, recipes)?, cfg, rollout, takeover)
+    let p = node_plan(n, r, recipe_for(n, recipes)?, cfg, rollout, takeover)?;
+    Ok(NodePlan { note, ..p })
 }
 
 /// One error for every node that cannot be planned (each `node: why`, one per line), so an
@@ -505,33 +520,26 @@ fn none_unplannable(problems: Vec<String>) -> Result<(), String> {
     }
 }
 
-/// Nodes whose upgrade finished (their `unlock` is done) in any rollout of the journal.
-pub fn finished_nodes(journal: &[Entry]) -> HashSet<String> {
-    journal
-        .iter()
-        .filter(|e| e.step == "unlock" && e.phase == Phase::Done)
-        .map(|e| e.node.clone())
-        .collect()
-}
-
 /// Plans the next rollout of `mode` (pure). `nodes` pairs each selected node with a fresh
-/// report. Only `migrate` nodes are upgraded; others are skipped with the reason. Every
-/// `migrate` node is planned, those of later waves too: when some cannot be (no recipe, a
-/// recipe not in the config, no drain setting, `{branch}` of an unknown driver), the error
-/// names each of them with its reason.
+/// report; `canaries` is every canary of the inventory as probed now. What is upgraded is
+/// decided from the node as probed now over the journal ([`verdict`]): `migrate` nodes (one the
+/// journal calls upgraded too, said so), and `ready` ones whose upgrade was never proven; the
+/// others are skipped with the reason. Every such node is planned, those of later waves too:
+/// when some cannot be (no recipe, a recipe not in the config, no drain setting, `{branch}` of
+/// an unknown driver), the error names each of them with its reason.
 pub fn plan(
     mode: Mode,
     nodes: &[(Node, NodeReport)],
-    canaries: &[(String, Option<NodeStatus>)],
+    canaries: &[CanaryNow],
     journal: &[Entry],
     cfg: &UpgradeConfig,
     recipes: &BTreeMap<String, Recipe>,
     rollout: &str,
 ) -> Result<Plan, String> {
-    let finished = finished_nodes(journal);
+    let last = last_upgrades(journal);
     let takeover = abandoned(journal);
     if mode == Mode::Wave {
-        canaries_done(canaries, &finished)?;
+        canaries_done(canaries, &last)?;
     }
     let mut skipped = Vec::new();
     let mut chosen = Vec::new();
@@ -540,22 +548,22 @@ pub fn plan(
         .iter()
         .filter(|(n, _)| n.canary == (mode == Mode::Canary))
     {
-        if finished.contains(&n.name) {
-            skipped.push((n.name.clone(), "upgraded by an earlier rollout".into()));
-        } else if operator_managed(r) {
+        if operator_managed(r) {
             skipped.push((n.name.clone(), OPERATOR_SKIP.into()));
-        } else if r.status != NodeStatus::Migrate {
-            skipped.push((
-                n.name.clone(),
-                format!("status {}: {}", r.status, r.status.meaning()),
-            ));
-        } else {
-            match plan_node(n, r, recipes, cfg, rollout, &takeover) {
-                Err(e) => problems.push(e),
-                Ok(p) if chosen.len() < cfg.max_unavailable.max(1) => chosen.push(p),
-                Ok(_) => {
-                    skipped.push((n.name.clone(), "in a later wave (max_unavailable)".into()));
-                }
+            continue;
+        }
+        let note = match verdict(r, last.get(&n.name)) {
+            Verdict::Skip(why) => {
+                skipped.push((n.name.clone(), why));
+                continue;
+            }
+            Verdict::Plan(note) => note,
+        };
+        match plan_node(n, r, recipes, cfg, rollout, &takeover, note) {
+            Err(e) => problems.push(e),
+            Ok(p) if chosen.len() < cfg.max_unavailable.max(1) => chosen.push(p),
+            Ok(_) => {
+                skipped.push((n.name.clone(), "in a later wave (max_unavailable)".into()));
             }
         }
     }
@@ -568,75 +576,45 @@ pub fn plan(
     })
 }
 
-/// Every canary of the inventory (`canaries`: name and current status) must be done before any
-/// other node: upgraded by a rollout (journal) or `ready` now. A canary that failed, is
-/// unreachable or was never upgraded blocks the waves.
-pub fn canaries_done(
-    canaries: &[(String, Option<NodeStatus>)],
-    finished: &HashSet<String>,
-) -> Result<(), String> {
-    let pending: Vec<String> = canaries
-        .iter()
-        .filter(|(n, st)| !finished.contains(n) && *st != Some(NodeStatus::Ready))
-        .map(|(n, st)| match st {
-            Some(st) => format!("{n} ({st})"),
-            None => format!("{n} (not scanned)"),
-        })
-        .collect();
-    if pending.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "canaries first: {} not upgraded and ready yet; run `gpufleet upgrade --canary`",
-            pending.join(", ")
-        ))
-    }
-}
-
-/// Plans an upgrade of `chosen` (the TUI's marked nodes), as one wave: nodes that cannot be
-/// upgraded (not `migrate`, managed by the GPU Operator, upgraded before) are skipped with the
-/// reason, as the CLI does; of the others, non-canary nodes only once every canary of
-/// `canaries` is done, canaries and other nodes never together, at most max_unavailable.
+/// Plans an upgrade of `chosen` (the TUI's marked nodes), as one wave: nodes that are not to be
+/// upgraded ([`verdict`], or managed by the GPU Operator) are skipped with the reason, as the
+/// CLI does; of the others, non-canary nodes only once every canary of `canaries` is done
+/// ([`canaries_done`]), canaries and other nodes never together, at most max_unavailable.
 pub fn plan_selected(
     chosen: &[(Node, NodeReport)],
-    canaries: &[(String, Option<NodeStatus>)],
+    canaries: &[CanaryNow],
     journal: &[Entry],
     cfg: &UpgradeConfig,
     recipes: &BTreeMap<String, Recipe>,
     rollout: &str,
 ) -> Result<Plan, String> {
-    let finished = finished_nodes(journal);
+    let last = last_upgrades(journal);
     let mut skipped = Vec::new();
     let mut eligible = Vec::new();
     for (n, r) in chosen {
-        if finished.contains(&n.name) {
-            skipped.push((n.name.clone(), "upgraded by an earlier rollout".into()));
-        } else if operator_managed(r) {
+        if operator_managed(r) {
             skipped.push((n.name.clone(), OPERATOR_SKIP.into()));
-        } else if r.status != NodeStatus::Migrate {
-            skipped.push((
+            continue;
+        }
+        match verdict(r, last.get(&n.name)) {
+            Verdict::Skip(why) => skipped.push((
                 n.name.clone(),
-                format!(
-                    "status {}: {}; only migrate nodes are upgraded",
-                    r.status,
-                    r.status.meaning()
-                ),
-            ));
-        } else {
-            eligible.push((n, r));
+                format!("{why}; only migrate nodes are upgraded"),
+            )),
+            Verdict::Plan(note) => eligible.push((n, r, note)),
         }
     }
     if eligible.is_empty() {
         let why: Vec<String> = skipped.iter().map(|(n, w)| format!("{n}: {w}")).collect();
         return Err(format!("nothing to upgrade: {}", why.join("; ")));
     }
-    let with_canary = eligible.iter().any(|(n, _)| n.canary);
-    let with_other = eligible.iter().any(|(n, _)| !n.canary);
+    let with_canary = eligible.iter().any(|(n, _, _)| n.canary);
+    let with_other = eligible.iter().any(|(n, _, _)| !n.canary);
     if with_canary && with_other {
         return Err("canaries go alone: mark only canaries, or only other nodes".into());
     }
     if with_other {
-        canaries_done(canaries, &finished)?;
+        canaries_done(canaries, &last)?;
     }
     if eligible.len() > cfg.max_unavailable.max(1) {
         return Err(format!(
@@ -648,8 +626,8 @@ pub fn plan_selected(
     let takeover = abandoned(journal);
     let mut nodes = Vec::new();
     let mut problems = Vec::new();
-    for (n, r) in &eligible {
-        match plan_node(n, r, recipes, cfg, rollout, &takeover) {
+    for (n, r, note) in eligible {
+        match plan_node(n, r, recipes, cfg, rollout, &takeover, note) {
             Ok(p) => nodes.push(p),
             Err(e) => problems.push(e),
         }
@@ -687,6 +665,9 @@ pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
     )];
     for n in &plan.nodes {
         out.push(format!("  {}", safe(&n.node)));
+        if let Some(note) = &n.note {
+            out.push(format!("    ({})", safe(&note.why)));
+        }
         if let Some(b) = &n.next_boot {
             out.push(format!("    ({})", safe(b)));
         }

@@ -24,6 +24,29 @@ fn node(name: &str, canary: bool) -> Node {
     }
 }
 
+fn canary(name: &str, status: NodeStatus) -> CanaryNow {
+    CanaryNow {
+        name: name.into(),
+        status: Some(status),
+        locked_by: None,
+    }
+}
+
+/// A journal entry of node `node`'s step `step` in rollout `rollout`.
+fn entry(rollout: &str, node: &str, step: &str, phase: Phase) -> Entry {
+    Entry {
+        ts: String::new(),
+        who: String::new(),
+        rollout: rollout.into(),
+        node: node.into(),
+        step: step.into(),
+        seq: None,
+        phase,
+        command: String::new(),
+        outcome: String::new(),
+    }
+}
+
 fn report(name: &str, status: NodeStatus) -> NodeReport {
     let mut r = NodeReport::unreachable(
         name.into(),
@@ -81,7 +104,7 @@ fn canaries_first_then_waves_of_max_unavailable() {
         (node("n4", false), report("n4", NodeStatus::Migrate)),
         (node("n5", false), report("n5", NodeStatus::Blocked)),
     ];
-    let canaries = vec![("c1".to_string(), Some(NodeStatus::Migrate))];
+    let canaries = vec![canary("c1", NodeStatus::Migrate)];
     let p = plan(Mode::Canary, &nodes, &canaries, &[], &cfg, &recipes(), "r1").unwrap();
     assert_eq!(
         p.nodes.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
@@ -112,23 +135,45 @@ fn canaries_first_then_waves_of_max_unavailable() {
     let json = serde_json::to_string(&p).unwrap();
     assert_eq!(serde_json::from_str::<Plan>(&json).unwrap(), p);
     assert!(json.contains(r#""kind":"recipe""#), "{json}");
-    // Drained from the drain step on.
-    assert_eq!(drained_note(&p, "c1", Some(0)), "");
-    assert_eq!(drained_note(&p, "c1", Some(1)), " and stays drained");
-    assert_eq!(drained_note(&p, "c1", None), "");
+    // Drained once its drain started, as the phases say; given back once its uncordon is done.
+    let at = |phases: &[(usize, Phase)]| {
+        let progress: Progress = phases
+            .iter()
+            .map(|(s, ph)| (("c1".to_string(), *s), *ph))
+            .collect();
+        drained_state(&p.nodes[0], &progress)
+    };
+    assert_eq!(at(&[]), Drained::No);
+    assert_eq!(at(&[(0, Phase::Skipped)]), Drained::No);
+    assert_eq!(at(&[(0, Phase::Failed)]), Drained::No);
+    assert_eq!(at(&[(0, Phase::Done), (1, Phase::Failed)]), Drained::Maybe);
+    assert_eq!(at(&[(0, Phase::Done), (1, Phase::Done)]), Drained::Yes);
+    assert_eq!(
+        at(&[(1, Phase::Done), (8, Phase::Done), (9, Phase::Failed)]),
+        Drained::GivenBack
+    );
+    assert_eq!(drained_note(Drained::No), "");
+    assert_eq!(drained_note(Drained::Yes), " and stays drained");
     let e = plan(Mode::Wave, &nodes, &canaries, &[], &cfg, &recipes(), "r2").unwrap_err();
     assert!(e.contains("canaries first: c1"), "{e}");
-    let journal = vec![Entry {
-        ts: String::new(),
-        who: String::new(),
-        rollout: "r1".into(),
-        node: "c1".into(),
-        step: "unlock".into(),
-        seq: Some(8),
-        phase: Phase::Done,
-        command: String::new(),
-        outcome: String::new(),
-    }];
+    // The journal calling the canary upgraded does not open the waves while it probes migrate
+    // (regressed, re-imaged); ready now, with its gates passed here, it does.
+    let journal: Vec<Entry> = ["lock", "gates", "unlock"]
+        .iter()
+        .map(|s| entry("r1", "c1", s, Phase::Done))
+        .collect();
+    let e = plan(
+        Mode::Wave,
+        &nodes,
+        &canaries,
+        &journal,
+        &cfg,
+        &recipes(),
+        "r2",
+    )
+    .unwrap_err();
+    assert!(e.contains("canaries first: c1 (migrate)"), "{e}");
+    let canaries = vec![canary("c1", NodeStatus::Ready)];
     let p = plan(
         Mode::Wave,
         &nodes,
@@ -358,7 +403,7 @@ fn the_local_lock_says_who_holds_it() {
 #[test]
 fn a_node_without_a_drain_setting_is_refused_and_none_must_be_said() {
     let cfg = UpgradeConfig::default();
-    let canaries = vec![("c1".to_string(), Some(NodeStatus::Migrate))];
+    let canaries = vec![canary("c1", NodeStatus::Migrate)];
     let unset = Node {
         drain: None,
         ..node("c1", true)
