@@ -121,9 +121,7 @@ pub fn load_nodes(files: &[PathBuf]) -> Result<Vec<crate::model::NodeReport>, St
         files.to_vec(),
         crate::snapshot::collected::DEFAULT_CLOCK_SKEW,
     )?;
-    for w in &files.findings {
-        eprintln!("gpufleet: merge: {}", crate::model::text::terminal_safe(w));
-    }
+    crate::snapshot::collected::say_findings(&files.findings);
     Ok(files.reports()?.0)
 }
 

@@ -257,9 +257,7 @@ impl Settings {
             let files = Files::read(from.to_vec(), skew)
                 .map_err(|e| anyhow::anyhow!("{}", crate::model::text::terminal_safe(&e)))?;
             // Said once, before any output (or the TUI) starts.
-            for w in &files.findings {
-                eprintln!("gpufleet: merge: {}", crate::model::text::terminal_safe(w));
-            }
+            crate::snapshot::collected::say_findings(&files.findings);
             if files.names.is_empty() {
                 anyhow::bail!(
                     "--from: no node report in {}: nothing to show",

@@ -283,14 +283,12 @@ fn merge(
     Ok(())
 }
 
-/// [`load`]'s reports alone; its findings are printed on stderr (escaped), one a line, as
-/// `gpufleet: merge: …`.
-pub fn load_reports(files: &[PathBuf]) -> Result<Vec<NodeReport>, String> {
-    let (reports, warnings) = load_reports_with(files, &Options::default())?;
-    for w in warnings {
-        eprintln!("gpufleet: merge: {}", crate::model::text::terminal_safe(&w));
+/// Says a merge's findings on stderr, escaped, one a line, as `gpufleet: merge: …` (for the
+/// commands; the TUI shows them in its status line).
+pub fn say_findings(findings: &[String]) {
+    for w in findings {
+        eprintln!("gpufleet: merge: {}", crate::model::text::terminal_safe(w));
     }
-    Ok(reports)
 }
 
 /// [`load_with`]'s reports and findings (for a caller that shows findings its own way: the
