@@ -428,17 +428,20 @@ pub struct App {
 
 /// Cell text of `row` in column `c`, from the cache.
 pub fn cell(row: &Row, c: Column) -> &str {
-    let i = Column::matrix().position(|x| x == c).unwrap_or(0);
-    row.cells.get(i).map_or("", String::as_str)
+    row.cells.get(matrix_index(c)).map_or("", String::as_str)
 }
 
-/// The tone of `row`'s cell in column `c` ([`Column::tone`]).
+/// The tone of `row`'s cell in column `c` ([`Column::tone`]), from the cache.
 pub fn tone(row: &Row, c: Column) -> crate::columns::Tone {
-    let i = Column::matrix().position(|x| x == c).unwrap_or(0);
     row.tones
-        .get(i)
+        .get(matrix_index(c))
         .copied()
         .unwrap_or(crate::columns::Tone::Plain)
+}
+
+/// The place of column `c` in the matrix, which [`Row::cells`] and [`Row::tones`] follow.
+fn matrix_index(c: Column) -> usize {
+    Column::matrix().position(|x| x == c).unwrap_or(0)
 }
 
 /// Cell text of `row` in column `c` (through [`screen_safe`]; empty until the first report).

@@ -12,26 +12,21 @@ static CLOSED: AtomicBool = AtomicBool::new(false);
 
 /// Writes one line to stdout; after a failed write (EPIPE: the reader is gone) nothing more.
 pub fn line(args: std::fmt::Arguments<'_>) {
-    if CLOSED.load(Ordering::Relaxed) {
-        return;
-    }
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{args}").and_then(|()| out.flush()).is_err() {
-        CLOSED.store(true, Ordering::Relaxed);
-    }
+    put(|out| writeln!(out, "{args}"));
 }
 
 /// Writes `text` as it is (no line end added); as [`line`].
 pub fn text(text: &str) {
+    put(|out| out.write_all(text.as_bytes()));
+}
+
+/// Runs `write` on stdout and flushes, unless a write failed before; a failure closes it.
+fn put(write: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>) {
     if CLOSED.load(Ordering::Relaxed) {
         return;
     }
     let mut out = std::io::stdout().lock();
-    if out
-        .write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
+    if write(&mut out).and_then(|()| out.flush()).is_err() {
         CLOSED.store(true, Ordering::Relaxed);
     }
 }
