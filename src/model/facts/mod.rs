@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::boot;
 use crate::model::driver::{self, Flavor};
-use crate::model::gpudb;
 use crate::model::kconfig::{self, KernelConfig};
 use crate::model::klog;
 use crate::model::lock;
@@ -24,7 +23,10 @@ use crate::model::secureboot;
 use crate::model::smi::{self, SmiFailure, SmiGpu};
 use crate::model::sysfs::{self, PciDevice, ProcGpu};
 
+pub mod gpu_operator;
+pub mod gpudb;
 mod gpus;
+#[path = "boot.rs"]
 mod v2;
 
 pub use gpus::pci_evidence;

@@ -9,12 +9,12 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use super::assess::{Code, Reason, Thresholds};
-use super::boot::{self, ModuleFile};
-use super::driver::Flavor;
-use super::facts::{Evidence, Facts};
-use super::klog::{self, Message};
-use super::params;
+use crate::model::assess::{Code, Reason, Thresholds};
+use crate::model::boot::{self, ModuleFile};
+use crate::model::driver::Flavor;
+use crate::model::facts::{Evidence, Facts};
+use crate::model::klog::{self, Message};
+use crate::model::params;
 
 /// The driver version from which the open module ignores `NVreg_OpenRmEnableUnsupportedGpus`
 /// and supports GeForce and workstation GPUs without it (open-gpu-kernel-modules 545.23.06).
@@ -183,8 +183,8 @@ fn cause_rules(f: &Facts, r: &mut Vec<Reason>, log: Option<&[Message]>) {
                 !g.initialized
                     && g.compute_capability
                         .as_deref()
-                        .and_then(|c| c.parse::<super::assess::MajorMinor>().ok())
-                        .is_none_or(|c| c >= super::assess::MajorMinor(7, 5))
+                        .and_then(|c| c.parse::<crate::model::assess::MajorMinor>().ok())
+                        .is_none_or(|c| c >= crate::model::assess::MajorMinor(7, 5))
             });
         if uses_gsp && (gsp.value == Some(false) || !log_lines.is_empty()) {
             let version = f

@@ -12,6 +12,7 @@ use crate::model::facts::{Evidence, Facts, Gpu, SmiOutcome};
 use crate::model::smi::SmiFailure;
 
 mod codes;
+pub mod diagnose;
 #[cfg(test)]
 mod tests;
 
