@@ -1,126 +1,54 @@
-//! Schema-2 facts (docs/domain.md, facts table): installed kernels and the next boot, GSP
-//! firmware, module parameters, peer memory, libibverbs, Secure Boot and signatures, the kernel
-//! log, the GPU Operator's driver folder and gpufleet's node lock.
+//! Boot: the installed kernels and their NVIDIA module files (/lib/modules, /boot), the kernel
+//! the next reboot starts (/boot/vmlinuz or /vmlinuz, else grubenv and its BLS entry, else the
+//! highest installed release), a pending reboot (/run/reboot-required), and the boot
+//! configuration (modules-load.d, modprobe.d, /proc/cmdline): nvidia-peermem loaded at boot and
+//! the `options nvidia` lines.
 
 use super::*;
+use crate::model::parse::boot;
+
+/// `boot` in the JSON: the next boot.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BootFacts {
+    /// Installed kernels with their NVIDIA module files (`Some(empty)`: none installed).
+    pub kernels: Proved<Vec<KernelInstall>>,
+    /// The release the next reboot starts; `heuristic` when only "the highest installed" says so.
+    pub boot_kernel: Proved<String>,
+    pub boot_kernel_heuristic: bool,
+    /// /run/reboot-required exists.
+    pub reboot_pending: Proved<bool>,
+}
+
+/// One installed kernel (docs/domain.md: `/boot/vmlinuz-<k>`, `/lib/modules/<k>/vmlinuz` or
+/// `/lib/modules/<k>/modules.dep` exists) and the NVIDIA module files under its
+/// /lib/modules/<k> (`None` when that walk failed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelInstall {
+    pub release: String,
+    pub nvidia_modules: Option<Vec<String>>,
+}
+
+impl KernelInstall {
+    /// Whether a driver module (`nvidia.ko` or Debian's names) is among its files; `None` unknown.
+    pub fn has(&self, kind: boot::ModuleFile) -> Option<bool> {
+        self.nvidia_modules
+            .as_ref()
+            .map(|m| m.iter().any(|p| boot::module_file(p) == Some(kind)))
+    }
+}
 
 /// Kernels the probe examines under /lib/modules (the probe's own cap).
 pub(super) const MAX_KERNELS: usize = 32;
-
-pub(super) fn v2_facts(out: &ProbeOutput, f: &mut Facts) {
-    installed_kernels(out, f);
-    boot_kernel(out, f);
-    f.v2.reboot_pending = exists(out, Kind::File, "/run/reboot-required");
-    gsp_files(out, f);
-    f.v2.params_in_effect = match read(out, Kind::File, "/proc/driver/nvidia/params") {
-        Read::Text(t) => Proved::known(
-            params::parse_in_effect(&t),
-            vec![Evidence::new("/proc/driver/nvidia/params", "(read)")],
-        ),
-        Read::Absent => Proved::default(),
-        Read::Failed(why) => Proved::unknown(why),
-    };
-    f.v2.peermem_registered = {
-        let a = exists(
-            out,
-            Kind::File,
-            "/sys/kernel/mm/memory_peers/nv_mem/version",
-        );
-        let b = exists(
-            out,
-            Kind::File,
-            "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
-        );
-        match (a.value, b.value) {
-            (Some(true), _) => a,
-            (_, Some(true)) => b,
-            (Some(false), Some(false)) => Proved::known(false, Vec::new()),
-            _ => Proved::unknown(a.why.or(b.why).unwrap_or_default()),
-        }
-    };
-    libibverbs(out, f);
-    signatures(out, f);
-    f.v2.kernel_log = match read(out, Kind::Cmd, "dmesg") {
-        Read::Text(t) => Proved::known(klog::messages(&t), Vec::new()),
-        Read::Absent => Proved::unknown("dmesg: no answer"),
-        Read::Failed(why) => Proved::unknown(match out.get(Kind::Cmd, "dmesg") {
-            Some(s) if !s.body.is_empty() => {
-                format!("{why}: {}", first_line(&String::from_utf8_lossy(&s.body)))
-            }
-            _ => why,
-        }),
-    };
-    f.v2.kernel_log_cut = out
-        .get(Kind::Cmd, "dmesg")
-        .is_some_and(|s| matches!(s.status, Status::Cut(_)));
-    f.v2.leftovers = out
-        .sections
-        .iter()
-        .filter(|s| s.kind == Kind::Meta && s.name == "leftover")
-        .flat_map(|s| {
-            String::from_utf8_lossy(&s.body)
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .take(64)
-        .collect();
-    f.v2.gpu_operator = exists(out, Kind::Dir, "/run/nvidia/driver");
-    f.v2.node_lock = node_lock(out);
-}
-
-/// gpufleet's node lock: the folder (absent: free), then its owner file (absent or unreadable
-/// while the folder exists: held, owner not known).
-pub(super) fn node_lock(out: &ProbeOutput) -> Proved<Option<lock::LockOwner>> {
-    const DIR: &str = "/var/lib/gpufleet/rollout.lock";
-    const OWNER: &str = "/var/lib/gpufleet/rollout.lock/owner";
-    match read(out, Kind::Dir, DIR) {
-        Read::Absent => Proved::known(None, Vec::new()),
-        Read::Failed(why) => Proved::unknown(why),
-        Read::Text(_) => match read(out, Kind::File, OWNER) {
-            Read::Text(t) => Proved::known(
-                Some(lock::parse_owner(&t)),
-                vec![Evidence::new(OWNER, first_line(&t))],
-            ),
-            Read::Absent | Read::Failed(_) => Proved::known(
-                Some(lock::LockOwner::default()),
-                vec![Evidence::new(DIR, "exists (no readable owner file)")],
-            ),
-        },
-    }
-}
-
-/// Whether `name` exists: a section that was read (`true`, with it as evidence), `absent`
-/// (`false`), or unknown.
-pub(super) fn exists(out: &ProbeOutput, kind: Kind, name: &str) -> Proved<bool> {
-    match read(out, kind, name) {
-        Read::Text(t) => Proved::known(
-            true,
-            vec![Evidence::new(
-                name,
-                first_line(&t).chars().take(120).collect::<String>(),
-            )],
-        ),
-        Read::Absent => Proved::known(false, Vec::new()),
-        Read::Failed(why) => Proved::unknown(why),
-    }
-}
-
-pub(super) fn listing(t: &str) -> Vec<&str> {
-    t.lines().map(str::trim).filter(|l| !l.is_empty()).collect()
-}
 
 pub(super) fn installed_kernels(out: &ProbeOutput, f: &mut Facts) {
     const MODS: &str = "/lib/modules";
     let names = match read(out, Kind::Dir, MODS) {
         Read::Absent => {
-            f.v2.kernels = Proved::known(Vec::new(), vec![Evidence::new(MODS, "(absent)")]);
+            f.boot.kernels = Proved::known(Vec::new(), vec![Evidence::new(MODS, "(absent)")]);
             return;
         }
         Read::Failed(why) => {
-            f.v2.kernels = Proved::unknown(why);
+            f.boot.kernels = Proved::unknown(why);
             return;
         }
         Read::Text(t) => listing(&t)
@@ -189,7 +117,7 @@ pub(super) fn installed_kernels(out: &ProbeOutput, f: &mut Facts) {
         });
     }
     kernels.sort_by(|a, b| boot::version_cmp(&a.release, &b.release));
-    f.v2.kernels = Proved {
+    f.boot.kernels = Proved {
         value: Some(kernels),
         evidence: vec![Evidence::new(MODS, names.join(" "))],
         why: (!why.is_empty()).then(|| why.join("; ")),
@@ -206,7 +134,7 @@ pub(super) fn boot_kernel(out: &ProbeOutput, f: &mut Facts) {
             Read::Text(t) => {
                 let target = first_line(&t).to_string();
                 let ev = vec![Evidence::new(name, format!("-> {target}"))];
-                f.v2.boot_kernel = match boot::release_of_image(&target) {
+                f.boot.boot_kernel = match boot::release_of_image(&target) {
                     Some(rel) => Proved::known(rel, ev),
                     None => Proved {
                         value: None,
@@ -218,7 +146,7 @@ pub(super) fn boot_kernel(out: &ProbeOutput, f: &mut Facts) {
             }
             Read::Absent => {}
             Read::Failed(why) => {
-                f.v2.boot_kernel = Proved::unknown(why);
+                f.boot.boot_kernel = Proved::unknown(why);
                 return;
             }
         }
@@ -234,7 +162,7 @@ pub(super) fn boot_kernel(out: &ProbeOutput, f: &mut Facts) {
                         if let Some((img, line)) = boot::bls_linux(&t)
                             && let Some(rel) = boot::release_of_image(&img)
                         {
-                            f.v2.boot_kernel = Proved::known(
+                            f.boot.boot_kernel = Proved::known(
                                 rel,
                                 vec![
                                     Evidence::new(ENV, format!("{key}={id}")),
@@ -246,7 +174,7 @@ pub(super) fn boot_kernel(out: &ProbeOutput, f: &mut Facts) {
                     }
                     Read::Absent => {}
                     Read::Failed(why) => {
-                        f.v2.boot_kernel = Proved::unknown(why);
+                        f.boot.boot_kernel = Proved::unknown(why);
                         return;
                     }
                 }
@@ -254,19 +182,19 @@ pub(super) fn boot_kernel(out: &ProbeOutput, f: &mut Facts) {
         }
         Read::Absent => {}
         Read::Failed(why) => {
-            f.v2.boot_kernel = Proved::unknown(why);
+            f.boot.boot_kernel = Proved::unknown(why);
             return;
         }
     }
     // Heuristic: the highest installed release.
-    match &f.v2.kernels.value {
+    match &f.boot.kernels.value {
         Some(k) => {
             if let Some(top) = k
                 .iter()
                 .map(|k| &k.release)
                 .max_by(|a, b| boot::version_cmp(a, b))
             {
-                f.v2.boot_kernel = Proved::known(
+                f.boot.boot_kernel = Proved::known(
                     top.clone(),
                     vec![Evidence::new(
                         "/lib/modules",
@@ -275,220 +203,127 @@ pub(super) fn boot_kernel(out: &ProbeOutput, f: &mut Facts) {
                         ),
                     )],
                 );
-                f.v2.boot_kernel_heuristic = true;
+                f.boot.boot_kernel_heuristic = true;
             }
         }
-        None => f.v2.boot_kernel = Proved::unknown("the installed kernels are unknown"),
+        None => f.boot.boot_kernel = Proved::unknown("the installed kernels are unknown"),
     }
 }
 
-/// Whether a firmware folder listing holds a GSP image (`gsp.bin`, `gsp_*.bin`, also `.xz`/`.zst`).
-pub(super) fn is_gsp(name: &str) -> bool {
-    let stem = name
-        .strip_suffix(".xz")
-        .or_else(|| name.strip_suffix(".zst"))
-        .unwrap_or(name);
-    stem.starts_with("gsp") && stem.ends_with(".bin")
-}
+/// Folders that hold boot configuration (`modprobe.d/`, `modules-load.d/`), in the precedence
+/// order of modprobe.d(5) and modules-load.d(5): a file in an earlier folder overrides a
+/// same-named one in a later folder.
+pub const BOOT_CONFIG_DIRS: [&str; 5] = ["/etc", "/run", "/usr/local/lib", "/usr/lib", "/lib"];
 
-pub(super) fn gsp_files(out: &ProbeOutput, f: &mut Facts) {
-    let Some(version) = f.driver.as_ref().and_then(|d| d.version.clone()) else {
-        return;
-    };
-    let rel = f.kernel_release.clone().unwrap_or_default();
-    let fw_path = match read(
-        out,
-        Kind::File,
-        "/sys/module/firmware_class/parameters/path",
-    ) {
-        Read::Text(t) => Some(first_line(&t).trim().to_string()).filter(|p| p.starts_with('/')),
-        _ => None,
-    };
-    let mut dirs: Vec<String> = fw_path.into_iter().collect();
-    if !rel.is_empty() {
-        dirs.push(format!("/lib/firmware/updates/{rel}"));
-    }
-    dirs.push("/lib/firmware/updates".into());
-    if !rel.is_empty() {
-        dirs.push(format!("/lib/firmware/{rel}"));
-    }
-    dirs.push("/lib/firmware".into());
-    let mut checked = Vec::new();
-    let mut failed = Vec::new();
-    for d in &dirs {
-        let nv = format!("{d}/nvidia");
-        match read(out, Kind::Dir, &nv) {
-            Read::Absent => {
-                checked.push(Evidence::new(nv, "(absent)"));
-                continue;
-            }
-            Read::Failed(w) => {
-                failed.push(w);
-                continue;
-            }
-            Read::Text(t) if !listing(&t).contains(&version.as_str()) => {
-                checked.push(Evidence::new(nv, format!("(no {version}/)")));
-                continue;
-            }
-            Read::Text(_) => {}
+/// The files of one boot-configuration kind (`modprobe.d` or `modules-load.d`) that take
+/// effect: per file name, the one in the first folder that has it; a masked one (a symlink to
+/// /dev/null) hides the same name in later folders and contributes nothing. Reads that failed
+/// for a file that would take effect, or for a whole folder, go to `failures`.
+pub(super) fn boot_config<'a>(
+    out: &'a ProbeOutput,
+    kind: &str,
+    failures: &mut Vec<String>,
+) -> Vec<(String, std::borrow::Cow<'a, str>)> {
+    let mut chosen: BTreeMap<String, Option<(String, std::borrow::Cow<'a, str>)>> = BTreeMap::new();
+    for base in BOOT_CONFIG_DIRS {
+        let folder = format!("{base}/{kind}");
+        if out
+            .get(Kind::Dir, &folder)
+            .is_some_and(|s| s.status == Status::Same)
+        {
+            continue;
         }
-        let vdir = format!("{nv}/{version}");
-        match read(out, Kind::Dir, &vdir) {
-            Read::Text(t) => {
-                let gsp: Vec<&str> = listing(&t).into_iter().filter(|n| is_gsp(n)).collect();
-                if !gsp.is_empty() {
-                    f.v2.gsp_files_present =
-                        Proved::known(true, vec![Evidence::new(vdir, gsp.join(" "))]);
-                    return;
-                }
-                checked.push(Evidence::new(vdir, "(no gsp*.bin)"));
-            }
-            Read::Absent => checked.push(Evidence::new(vdir, "(absent)")),
-            Read::Failed(w) => failed.push(w),
-        }
-    }
-    f.v2.gsp_files_present = if failed.is_empty() {
-        Proved::known(false, checked)
-    } else {
-        Proved::unknown(failed.join("; "))
-    };
-}
-
-pub(super) fn libibverbs(out: &ProbeOutput, f: &mut Facts) {
-    for d in [
-        "/usr/lib64",
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib/aarch64-linux-gnu",
-        "/usr/lib",
-    ] {
-        let name = format!("{d}/libibverbs.so.1");
-        match read(out, Kind::Count, &name) {
+        let listing = match read(out, Kind::Dir, &folder) {
             Read::Absent => continue,
             Read::Failed(why) => {
-                f.v2.libibverbs_dmabuf = Proved::unknown(why);
-                return;
+                failures.push(why);
+                continue;
             }
-            Read::Text(t) => {
-                let n: u64 = first_line(&t).trim().parse().unwrap_or(0);
-                f.v2.libibverbs_dmabuf = Proved::known(
-                    n > 0,
-                    vec![Evidence::new(
-                        name,
-                        if n > 0 {
-                            "ibv_reg_dmabuf_mr (present)".to_string()
-                        } else {
-                            "(no ibv_reg_dmabuf_mr: rdma-core older than 34)".to_string()
-                        },
-                    )],
-                );
-                return;
+            Read::Text(t) => t,
+        };
+        // modprobe reads *.conf (and, in kmod before 2024, *.alias); modules-load.d *.conf.
+        let wanted =
+            |n: &&str| n.ends_with(".conf") || kind == "modprobe.d" && n.ends_with(".alias");
+        for name in listing.lines().filter(wanted) {
+            if chosen.contains_key(name) {
+                continue;
+            }
+            let path = format!("{folder}/{name}");
+            if out
+                .get(Kind::File, &path)
+                .is_some_and(|s| s.status == Status::Masked)
+            {
+                chosen.insert(name.to_string(), None);
+                continue;
+            }
+            match read(out, Kind::File, &path) {
+                Read::Text(t) => {
+                    chosen.insert(name.to_string(), Some((path, t)));
+                }
+                // A dangling symlink (modprobe skips it too), or removed since it was listed.
+                // A listed name with no entry at all (part of a name with a newline) comes as
+                // `error 2`: a failure above.
+                Read::Absent => {}
+                Read::Failed(why) => {
+                    failures.push(why);
+                    chosen.insert(name.to_string(), None);
+                }
             }
         }
     }
+    chosen.into_values().flatten().collect()
 }
 
-pub(super) fn signatures(out: &ProbeOutput, f: &mut Facts) {
-    const EFI: &str = "/sys/firmware/efi";
-    const VAR: &str = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c";
-    f.v2.secure_boot = match read(out, Kind::Dir, EFI) {
-        Read::Absent => Proved::known(false, vec![Evidence::new(EFI, "(absent: BIOS boot)")]),
-        Read::Failed(why) => Proved::unknown(why),
-        Read::Text(_) => match read(out, Kind::Hex, VAR) {
-            Read::Text(t) => match kconfig::decode_od_hex(&t)
-                .ok()
-                .and_then(|b| secureboot::efivar_bool(&b))
-            {
-                Some(on) => Proved::known(on, vec![Evidence::new(VAR, t.trim().to_string())]),
-                None => {
-                    Proved::unknown(format!("{VAR}: not a boolean EFI variable: {:?}", t.trim()))
-                }
-            },
-            Read::Absent => Proved::known(false, vec![Evidence::new(VAR, "(absent)")]),
-            Read::Failed(why) => Proved::unknown(why),
-        },
-    };
-    const LOCKDOWN: &str = "/sys/kernel/security/lockdown";
-    f.v2.lockdown = match read(out, Kind::File, LOCKDOWN) {
-        Read::Text(t) => match secureboot::lockdown_mode(&t) {
-            Some(m) => Proved::known(m, vec![Evidence::new(LOCKDOWN, first_line(&t))]),
-            None => Proved::unknown(format!("{LOCKDOWN}: {:?}", first_line(&t))),
-        },
-        Read::Absent => Proved::unknown(format!(
-            "{LOCKDOWN} is absent (securityfs may not be mounted)"
-        )),
-        Read::Failed(why) => Proved::unknown(why),
-    };
-    // Enforcement: any source that says yes is enough; "no" needs all three.
-    let mut yes = Vec::new();
-    let mut unknown = Vec::new();
-    match f.v2.secure_boot.value {
-        Some(true) => yes.extend(f.v2.secure_boot.evidence.clone()),
-        Some(false) => {}
-        None => unknown.push("Secure Boot"),
+pub(super) fn peermem_configured(out: &ProbeOutput, f: &mut Facts) {
+    let mut evidence = Vec::new();
+    let mut masks = Vec::new();
+    let mut failures = Vec::new();
+    for (path, text) in boot_config(out, "modules-load.d", &mut failures) {
+        evidence.extend(
+            modconf::modules_load(&text)
+                .into_iter()
+                .map(|l| Evidence::new(path.clone(), l.line)),
+        );
     }
-    match &f.kernel_config {
-        Some((src, cfg)) => {
-            if cfg.value("CONFIG_MODULE_SIG_FORCE") == Some("y") {
-                yes.push(Evidence::new(src.clone(), "CONFIG_MODULE_SIG_FORCE=y"));
-            }
+    // modprobe uses the first `install` line of a module, files read in name order.
+    let mut first_install: Option<(Evidence, bool)> = None;
+    for (path, text) in boot_config(out, "modprobe.d", &mut failures) {
+        f.module_params.configured.extend(
+            params::parse_options(&text)
+                .into_iter()
+                .map(|c| (c, path.clone())),
+        );
+        evidence.extend(
+            modconf::modprobe(&text)
+                .into_iter()
+                .map(|l| Evidence::new(path.clone(), l.line)),
+        );
+        if first_install.is_none()
+            && let Some((line, masks)) = modconf::peermem_install(&text)
+        {
+            first_install = Some((Evidence::new(path.clone(), line), masks));
         }
-        None => unknown.push("the kernel config"),
     }
-    match read(out, Kind::File, "/proc/cmdline") {
-        Read::Text(t) if secureboot::cmdline_sig_enforce(&t) => {
-            yes.push(Evidence::new("/proc/cmdline", first_line(&t)))
-        }
-        Read::Text(_) => {}
-        _ => unknown.push("/proc/cmdline"),
+    // The kernel command line loads modules too (systemd-modules-load reads modules-load=).
+    if let Read::Text(t) = read(out, Kind::File, "/proc/cmdline")
+        && modconf::cmdline_loads_peermem(&t)
+    {
+        evidence.push(Evidence::new("/proc/cmdline", first_line(&t)));
     }
-    f.v2.signature_enforced = if !yes.is_empty() {
-        Proved::known(true, yes)
-    } else if unknown.is_empty() {
-        Proved::known(false, Vec::new())
+    if let Some((ev, true)) = &first_install
+        && failures.is_empty()
+    {
+        // `install nvidia-peermem /bin/false` runs instead of every load, whatever asks for it.
+        masks.push(ev.clone());
+        f.peermem.configured = Some(false);
+        f.peermem.configured_evidence = masks;
+    } else if !evidence.is_empty() {
+        f.peermem.configured = Some(true);
+        f.peermem.configured_evidence = evidence;
+    } else if failures.is_empty() {
+        f.peermem.configured = Some(false);
     } else {
-        Proved::unknown(format!("{} could not be read", unknown.join(", ")))
-    };
-    // The running kernel's host nvidia.ko: its signature trailer.
-    let Some(rel) = f.kernel_release.clone() else {
-        return;
-    };
-    let prefix = format!("/lib/modules/{rel}/");
-    let tail = out.with_prefix(Kind::Tail, &prefix).next();
-    f.v2.nvidia_ko_signed = match tail {
-        Some(s) if s.status == Status::Ok => {
-            let signed = secureboot::signed(&s.body);
-            Proved::known(
-                signed,
-                vec![Evidence::new(
-                    s.name.clone(),
-                    if signed {
-                        "~Module signature appended~".to_string()
-                    } else {
-                        "(no signature trailer)".to_string()
-                    },
-                )],
-            )
-        }
-        Some(s) => Proved::unknown(why_not(&s.name, s)),
-        None => {
-            let compressed =
-                f.v2.kernels
-                    .value
-                    .iter()
-                    .flatten()
-                    .find(|k| k.release == rel)
-                    .and_then(|k| k.nvidia_modules.as_ref())
-                    .is_some_and(|m| {
-                        m.iter().any(|p| {
-                            boot::module_file(p) == Some(boot::ModuleFile::Driver)
-                                && !p.ends_with(".ko")
-                        })
-                    });
-            if compressed {
-                Proved::unknown("the host nvidia.ko is compressed: its signature cannot be read")
-            } else {
-                Proved::default()
-            }
-        }
-    };
+        // An unreadable file could load it, or hold the first install line.
+        f.unknown("peermem.configured", failures.join("; "));
+    }
 }

@@ -43,7 +43,7 @@ fn has(r: &[Reason], code: Code) -> bool {
 
 /// Whether the node's driver comes from the GPU Operator's driver container.
 pub fn operator_managed(f: &Facts) -> bool {
-    f.v2.gpu_operator.value == Some(true)
+    f.gpu_operator.value == Some(true)
 }
 
 enum NextBoot {
@@ -56,19 +56,19 @@ fn next_boot(f: &Facts, kind: ModuleFile) -> Option<NextBoot> {
     if operator_managed(f) {
         return Some(NextBoot::NotApplicable);
     }
-    let running = f.kernel_release.as_deref()?;
-    let kernels = f.v2.kernels.value.as_ref()?;
+    let running = f.kernel.release.as_deref()?;
+    let kernels = f.boot.kernels.value.as_ref()?;
     let find = |rel: &str| kernels.iter().find(|k| k.release == rel);
     match find(running).map(|k| k.has(kind)) {
         Some(Some(true)) => {}
         Some(None) => return None,
         // No host module for the running kernel (none installed, or not this way).
-        Some(Some(false)) | None if f.v2.kernels.why.is_none() => {
+        Some(Some(false)) | None if f.boot.kernels.why.is_none() => {
             return Some(NextBoot::NotApplicable);
         }
         _ => return None,
     }
-    let boot = f.v2.boot_kernel.value.as_deref()?;
+    let boot = f.boot.boot_kernel.value.as_deref()?;
     if boot == running {
         return Some(NextBoot::Keeps);
     }
@@ -80,7 +80,7 @@ fn next_boot(f: &Facts, kind: ModuleFile) -> Option<NextBoot> {
         }),
         // Not installed as a kernel with modules: it has no nvidia.ko either, unless the list
         // was cut short.
-        None if f.v2.kernels.why.is_none() => Some(NextBoot::Loses {
+        None if f.boot.kernels.why.is_none() => Some(NextBoot::Loses {
             boot: boot.to_string(),
             running: running.to_string(),
         }),
@@ -90,8 +90,8 @@ fn next_boot(f: &Facts, kind: ModuleFile) -> Option<NextBoot> {
 
 fn next_boot_rules(f: &Facts, r: &mut Vec<Reason>) {
     let boot_ev = |f: &Facts, running: &str, boot: &str, kind: ModuleFile| {
-        let mut ev = f.v2.boot_kernel.evidence.clone();
-        for k in f.v2.kernels.value.iter().flatten() {
+        let mut ev = f.boot.boot_kernel.evidence.clone();
+        for k in f.boot.kernels.value.iter().flatten() {
             if k.release == running {
                 ev.extend(
                     k.nvidia_modules
@@ -116,7 +116,7 @@ fn next_boot_rules(f: &Facts, r: &mut Vec<Reason>) {
         ev
     };
     if let Some(NextBoot::Loses { boot, running }) = next_boot(f, ModuleFile::Driver) {
-        let how = if f.v2.boot_kernel_heuristic {
+        let how = if f.boot.boot_kernel_heuristic {
             " (the highest installed kernel; no boot-loader link says which one boots)"
         } else {
             ""
@@ -129,7 +129,7 @@ fn next_boot_rules(f: &Facts, r: &mut Vec<Reason>) {
             boot_ev(f, &running, &boot, ModuleFile::Driver),
         ));
     }
-    if f.peermem_loaded == Some(true)
+    if f.peermem.loaded == Some(true)
         && let Some(NextBoot::Loses { boot, running }) = next_boot(f, ModuleFile::Peermem)
     {
         r.push(Reason::new(
@@ -140,11 +140,11 @@ fn next_boot_rules(f: &Facts, r: &mut Vec<Reason>) {
             boot_ev(f, &running, &boot, ModuleFile::Peermem),
         ));
     }
-    if f.v2.reboot_pending.value == Some(true) {
+    if f.boot.reboot_pending.value == Some(true) {
         r.push(Reason::new(
             Code::RebootPending,
             "a reboot is pending (/run/reboot-required)",
-            f.v2.reboot_pending.evidence.clone(),
+            f.boot.reboot_pending.evidence.clone(),
         ));
     }
 }
@@ -175,7 +175,7 @@ fn cause_rules(f: &Facts, r: &mut Vec<Reason>, log: Option<&[Message]>) {
     };
     if not_init {
         let log_lines = from("NVRM: RmFetchGspRmImages: ", "No firmware image found");
-        let gsp = &f.v2.gsp_files_present;
+        let gsp = &f.firmware.gsp_files_present;
         // GSP firmware matters to the open module (always GSP) and to GPUs from Turing on;
         // a Volta on the proprietary module never loads it.
         let uses_gsp = flavor == Some(Flavor::Open)
@@ -214,8 +214,8 @@ fn cause_rules(f: &Facts, r: &mut Vec<Reason>, log: Option<&[Message]>) {
             && f.gpus
                 .iter()
                 .any(|g| !g.initialized && g.name.as_deref().is_some_and(consumer_gpu))
-            && f.v2
-                .params_in_effect
+            && f.module_params
+                .in_effect
                 .value
                 .as_ref()
                 .and_then(|p| p.get("OpenRmEnableUnsupportedGpus"))
@@ -265,13 +265,13 @@ fn cause_rules(f: &Facts, r: &mut Vec<Reason>, log: Option<&[Message]>) {
             "Lockdown: modprobe: unsigned module loading is restricted",
             "",
         ));
-        let enforced_unsigned = f.v2.signature_enforced.value == Some(true)
-            && f.v2.nvidia_ko_signed.value == Some(false);
+        let enforced_unsigned = f.firmware.signature_enforced.value == Some(true)
+            && f.firmware.nvidia_ko_signed.value == Some(false);
         if enforced_unsigned || !log_lines.is_empty() {
             let mut ev = Vec::new();
             if enforced_unsigned {
-                ev.extend(f.v2.signature_enforced.evidence.clone());
-                ev.extend(f.v2.nvidia_ko_signed.evidence.clone());
+                ev.extend(f.firmware.signature_enforced.evidence.clone());
+                ev.extend(f.firmware.nvidia_ko_signed.evidence.clone());
             }
             ev.extend(log_evidence(&log_lines));
             r.push(Reason::new(
@@ -302,7 +302,7 @@ fn broken_now_rules(f: &Facts, r: &mut Vec<Reason>, log: &[Message]) {
             log_evidence(&fallen),
         ));
     }
-    if f.peermem_configured == Some(true) && f.peermem_loaded == Some(false) {
+    if f.peermem.configured == Some(true) && f.peermem.loaded == Some(false) {
         let mut failed =
             klog::find_from(log, "nvidia_peermem: disagrees about version of symbol", "");
         failed.extend(klog::find_from(log, "nvidia_peermem: Unknown symbol", ""));
@@ -339,10 +339,10 @@ fn drift_rules(f: &Facts, r: &mut Vec<Reason>) {
     }
     // For one key, the last line read wins.
     let mut last: BTreeMap<&str, (&params::Configured, &str)> = BTreeMap::new();
-    for (c, src) in &f.v2.options_configured {
+    for (c, src) in &f.module_params.configured {
         last.insert(c.key.as_str(), (c, src.as_str()));
     }
-    let in_effect = f.v2.params_in_effect.value.as_ref();
+    let in_effect = f.module_params.in_effect.value.as_ref();
     let open = f.driver.as_ref().map(|d| d.flavor) == Some(Flavor::Open);
     for (key, (c, src)) in last {
         let ev = vec![Evidence::new(src, c.line.clone())];
@@ -389,15 +389,15 @@ fn drift_rules(f: &Facts, r: &mut Vec<Reason>) {
 
 /// Adds the schema-2 reasons to `r` (which already holds the symptom reasons).
 pub fn rules(f: &Facts, _t: &Thresholds, r: &mut Vec<Reason>) {
-    let log = f.v2.kernel_log.value.as_deref();
+    let log = f.kernel_log.messages.value.as_deref();
     cause_rules(f, r, log);
     if let Some(log) = log {
         broken_now_rules(f, r, log);
     }
     next_boot_rules(f, r);
     drift_rules(f, r);
-    if f.peermem_loaded == Some(true) && f.v2.peermem_registered.value == Some(false) {
-        let mut ev = f.peermem_loaded_evidence.clone();
+    if f.peermem.loaded == Some(true) && f.peermem.registered.value == Some(false) {
+        let mut ev = f.peermem.loaded_evidence.clone();
         ev.push(Evidence::new(
             "/sys/kernel/mm/memory_peers",
             "(no nv_mem/version, no nv_mem_nc/version)",
@@ -408,61 +408,68 @@ pub fn rules(f: &Facts, _t: &Thresholds, r: &mut Vec<Reason>) {
             ev,
         ));
     }
-    let rdma_devices = f.rdma_devices.as_ref().is_some_and(|d| !d.is_empty());
-    if rdma_devices && f.v2.libibverbs_dmabuf.value == Some(false) {
+    let rdma_devices = f.rdma.devices.as_ref().is_some_and(|d| !d.is_empty());
+    if rdma_devices && f.rdma.libibverbs_dmabuf.value == Some(false) {
         r.push(Reason::new(
             Code::RdmaUserspaceLacksDmabuf,
             "the host's libibverbs has no ibv_reg_dmabuf_mr (rdma-core older than 34): jobs that use the host's verbs library cannot register DMA-BUF memory (containers with their own rdma-core are not affected)",
-            f.v2.libibverbs_dmabuf.evidence.clone(),
+            f.rdma.libibverbs_dmabuf.evidence.clone(),
         ));
     }
     if operator_managed(f) {
         r.push(Reason::new(
             Code::GpuOperatorManaged,
             "the driver comes from the GPU Operator's driver container: change the module type in the ClusterPolicy or NVIDIADriver (driver.kernelModuleType; nvidia-peermem: driver.rdma.enabled), not with host packages",
-            f.v2.gpu_operator.evidence.clone(),
+            f.gpu_operator.evidence.clone(),
         ));
     }
-    if !f.v2.leftovers.is_empty() {
+    if !f.leftovers.is_empty() {
         r.push(Reason::new(
             Code::ProbeLeftProcesses,
             format!(
                 "a command of the probe (nvidia-smi, dmesg) left processes running on the node, killed by the probe: {}",
-                f.v2.leftovers.join(", ")
+                f.leftovers.join(", ")
             ),
-            f.v2.leftovers
+            f.leftovers
                 .iter()
                 .map(|l| Evidence::new("probe", l.clone()))
                 .collect(),
         ));
     }
     // Unknown facts that matter here.
-    let v2 = &f.v2;
-    unknown(r, "kernel_log", &v2.kernel_log.why);
-    unknown(r, "boot.kernels", &v2.kernels.why);
-    unknown(r, "boot.boot_kernel", &v2.boot_kernel.why);
-    unknown(r, "boot.reboot_pending", &v2.reboot_pending.why);
+    unknown(r, "kernel_log", &f.kernel_log.messages.why);
+    unknown(r, "boot.kernels", &f.boot.kernels.why);
+    unknown(r, "boot.boot_kernel", &f.boot.boot_kernel.why);
+    unknown(r, "boot.reboot_pending", &f.boot.reboot_pending.why);
     if has(r, Code::GpuNotInitialized) {
-        unknown(r, "firmware.gsp_files_present", &v2.gsp_files_present.why);
+        unknown(
+            r,
+            "firmware.gsp_files_present",
+            &f.firmware.gsp_files_present.why,
+        );
     }
     if f.driver.as_ref().is_some_and(|d| d.flavor != Flavor::None) {
-        unknown(r, "module_params.in_effect", &v2.params_in_effect.why);
+        unknown(r, "module_params.in_effect", &f.module_params.in_effect.why);
     }
-    if f.peermem_loaded == Some(true) {
-        unknown(r, "peermem.registered", &v2.peermem_registered.why);
+    if f.peermem.loaded == Some(true) {
+        unknown(r, "peermem.registered", &f.peermem.registered.why);
     }
     if rdma_devices {
-        unknown(r, "rdma.libibverbs_dmabuf", &v2.libibverbs_dmabuf.why);
+        unknown(r, "rdma.libibverbs_dmabuf", &f.rdma.libibverbs_dmabuf.why);
     }
     // Signatures matter where no module is loaded and GPUs wait for one.
     if has(r, Code::GpuWithoutDriver) {
-        unknown(r, "secure_boot.enabled", &v2.secure_boot.why);
+        unknown(r, "secure_boot.enabled", &f.firmware.secure_boot.why);
         unknown(
             r,
             "secure_boot.signature_enforced",
-            &v2.signature_enforced.why,
+            &f.firmware.signature_enforced.why,
         );
-        unknown(r, "secure_boot.nvidia_ko_signed", &v2.nvidia_ko_signed.why);
+        unknown(
+            r,
+            "secure_boot.nvidia_ko_signed",
+            &f.firmware.nvidia_ko_signed.why,
+        );
     }
-    unknown(r, "driver.managed_by", &v2.gpu_operator.why);
+    unknown(r, "driver.managed_by", &f.gpu_operator.why);
 }

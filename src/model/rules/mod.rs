@@ -57,24 +57,24 @@ fn below(v: &Version, t: MajorMinor) -> bool {
 
 /// The DMA-BUF rule of docs/domain.md: kallsyms, else release below minimum, else kernel config.
 pub fn dma_buf_support(f: &Facts, t: &Thresholds) -> (Option<bool>, DmaBufBasis, Vec<Evidence>) {
-    if f.kallsyms_dmabuf == Some(true) {
+    if f.kernel.kallsyms_dmabuf == Some(true) {
         return (
             Some(true),
             DmaBufBasis::Kallsyms,
-            f.kallsyms_evidence.iter().cloned().collect(),
+            f.kernel.kallsyms_evidence.iter().cloned().collect(),
         );
     }
-    let release = f.kernel_release.as_deref().and_then(kernel_version);
+    let release = f.kernel.release.as_deref().and_then(kernel_version);
     if let Some(v) = &release
         && below(v, t.dmabuf_min_kernel)
     {
         return (
             Some(false),
             DmaBufBasis::BelowMinimum,
-            f.kernel_evidence.iter().cloned().collect(),
+            f.kernel.evidence.iter().cloned().collect(),
         );
     }
-    if let Some((source, cfg)) = &f.kernel_config {
+    if let Some((source, cfg)) = &f.kernel.config {
         const OPTS: [&str; 2] = ["CONFIG_DMA_SHARED_BUFFER", "CONFIG_INFINIBAND_USER_MEM"];
         let ev = OPTS
             .iter()
@@ -331,7 +331,7 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
                 Code::KernelBelowDmabufMinimum,
                 format!(
                     "kernel {} is below {}, the minimum for DMA-BUF GPUDirect RDMA",
-                    f.kernel_release.as_deref().unwrap_or("?"),
+                    f.kernel.release.as_deref().unwrap_or("?"),
                     t.dmabuf_min_kernel
                 ),
                 dma_ev.clone(),
@@ -361,9 +361,10 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
             driver_ev.clone(),
         ));
     }
-    if f.peermem_loaded == Some(true) {
+    if f.peermem.loaded == Some(true) {
         let legacy = f
-            .peermem_loaded_evidence
+            .peermem
+            .loaded_evidence
             .iter()
             .any(|e| e.line.split_whitespace().next() == Some("nv_peer_mem"));
         r.push(Reason::new(
@@ -373,14 +374,14 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
             } else {
                 "nvidia_peermem is loaded"
             },
-            f.peermem_loaded_evidence.clone(),
+            f.peermem.loaded_evidence.clone(),
         ));
     }
-    if f.peermem_configured == Some(true) {
+    if f.peermem.configured == Some(true) {
         r.push(Reason::new(
             Code::PeermemConfigured,
             "nvidia-peermem is loaded at boot",
-            f.peermem_configured_evidence.clone(),
+            f.peermem.configured_evidence.clone(),
         ));
     }
     if flavor_known && flavor == Flavor::None && seen_gpus == 0 && pci.is_empty() {
@@ -402,7 +403,7 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
 
     // advisories.
     if nvidia_node {
-        if let Some(v) = f.kernel_release.as_deref().and_then(kernel_version)
+        if let Some(v) = f.kernel.release.as_deref().and_then(kernel_version)
             && below(&v, t.kernel_guideline)
         {
             r.push(Reason::new(
@@ -411,14 +412,14 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
                     "kernel {}.{} is below {} (advisory: DMA-BUF needs {}+, many guides say {})",
                     v.major, v.minor, t.kernel_guideline, t.dmabuf_min_kernel, t.kernel_guideline
                 ),
-                f.kernel_evidence.iter().cloned().collect(),
+                f.kernel.evidence.iter().cloned().collect(),
             ));
         }
-        if flavor == Flavor::Open && f.taint.is_some_and(|v| v & 1 == 1) {
+        if flavor == Flavor::Open && f.kernel.taint.is_some_and(|v| v & 1 == 1) {
             r.push(Reason::new(
                 Code::ProprietaryTaintSticky,
                 "the open module is loaded but the kernel is still tainted by a proprietary module (switched without a reboot)",
-                f.taint_evidence.iter().cloned().collect(),
+                f.kernel.taint_evidence.iter().cloned().collect(),
             ));
         }
     }
@@ -482,12 +483,12 @@ pub fn assess(f: &Facts, t: &Thresholds) -> Assessment {
 /// `None` when that cannot be told (the RDMA device list was not read and peermem is not known
 /// to be in use).
 pub fn rdma_applies(f: &Facts) -> Option<bool> {
-    if f.peermem_loaded == Some(true) || f.peermem_configured == Some(true) {
+    if f.peermem.loaded == Some(true) || f.peermem.configured == Some(true) {
         return Some(true);
     }
-    match &f.rdma_devices {
+    match &f.rdma.devices {
         Some(d) if !d.is_empty() => Some(true),
-        Some(_) if f.peermem_loaded.is_some() && f.peermem_configured.is_some() => Some(false),
+        Some(_) if f.peermem.loaded.is_some() && f.peermem.configured.is_some() => Some(false),
         _ => None,
     }
 }
@@ -508,10 +509,10 @@ fn verdict_unknowns(f: &Facts, status: NodeStatus, dma_buf: Option<bool>) -> Vec
     if let Some(cut) = &f.incomplete {
         missing.push(format!("probe trailer ({})", cut.why));
     }
-    if f.v2.kernel_log_cut {
+    if f.kernel_log.cut {
         missing.push(format!(
             "kernel_log ({})",
-            f.v2.kernel_log.why.as_deref().unwrap_or("cut")
+            f.kernel_log.messages.why.as_deref().unwrap_or("cut")
         ));
     }
     if f.driver.is_none() {
@@ -523,10 +524,10 @@ fn verdict_unknowns(f: &Facts, status: NodeStatus, dma_buf: Option<bool>) -> Vec
         }
         return missing;
     }
-    if f.peermem_loaded.is_none() {
+    if f.peermem.loaded.is_none() {
         missing.push(why("peermem.loaded"));
     }
-    if f.peermem_configured.is_none() {
+    if f.peermem.configured.is_none() {
         missing.push(why("peermem.configured"));
     }
     // Whether every GPU is the driver's needs the PCI scan and the driver's own list, unless
@@ -556,7 +557,7 @@ fn verdict_unknowns(f: &Facts, status: NodeStatus, dma_buf: Option<bool>) -> Vec
     }
     match rdma_applies(f) {
         // Unknown because the device list was not read, or because nvidia-peermem's use is.
-        None if f.rdma_devices.is_none() => missing.push(why("rdma.devices")),
+        None if f.rdma.devices.is_none() => missing.push(why("rdma.devices")),
         None => missing.push(
             "GPUDirect RDMA applicability (no RDMA device, but whether nvidia-peermem is used is unknown)"
                 .to_string(),

@@ -153,8 +153,8 @@ fn kernel_without_modules_and_no_driver_is_no_driver_without_unknowns() {
     assert_eq!(a.status, NodeStatus::NoDriver);
     assert_eq!(codes(&a), vec!["no-nvidia-module"]);
     assert_eq!(f.modules, Some(vec![]));
-    assert_eq!(f.peermem_loaded, Some(false));
-    assert_eq!(f.peermem_configured, Some(false));
+    assert_eq!(f.peermem.loaded, Some(false));
+    assert_eq!(f.peermem.configured, Some(false));
 }
 
 #[test]
@@ -171,7 +171,7 @@ fn unreadable_version_file_makes_the_flavor_unknown() {
     assert_eq!(a.status, NodeStatus::Attention);
     assert!(codes(&a).contains(&"module-flavor-unknown"));
     assert!(codes(&a).contains(&"fact-unknown"));
-    assert_eq!(f.peermem_loaded, None);
+    assert_eq!(f.peermem.loaded, None);
 }
 
 #[test]
