@@ -14,7 +14,6 @@ pub use parse::{
     sysfs,
 };
 pub use rules as assess;
-pub use rules::diagnose;
 
 pub use assess::{Assessment, Code, NodeStatus, Severity, Thresholds, assess};
 pub use facts::{Facts, collect};

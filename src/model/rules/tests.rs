@@ -394,3 +394,23 @@ fn every_code_round_trips_and_has_the_documented_severity() {
     }
     assert_eq!(Code::ALL.len(), 46);
 }
+
+#[test]
+fn every_code_a_probed_node_can_get_is_listed_by_one_rule_of_the_table() {
+    // The scan's codes (unreachable) and the verdict's own are emitted outside the table;
+    // `fact-unknown` comes from two rows (the unknown facts a rule needs, then the rest).
+    for &c in Code::ALL {
+        let rows: Vec<&str> = RULES
+            .iter()
+            .filter(|r| r.codes.contains(&c))
+            .map(|r| r.name)
+            .collect();
+        match c {
+            _ if c.status() == Some(NodeStatus::Unreachable) || c == Code::VerdictIncomplete => {
+                assert!(rows.is_empty(), "{c:?} is not a rule's: {rows:?}")
+            }
+            Code::FactUnknown => assert_eq!(rows.len(), 2, "{rows:?}"),
+            _ => assert_eq!(rows.len(), 1, "{c:?} in {rows:?}"),
+        }
+    }
+}
