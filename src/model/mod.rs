@@ -1,5 +1,10 @@
-//! Pure code: parsing probe output into facts, assessing them, and the report types.
-//! Nothing here does I/O; everything is unit-tested on verbatim samples.
+//! Pure code, no I/O, in three layers and the report (docs/architecture.md, "The model"):
+//! `parse/` turns probe output into sections and each source's text into values; `facts/`
+//! builds the facts of one node from them, one file per subject; `rules/` assesses the facts
+//! (one ordered rule table, the reason codes, the status); `report.rs` is the per-node report
+//! and the snapshot document (the JSON contract of docs/domain.md). `text.rs` escapes and
+//! clips node text for people (a leaf everyone uses). Everything is unit-tested on verbatim
+//! samples.
 
 pub mod facts;
 pub mod parse;
@@ -7,15 +12,9 @@ pub mod report;
 pub mod rules;
 pub mod text;
 
-// The paths before the model was laid out by subject (removed in the next commit).
-pub use facts::{gpu_operator, gpudb};
-pub use parse::{
-    boot, driver, kconfig, klog, lock, modconf, modules, os, params, sections, secureboot, smi,
-    sysfs,
-};
-pub use rules as assess;
-
-pub use assess::{Assessment, Code, NodeStatus, Severity, Thresholds, assess};
-pub use facts::{Facts, collect};
+pub use facts::{Evidence, Facts, collect};
+pub use parse::boot::version_cmp;
+pub use parse::driver::Flavor;
+pub use parse::sections::ProbeOutput;
 pub use report::{NodeReport, Snapshot};
-pub use sections::ProbeOutput;
+pub use rules::{Assessment, Code, MajorMinor, NodeStatus, Reason, Severity, Thresholds, assess};

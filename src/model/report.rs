@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::assess::{Assessment, Code, NodeStatus, Reason};
-use super::driver::Flavor;
 use super::facts::{Evidence, Facts, SmiOutcome};
-use super::smi::SmiFailure;
+use super::parse::driver::Flavor;
+use super::parse::smi::SmiFailure;
+use super::rules::{Assessment, Code, NodeStatus, Reason};
 
 pub const SCHEMA_VERSION: u32 = 2;
 
@@ -106,7 +106,7 @@ pub struct GpuJson {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleJson {
     pub name: String,
-    pub state: super::modules::ModuleState,
+    pub state: super::parse::modules::ModuleState,
     pub taint: String,
 }
 
@@ -153,7 +153,7 @@ pub struct RolloutJson {
     /// not be read (or the node was not reached).
     pub locked: Option<bool>,
     /// Who holds it: `{rollout, operator, since}`; `null` when free or unknown.
-    pub lock: Option<crate::model::lock::LockOwner>,
+    pub lock: Option<crate::model::parse::lock::LockOwner>,
     /// The rollout that drained the node (its drain started) and has not uncordoned it, from
     /// this machine's rollout journal; `null` when the journal says none.
     pub drained_by: Option<String>,
@@ -534,7 +534,7 @@ impl NodeReport {
             }),
             kernel_log: Some(KernelLogJson {
                 xid_counts: facts.kernel_log.messages.value.as_ref().map(|log| {
-                    super::klog::xid_counts(log)
+                    super::parse::klog::xid_counts(log)
                         .into_iter()
                         .map(|(c, n)| (c.to_string(), n))
                         .collect()
@@ -577,7 +577,8 @@ impl NodeReport {
             kernels.iter().find(|k| k.release == rel).map(|k| {
                 k.nvidia_modules.as_ref().map(|m| {
                     m.iter().any(|p| {
-                        super::boot::module_file(p) == Some(super::boot::ModuleFile::Driver)
+                        super::parse::boot::module_file(p)
+                            == Some(super::parse::boot::ModuleFile::Driver)
                     })
                 })
             })
@@ -656,7 +657,7 @@ impl NodeReport {
             .iter()
             .filter_map(|g| {
                 let s = g.compute_capability.as_deref()?;
-                Some((s.parse::<super::assess::MajorMinor>().ok()?, s))
+                Some((s.parse::<super::rules::MajorMinor>().ok()?, s))
             })
             .min_by_key(|(mm, _)| *mm)
             .map(|(_, s)| s.to_string())

@@ -306,8 +306,8 @@ pub fn pci_evidence(d: &PciDevice) -> Evidence {
 #[cfg(test)]
 mod tests {
     use crate::model::facts::{SmiOutcome, collect};
-    use crate::model::sections;
-    use crate::model::smi::SmiFailure;
+    use crate::model::parse::sections;
+    use crate::model::parse::smi::SmiFailure;
 
     fn smi_with(status: &str, body: &str) -> SmiOutcome {
         facts_with(status, body).smi

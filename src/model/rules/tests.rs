@@ -1,7 +1,8 @@
 //! Unit tests of the assessment: every rule, over synthetic probe output.
 
 use super::*;
-use crate::model::{collect, sections};
+use crate::model::collect;
+use crate::model::parse::sections;
 
 const B: &str = "gpufleet-test";
 
