@@ -40,7 +40,14 @@ impl KernelInstall {
 /// Kernels the probe examines under /lib/modules (the probe's own cap).
 pub(super) const MAX_KERNELS: usize = 32;
 
-pub(super) fn installed_kernels(out: &ProbeOutput, f: &mut Facts) {
+/// The next boot: installed kernels, the boot kernel, a pending reboot.
+pub(super) fn collect(out: &ProbeOutput, f: &mut Facts) {
+    installed_kernels(out, f);
+    boot_kernel(out, f);
+    f.boot.reboot_pending = exists(out, Kind::File, "/run/reboot-required");
+}
+
+fn installed_kernels(out: &ProbeOutput, f: &mut Facts) {
     const MODS: &str = "/lib/modules";
     let names = match read(out, Kind::Dir, MODS) {
         Read::Absent => {
@@ -124,7 +131,7 @@ pub(super) fn installed_kernels(out: &ProbeOutput, f: &mut Facts) {
     };
 }
 
-pub(super) fn boot_kernel(out: &ProbeOutput, f: &mut Facts) {
+fn boot_kernel(out: &ProbeOutput, f: &mut Facts) {
     for name in ["/boot/vmlinuz", "/vmlinuz"] {
         let s = out.get(Kind::Link, name);
         if s.is_some_and(|s| s.status == Status::NotLink) {
@@ -274,7 +281,7 @@ pub(super) fn boot_config<'a>(
     chosen.into_values().flatten().collect()
 }
 
-pub(super) fn peermem_configured(out: &ProbeOutput, f: &mut Facts) {
+pub(super) fn configuration(out: &ProbeOutput, f: &mut Facts) {
     let mut evidence = Vec::new();
     let mut masks = Vec::new();
     let mut failures = Vec::new();

@@ -25,7 +25,7 @@ pub struct ModuleParams {
     pub configured: Vec<(params::Configured, String)>,
 }
 
-pub(super) fn modules_fact(out: &ProbeOutput, f: &mut Facts) {
+pub(super) fn module_list(out: &ProbeOutput, f: &mut Facts) {
     match read(out, Kind::File, "/proc/modules") {
         Read::Text(t) => {
             let (good, bad) = modules::parse(&t);
@@ -80,7 +80,7 @@ pub(super) fn sys_module_listing(out: &ProbeOutput) -> Option<Vec<String>> {
     }
 }
 
-pub(super) fn driver_fact(out: &ProbeOutput, f: &mut Facts) {
+pub(super) fn loaded(out: &ProbeOutput, f: &mut Facts) {
     const VERSION: &str = "/proc/driver/nvidia/version";
     let sys_version = match read(out, Kind::File, "/sys/module/nvidia/version") {
         Read::Text(t) => driver::parse_sys_version(&t).map(|v| (v, t.trim().to_string())),
@@ -154,8 +154,13 @@ pub(super) fn driver_fact(out: &ProbeOutput, f: &mut Facts) {
     });
 }
 
+/// The facts of this subject without an unknown entry of their own: the parameters in effect.
+pub(super) fn collect(out: &ProbeOutput, f: &mut Facts) {
+    params_in_effect(out, f);
+}
+
 /// /proc/driver/nvidia/params: absent without a loaded module (then `None`, no unknown).
-pub(super) fn params_in_effect(out: &ProbeOutput, f: &mut Facts) {
+fn params_in_effect(out: &ProbeOutput, f: &mut Facts) {
     f.module_params.in_effect = match read(out, Kind::File, "/proc/driver/nvidia/params") {
         Read::Text(t) => Proved::known(
             params::parse_in_effect(&t),

@@ -23,7 +23,14 @@ pub struct FirmwareFacts {
 }
 
 /// Whether a firmware folder listing holds a GSP image (`gsp.bin`, `gsp_*.bin`, also `.xz`/`.zst`).
-pub(super) fn is_gsp(name: &str) -> bool {
+/// GSP firmware (after the driver and the kernel release), then Secure Boot and signatures
+/// (after the kernel config and the installed kernels).
+pub(super) fn collect(out: &ProbeOutput, f: &mut Facts) {
+    gsp_files(out, f);
+    signatures(out, f);
+}
+
+fn is_gsp(name: &str) -> bool {
     let stem = name
         .strip_suffix(".xz")
         .or_else(|| name.strip_suffix(".zst"))
@@ -31,7 +38,7 @@ pub(super) fn is_gsp(name: &str) -> bool {
     stem.starts_with("gsp") && stem.ends_with(".bin")
 }
 
-pub(super) fn gsp_files(out: &ProbeOutput, f: &mut Facts) {
+fn gsp_files(out: &ProbeOutput, f: &mut Facts) {
     let Some(version) = f.driver.as_ref().and_then(|d| d.version.clone()) else {
         return;
     };
@@ -94,7 +101,7 @@ pub(super) fn gsp_files(out: &ProbeOutput, f: &mut Facts) {
     };
 }
 
-pub(super) fn signatures(out: &ProbeOutput, f: &mut Facts) {
+fn signatures(out: &ProbeOutput, f: &mut Facts) {
     const EFI: &str = "/sys/firmware/efi";
     const VAR: &str = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c";
     f.firmware.secure_boot = match read(out, Kind::Dir, EFI) {

@@ -14,6 +14,6 @@ pub const UPGRADE_SKIP_LABEL: &str = "nvidia.com/gpu-driver-upgrade.skip";
 /// `<root>/run/nvidia/driver` exists (the `dir /run/nvidia/driver` section): the GPU Operator's
 /// driver container, whose root that is, manages the driver (docs/domain.md, facts table
 /// "driver managed by the GPU Operator").
-pub(super) fn driver_container(out: &ProbeOutput) -> Proved<bool> {
-    exists(out, Kind::Dir, "/run/nvidia/driver")
+pub(super) fn collect(out: &ProbeOutput, f: &mut Facts) {
+    f.gpu_operator = exists(out, Kind::Dir, "/run/nvidia/driver");
 }

@@ -137,7 +137,7 @@ pub(super) fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
 /// More GPUs than any node has: longer listings come from a broken or hostile node.
 pub(super) const MAX_GPUS: usize = 1024;
 
-pub(super) fn smi_fact(out: &ProbeOutput, f: &mut Facts) {
+pub(super) fn nvidia_smi(out: &ProbeOutput, f: &mut Facts) {
     let attempts: Vec<&Section> = out.with_prefix(Kind::Cmd, "nvidia-smi").collect();
     let Some(last) = attempts.last() else {
         f.smi = SmiOutcome::NotRun;

@@ -31,7 +31,7 @@ pub(super) fn is_release(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '~' | '-'))
 }
 
-pub(super) fn kernel(out: &ProbeOutput, f: &mut Facts) {
+pub(super) fn release(out: &ProbeOutput, f: &mut Facts) {
     match read(out, Kind::File, "/proc/sys/kernel/osrelease") {
         Read::Text(t) if is_release(t.trim()) => {
             f.kernel.release = Some(t.trim().to_string());

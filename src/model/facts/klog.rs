@@ -15,7 +15,7 @@ pub struct KernelLogFacts {
 }
 
 /// The `cmd dmesg` section: its messages, or why there are none (with dmesg's first line).
-pub(super) fn kernel_log(out: &ProbeOutput, f: &mut Facts) {
+pub(super) fn collect(out: &ProbeOutput, f: &mut Facts) {
     f.kernel_log.messages = match read(out, Kind::Cmd, "dmesg") {
         Read::Text(t) => Proved::known(klog::messages(&t), Vec::new()),
         Read::Absent => Proved::unknown("dmesg: no answer"),

@@ -33,19 +33,12 @@ mod kernel;
 mod klog;
 mod rdma;
 
-use boot::*;
 pub use boot::{BOOT_CONFIG_DIRS, BootFacts, KernelInstall};
-use driver::*;
 pub use driver::{DriverFacts, ModuleParams};
 pub use firmware::FirmwareFacts;
-use firmware::*;
-use gpus::*;
 pub use gpus::{Gpu, SmiOutcome, pci_evidence};
 pub use kernel::KernelFacts;
-use kernel::*;
 pub use klog::KernelLogFacts;
-use klog::*;
-use rdma::*;
 pub use rdma::{PeermemFacts, RdmaFacts};
 
 /// The line that proves a fact: the file or command it came from and the raw line.
@@ -184,7 +177,7 @@ pub fn collect(out: &ProbeOutput) -> Facts {
         }),
         ..Facts::default()
     };
-    kernel(out, &mut f);
+    kernel::release(out, &mut f);
     if let Read::Text(t) = read(out, Kind::File, "/proc/sys/kernel/hostname") {
         f.hostname = Some(t.trim().to_string()).filter(|h| !h.is_empty());
     }
@@ -193,27 +186,28 @@ pub fn collect(out: &ProbeOutput) -> Facts {
         Read::Absent => {}
         Read::Failed(why) => f.unknown("os.pretty_name", why),
     }
-    taint(out, &mut f);
-    modules_fact(out, &mut f);
-    driver_fact(out, &mut f);
-    peermem_loaded(out, &mut f);
-    peermem_configured(out, &mut f);
-    dma_buf_inputs(out, &mut f);
-    pci_and_proc_gpus(out, &mut f);
-    smi_fact(out, &mut f);
-    merge_gpus(&mut f);
-    rdma_devices(out, &mut f);
-    installed_kernels(out, &mut f);
-    boot_kernel(out, &mut f);
-    f.boot.reboot_pending = exists(out, Kind::File, "/run/reboot-required");
-    gsp_files(out, &mut f);
-    params_in_effect(out, &mut f);
-    peermem_registered(out, &mut f);
-    libibverbs(out, &mut f);
-    signatures(out, &mut f);
-    kernel_log(out, &mut f);
+    // The facts that say why they are unknown in `unknowns`, in the order the rules list
+    // them (`fact-unknown`).
+    kernel::taint(out, &mut f);
+    driver::module_list(out, &mut f);
+    driver::loaded(out, &mut f);
+    rdma::peermem_loaded(out, &mut f);
+    boot::configuration(out, &mut f);
+    kernel::dma_buf_inputs(out, &mut f);
+    gpus::pci_and_proc_gpus(out, &mut f);
+    gpus::nvidia_smi(out, &mut f);
+    gpus::merge_gpus(&mut f);
+    rdma::devices(out, &mut f);
+    // Each subject's other facts: they say why they are unknown in their own `Proved`, so
+    // their order is free but for what one reads of another (firmware reads boot's kernels).
+    // A fact added to a subject goes into its `collect`.
+    boot::collect(out, &mut f);
+    firmware::collect(out, &mut f);
+    driver::collect(out, &mut f);
+    rdma::collect(out, &mut f);
+    klog::collect(out, &mut f);
+    gpu_operator::collect(out, &mut f);
     f.leftovers = leftovers(out);
-    f.gpu_operator = gpu_operator::driver_container(out);
     f.node_lock = node_lock(out);
     f
 }
@@ -330,7 +324,7 @@ mod hostile_tests {
         }
         let started = std::time::Instant::now();
         let f = collect(&sections::parse(raw.as_bytes(), b));
-        assert_eq!(f.proc_gpus.as_ref().map(Vec::len), Some(MAX_GPUS));
+        assert_eq!(f.proc_gpus.as_ref().map(Vec::len), Some(gpus::MAX_GPUS));
         assert!(
             f.unknowns
                 .iter()

@@ -3,6 +3,8 @@
 //! and the host's verbs library (`ibv_reg_dmabuf_mr` in libibverbs.so.1). Whether peermem is
 //! configured to load at boot is read with the boot configuration ([`super::boot`]).
 
+use super::driver::sys_module_listing;
+use super::gpus::MAX_GPUS;
 use super::*;
 
 /// nvidia-peermem (`peermem` in the JSON).
@@ -55,8 +57,15 @@ pub(super) fn peermem_loaded(out: &ProbeOutput, f: &mut Facts) {
     }
 }
 
+/// The facts of this subject without an unknown entry of their own: peermem registered, the
+/// host's verbs library.
+pub(super) fn collect(out: &ProbeOutput, f: &mut Facts) {
+    peermem_registered(out, f);
+    libibverbs(out, f);
+}
+
 /// /sys/kernel/mm/memory_peers/nv_mem/version or …/nv_mem_nc/version exists.
-pub(super) fn peermem_registered(out: &ProbeOutput, f: &mut Facts) {
+fn peermem_registered(out: &ProbeOutput, f: &mut Facts) {
     f.peermem.registered = {
         let a = exists(
             out,
@@ -77,7 +86,7 @@ pub(super) fn peermem_registered(out: &ProbeOutput, f: &mut Facts) {
     };
 }
 
-pub(super) fn rdma_devices(out: &ProbeOutput, f: &mut Facts) {
+pub(super) fn devices(out: &ProbeOutput, f: &mut Facts) {
     const IB: &str = "/sys/class/infiniband";
     match read(out, Kind::Dir, IB) {
         Read::Text(t) => {
@@ -95,7 +104,7 @@ pub(super) fn rdma_devices(out: &ProbeOutput, f: &mut Facts) {
     }
 }
 
-pub(super) fn libibverbs(out: &ProbeOutput, f: &mut Facts) {
+fn libibverbs(out: &ProbeOutput, f: &mut Facts) {
     for d in [
         "/usr/lib64",
         "/usr/lib/x86_64-linux-gnu",
