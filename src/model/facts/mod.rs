@@ -44,7 +44,9 @@ pub use rdma::{PeermemFacts, RdmaFacts};
 /// The line that proves a fact: the file or command it came from and the raw line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {
+    /// The file (as the node names it, without the root prefix) or the command it came from.
     pub source: String,
+    /// The raw line, or what was seen in parentheses (`(absent)`, `(no entries)`).
     pub line: String,
 }
 
@@ -177,6 +179,9 @@ pub fn collect(out: &ProbeOutput) -> Facts {
         }),
         ..Facts::default()
     };
+    // The facts that say why they are unknown in `unknowns`, in the order of their
+    // `fact-unknown` reasons; each may read what the ones above it found (the release, the
+    // module list, the PCI scan).
     kernel::release(out, &mut f);
     if let Read::Text(t) = read(out, Kind::File, "/proc/sys/kernel/hostname") {
         f.hostname = Some(t.trim().to_string()).filter(|h| !h.is_empty());
@@ -186,8 +191,6 @@ pub fn collect(out: &ProbeOutput) -> Facts {
         Read::Absent => {}
         Read::Failed(why) => f.unknown("os.pretty_name", why),
     }
-    // The facts that say why they are unknown in `unknowns`, in the order the rules list
-    // them (`fact-unknown`).
     kernel::taint(out, &mut f);
     driver::module_list(out, &mut f);
     driver::loaded(out, &mut f);
