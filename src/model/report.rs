@@ -134,7 +134,7 @@ pub struct BootJson {
     pub boot_kernel: Option<String>,
     /// /run/reboot-required exists.
     pub reboot_pending: Option<bool>,
-    /// Installed kernels and the NVIDIA module files under their /lib/modules/<release>.
+    /// Installed kernels and the NVIDIA module files under their `/lib/modules/<release>`.
     pub kernels: Option<Vec<InstalledKernelJson>>,
 }
 

@@ -21,7 +21,7 @@ pub struct BootFacts {
 
 /// One installed kernel (docs/domain.md: `/boot/vmlinuz-<k>`, `/lib/modules/<k>/vmlinuz` or
 /// `/lib/modules/<k>/modules.dep` exists) and the NVIDIA module files under its
-/// /lib/modules/<k> (`None` when that walk failed).
+/// `/lib/modules/<k>` (`None` when that walk failed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelInstall {
     pub release: String,

@@ -1,6 +1,6 @@
 //! The kernel: its release (/proc/sys/kernel/osrelease, else /proc/version), its taint
 //! (/proc/sys/kernel/tainted), and the inputs of its DMA-BUF support: `ib_umem_dmabuf_get` in
-//! /proc/kallsyms and the build configuration (/boot/config-<release>, else /proc/config.gz).
+//! /proc/kallsyms and the build configuration (`/boot/config-<release>`, else /proc/config.gz).
 
 use super::*;
 

@@ -1,5 +1,5 @@
 //! Probe output → raw files and commands: the section framing (sections.rs), what one file or
-//! command of it says ([`read`]: its text, absent, or why it failed), and one parser per source
+//! command of it says (`read`: its text, absent, or why it failed), and one parser per source
 //! format (each a pure function on text or bytes, unit-tested on verbatim samples and fuzzed in
 //! fuzz/).
 
