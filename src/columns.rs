@@ -225,7 +225,7 @@ pub const COLUMNS: [Spec; 18] = [
 /// state (empty when unset or empty), `skip` when the skip label is `true`; raw label text
 /// (the caller escapes it).
 pub fn operator_upgrade_cell(labels: &std::collections::BTreeMap<String, String>) -> String {
-    use crate::model::gpu_operator::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
+    use crate::model::facts::gpu_operator::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
     let state = labels
         .get(UPGRADE_STATE_LABEL)
         .map(|s| s.trim())
@@ -385,7 +385,7 @@ impl Column {
             Column::Reasons => Tone::Dim,
             Column::Kernel => known(n.kernel.as_ref().is_some_and(|k| k.release.is_some())),
             Column::Flavor => match driver {
-                Some(d) if d.flavor == crate::model::driver::Flavor::Proprietary => Tone::Warn,
+                Some(d) if d.flavor == crate::model::Flavor::Proprietary => Tone::Warn,
                 d => known(d.is_some()),
             },
             Column::Driver => known(driver.is_some()),
@@ -498,12 +498,12 @@ impl Column {
         let text = || self.display(a).cmp(&self.display(b));
         match self.spec().sort {
             SortKey::Text => text(),
-            SortKey::Version => crate::model::boot::version_cmp(&self.display(a), &self.display(b)),
+            SortKey::Version => crate::model::version_cmp(&self.display(a), &self.display(b)),
             SortKey::Status => a.status.cmp(&b.status),
             SortKey::ComputeCapability => {
                 let cc = |n: &NodeReport| {
                     n.min_compute_capability()
-                        .and_then(|s| s.parse::<crate::model::assess::MajorMinor>().ok())
+                        .and_then(|s| s.parse::<crate::model::MajorMinor>().ok())
                 };
                 opt(cc(a), cc(b))
             }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::diag;
-use crate::model::assess::{MajorMinor, Thresholds};
+use crate::model::{MajorMinor, Thresholds};
 use crate::probe::ProbeSettings;
 use crate::probe::ssh::{HostKeyPolicy, SshSettings};
 

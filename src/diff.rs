@@ -364,7 +364,7 @@ pub fn render_text(d: &Diff, safe: &dyn Fn(&str) -> String) -> String {
 mod tests {
     use super::*;
     use crate::model::Code;
-    use crate::model::driver::Flavor;
+    use crate::model::Flavor;
     use crate::model::report::{DriverJson, KernelJson, PeermemJson};
 
     fn node(
@@ -385,7 +385,7 @@ mod tests {
         n.status = status;
         n.reasons = codes
             .iter()
-            .map(|c| crate::model::assess::Reason::new(*c, String::new(), vec![]))
+            .map(|c| crate::model::Reason::new(*c, String::new(), vec![]))
             .collect();
         if status != NodeStatus::Unreachable {
             n.kernel = Some(KernelJson {

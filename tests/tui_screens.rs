@@ -254,7 +254,7 @@ fn sort_by_clicking_a_header() {
         .collect();
     // By version, not as text: 5.4 before 5.15, 6.8 before 6.18.
     let mut sorted = kernels.clone();
-    sorted.sort_by(|a, b| gpufleet::model::boot::version_cmp(a, b));
+    sorted.sort_by(|a, b| gpufleet::model::version_cmp(a, b));
     assert_eq!(kernels, sorted);
     let at = |prefix: &str| kernels.iter().position(|k| k.starts_with(prefix)).unwrap();
     assert!(at("5.4.") < at("5.15."), "{kernels:?}");

@@ -4,7 +4,7 @@
 
 use std::cmp::Ordering::*;
 
-use gpufleet::model::boot;
+use gpufleet::model::parse::boot;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

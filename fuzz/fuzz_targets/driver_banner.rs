@@ -1,7 +1,7 @@
 //! `driver::parse_banner` and `driver::parse_sys_version` on arbitrary text.
 #![no_main]
 
-use gpufleet::model::driver;
+use gpufleet::model::parse::driver;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,7 +2,7 @@
 //! `sysfs::parse_hex`. The first line of the input is the bus id, the rest the file.
 #![no_main]
 
-use gpufleet::model::sysfs;
+use gpufleet::model::parse::sysfs;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,7 +1,7 @@
 //! Kernel config: `kconfig::parse`, `kconfig::decode_od_hex`, `kconfig::gunzip` (small limit).
 #![no_main]
 
-use gpufleet::model::kconfig;
+use gpufleet::model::parse::kconfig;
 use libfuzzer_sys::fuzz_target;
 
 const LIMIT: u64 = 4096;

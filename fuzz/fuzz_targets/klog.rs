@@ -2,7 +2,7 @@
 //! `klog::find`, `klog::fallen_bus`.
 #![no_main]
 
-use gpufleet::model::klog::{self, Message};
+use gpufleet::model::parse::klog::{self, Message};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

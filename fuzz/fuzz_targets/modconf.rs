@@ -1,7 +1,7 @@
 //! modules-load.d and modprobe.d files: `modconf::modules_load`, `modconf::modprobe`.
 #![no_main]
 
-use gpufleet::model::modconf;
+use gpufleet::model::parse::modconf;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,7 +1,7 @@
 //! /etc/os-release: `os::pretty_name`.
 #![no_main]
 
-use gpufleet::model::os;
+use gpufleet::model::parse::os;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,7 +2,7 @@
 //! `params::parse_options` (modprobe.d `options nvidia NVreg_K=V`), `params::same_value`.
 #![no_main]
 
-use gpufleet::model::params;
+use gpufleet::model::parse::params;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,7 +3,8 @@
 #![no_main]
 
 use gpufleet::model::report::NodeReport;
-use gpufleet::model::{Thresholds, assess, collect, sections, text};
+use gpufleet::model::parse::sections;
+use gpufleet::model::{Thresholds, assess, collect, text};
 use libfuzzer_sys::fuzz_target;
 
 const BOUNDARY: &str = "gpufleet-RAW";

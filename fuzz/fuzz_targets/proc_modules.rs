@@ -1,7 +1,7 @@
 //! `modules::parse` (/proc/modules) on arbitrary text.
 #![no_main]
 
-use gpufleet::model::modules;
+use gpufleet::model::parse::modules;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,7 +2,7 @@
 //! it returns are consistent with the input.
 #![no_main]
 
-use gpufleet::model::sections::{self, Kind, Status};
+use gpufleet::model::parse::sections::{self, Kind, Status};
 use libfuzzer_sys::fuzz_target;
 
 const BOUNDARY: &str = "gpufleet-fuzz";

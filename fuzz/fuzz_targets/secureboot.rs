@@ -2,7 +2,7 @@
 //! `secureboot::lockdown_mode`, `secureboot::cmdline_sig_enforce`, `secureboot::signed`.
 #![no_main]
 
-use gpufleet::model::secureboot::{self, SIGNATURE_TRAILER};
+use gpufleet::model::parse::secureboot::{self, SIGNATURE_TRAILER};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,7 +1,7 @@
 //! nvidia-smi output: `smi::parse_query`, `smi::classify_failure`, `smi::rejected_field`.
 #![no_main]
 
-use gpufleet::model::smi;
+use gpufleet::model::parse::smi;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

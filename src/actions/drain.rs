@@ -19,7 +19,7 @@ use tokio::process::Command;
 
 use super::permit::WritePermit;
 use crate::inventory::{DrainBackend, DrainSpec, Node};
-use crate::model::gpu_operator::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
+use crate::model::facts::gpu_operator::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
 
 /// A command line to run here: argv, or a shell command for `sh -c`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -102,7 +102,7 @@ pub fn read_lock_command(root: &str) -> String {
     )
 }
 
-pub use crate::model::lock::LockOwner;
+pub use crate::model::parse::lock::LockOwner;
 
 /// Reads [`read_lock_command`]'s output: `Some(None)` free, `Some(Some(owner))` held, `None`
 /// when it is not that command's output.
@@ -110,7 +110,7 @@ pub fn parse_lock(output: &str) -> Option<Option<LockOwner>> {
     let mut lines = output.lines();
     match lines.next()?.trim() {
         "gpufleet-lock free" => Some(None),
-        "gpufleet-lock held" => Some(Some(crate::model::lock::parse_owner(
+        "gpufleet-lock held" => Some(Some(crate::model::parse::lock::parse_owner(
             output.split_once('\n').map_or("", |(_, rest)| rest),
         ))),
         _ => None,

@@ -76,7 +76,7 @@ impl RawOutput {
     ///
     /// Errors: the packed bytes do not inflate to the output's size (never for bytes packed by
     /// [`RawOutput::of`]; said as such rather than shown as an empty output).
-    pub fn sections(&self) -> Result<crate::model::sections::ProbeOutput, String> {
+    pub fn sections(&self) -> Result<crate::model::parse::sections::ProbeOutput, String> {
         use std::io::Read;
         let mut out = Vec::with_capacity(self.bytes);
         flate2::read::DeflateDecoder::new(&self.packed[..])
@@ -90,7 +90,7 @@ impl RawOutput {
                 self.bytes
             ));
         }
-        Ok(crate::model::sections::parse(&out, &self.boundary))
+        Ok(crate::model::parse::sections::parse(&out, &self.boundary))
     }
 }
 

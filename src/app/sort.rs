@@ -8,8 +8,8 @@ use std::cmp::Ordering;
 
 use super::{App, Column, Row, cell};
 use crate::columns::SortKey;
+use crate::model::MajorMinor;
 use crate::model::NodeStatus;
-use crate::model::assess::MajorMinor;
 
 /// A row's key in the sort column, by the column's kind of sort ([`SortKey`]).
 enum Key<'a> {
@@ -44,7 +44,7 @@ impl ReportKey<'_> {
         use ReportKey::*;
         match (self, other) {
             (Text(a), Text(b)) => a.cmp(b),
-            (Version(a), Version(b)) => crate::model::boot::version_cmp(a, b),
+            (Version(a), Version(b)) => crate::model::version_cmp(a, b),
             (Status(a), Status(b)) => a.cmp(b),
             (Cc(a), Cc(b)) => some_first(a, b),
             (GpuCount(a, x), GpuCount(b, y)) => some_first(a, b).then_with(|| x.cmp(y)),

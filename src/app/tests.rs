@@ -702,7 +702,7 @@ fn raw_output_is_kept_packed_and_unpacks_to_the_same_sections() {
         raw.packed.len(),
         run.output.len()
     );
-    let want = crate::model::sections::parse(&run.output, &run.boundary);
+    let want = crate::model::parse::sections::parse(&run.output, &run.boundary);
     let got = raw.sections().unwrap();
     assert_eq!(got.sections.len(), want.sections.len());
     assert!(got.sections.len() > 10);

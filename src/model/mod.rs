@@ -1,28 +1,20 @@
-//! Pure code: parsing probe output into facts, assessing them, and the report types.
-//! Nothing here does I/O; everything is unit-tested on verbatim samples.
+//! Pure code, no I/O, in three layers and the report (docs/architecture.md, "The model"):
+//! `parse/` turns probe output into sections and each source's text into values; `facts/`
+//! builds the facts of one node from them, one file per subject; `rules/` assesses the facts
+//! (one ordered rule table, the reason codes, the status); `report.rs` is the per-node report
+//! and the snapshot document (the JSON contract of docs/domain.md). `text.rs` escapes and
+//! clips node text for people (a leaf everyone uses). Everything is unit-tested on verbatim
+//! samples.
 
-pub mod assess;
-pub mod boot;
-pub mod diagnose;
-pub mod driver;
 pub mod facts;
-pub mod gpu_operator;
-pub mod gpudb;
-pub mod kconfig;
-pub mod klog;
-pub mod lock;
-pub mod modconf;
-pub mod modules;
-pub mod os;
-pub mod params;
+pub mod parse;
 pub mod report;
-pub mod sections;
-pub mod secureboot;
-pub mod smi;
-pub mod sysfs;
+pub mod rules;
 pub mod text;
 
-pub use assess::{Assessment, Code, NodeStatus, Severity, Thresholds, assess};
-pub use facts::{Facts, collect};
+pub use facts::{Evidence, Facts, collect};
+pub use parse::boot::version_cmp;
+pub use parse::driver::Flavor;
+pub use parse::sections::ProbeOutput;
 pub use report::{NodeReport, Snapshot};
-pub use sections::ProbeOutput;
+pub use rules::{Assessment, Code, MajorMinor, NodeStatus, Reason, Severity, Thresholds, assess};

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::assess::{Assessment, Code, NodeStatus, Reason};
-use super::driver::Flavor;
 use super::facts::{Evidence, Facts, SmiOutcome};
-use super::smi::SmiFailure;
+use super::parse::driver::Flavor;
+use super::parse::smi::SmiFailure;
+use super::rules::{Assessment, Code, NodeStatus, Reason};
 
 pub const SCHEMA_VERSION: u32 = 2;
 
@@ -106,7 +106,7 @@ pub struct GpuJson {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleJson {
     pub name: String,
-    pub state: super::modules::ModuleState,
+    pub state: super::parse::modules::ModuleState,
     pub taint: String,
 }
 
@@ -134,7 +134,7 @@ pub struct BootJson {
     pub boot_kernel: Option<String>,
     /// /run/reboot-required exists.
     pub reboot_pending: Option<bool>,
-    /// Installed kernels and the NVIDIA module files under their /lib/modules/<release>.
+    /// Installed kernels and the NVIDIA module files under their `/lib/modules/<release>`.
     pub kernels: Option<Vec<InstalledKernelJson>>,
 }
 
@@ -153,7 +153,7 @@ pub struct RolloutJson {
     /// not be read (or the node was not reached).
     pub locked: Option<bool>,
     /// Who holds it: `{rollout, operator, since}`; `null` when free or unknown.
-    pub lock: Option<crate::model::lock::LockOwner>,
+    pub lock: Option<crate::model::parse::lock::LockOwner>,
     /// The rollout that drained the node (its drain started) and has not uncordoned it, from
     /// this machine's rollout journal; `null` when the journal says none.
     pub drained_by: Option<String>,
@@ -333,13 +333,12 @@ impl NodeReport {
             version: d.version.clone(),
             arch: d.arch.clone(),
             userspace_version: userspace_version.clone(),
-            managed_by: match (d.flavor, facts.v2.gpu_operator.value) {
+            managed_by: match (d.flavor, facts.gpu_operator.value) {
                 (Flavor::None, _) | (_, None) => None,
                 (_, Some(true)) => Some(ManagedBy::GpuOperator),
                 (_, Some(false)) => Some(ManagedBy::Host),
             },
         });
-        let v2 = &facts.v2;
         let not_initialized = a
             .reasons
             .iter()
@@ -352,7 +351,7 @@ impl NodeReport {
         };
         ev(
             "kernel.release",
-            facts.kernel_evidence.iter().cloned().collect(),
+            facts.kernel.evidence.iter().cloned().collect(),
         );
         ev(
             "driver.flavor",
@@ -362,46 +361,55 @@ impl NodeReport {
                 .map(|d| d.evidence.clone())
                 .unwrap_or_default(),
         );
-        ev("peermem.loaded", facts.peermem_loaded_evidence.clone());
+        ev("peermem.loaded", facts.peermem.loaded_evidence.clone());
         ev(
             "peermem.configured",
-            facts.peermem_configured_evidence.clone(),
+            facts.peermem.configured_evidence.clone(),
         );
         ev(
             "taint.value",
-            facts.taint_evidence.iter().cloned().collect(),
+            facts.kernel.taint_evidence.iter().cloned().collect(),
         );
         ev("dma_buf.kernel_support", a.dma_buf_evidence.clone());
         ev(
             "gpus",
             facts.gpus.iter().map(|g| g.evidence.clone()).collect(),
         );
-        ev("boot.kernels", v2.kernels.evidence.clone());
-        ev("boot.boot_kernel", v2.boot_kernel.evidence.clone());
-        ev("boot.reboot_pending", v2.reboot_pending.evidence.clone());
+        ev("boot.kernels", facts.boot.kernels.evidence.clone());
+        ev("boot.boot_kernel", facts.boot.boot_kernel.evidence.clone());
+        ev(
+            "boot.reboot_pending",
+            facts.boot.reboot_pending.evidence.clone(),
+        );
         if not_initialized {
             ev(
                 "firmware.gsp_files_present",
-                v2.gsp_files_present.evidence.clone(),
+                facts.firmware.gsp_files_present.evidence.clone(),
             );
         }
         ev(
             "module_params.in_effect",
-            v2.params_in_effect.evidence.clone(),
+            facts.module_params.in_effect.evidence.clone(),
         );
         ev(
             "module_params.configured",
-            v2.options_configured
+            facts
+                .module_params
+                .configured
                 .iter()
                 .map(|(c, src)| Evidence::new(src.clone(), c.line.clone()))
                 .collect(),
         );
-        ev("peermem.registered", v2.peermem_registered.evidence.clone());
-        ev("rollout.locked", v2.node_lock.evidence.clone());
+        ev(
+            "peermem.registered",
+            facts.peermem.registered.evidence.clone(),
+        );
+        ev("rollout.locked", facts.node_lock.evidence.clone());
         ev(
             "rdma.devices",
             facts
-                .rdma_devices
+                .rdma
+                .devices
                 .iter()
                 .flatten()
                 .map(|d| Evidence::new("/sys/class/infiniband", d.clone()))
@@ -409,19 +417,25 @@ impl NodeReport {
         );
         ev(
             "rdma.libibverbs_dmabuf",
-            v2.libibverbs_dmabuf.evidence.clone(),
+            facts.rdma.libibverbs_dmabuf.evidence.clone(),
         );
-        ev("secure_boot.enabled", v2.secure_boot.evidence.clone());
-        ev("secure_boot.lockdown", v2.lockdown.evidence.clone());
+        ev(
+            "secure_boot.enabled",
+            facts.firmware.secure_boot.evidence.clone(),
+        );
+        ev(
+            "secure_boot.lockdown",
+            facts.firmware.lockdown.evidence.clone(),
+        );
         ev(
             "secure_boot.nvidia_ko_signed",
-            v2.nvidia_ko_signed.evidence.clone(),
+            facts.firmware.nvidia_ko_signed.evidence.clone(),
         );
         ev(
             "secure_boot.signature_enforced",
-            v2.signature_enforced.evidence.clone(),
+            facts.firmware.signature_enforced.evidence.clone(),
         );
-        ev("driver.managed_by", v2.gpu_operator.evidence.clone());
+        ev("driver.managed_by", facts.gpu_operator.evidence.clone());
         NodeReport {
             name,
             status: a.status,
@@ -429,7 +443,7 @@ impl NodeReport {
             duration_ms,
             reasons: a.reasons.clone(),
             kernel: Some(KernelJson {
-                release: facts.kernel_release.clone(),
+                release: facts.kernel.release.clone(),
             }),
             os: Some(OsJson {
                 pretty_name: facts.os_pretty_name.clone(),
@@ -465,19 +479,19 @@ impl NodeReport {
                 kernel_support: a.dma_buf,
             }),
             peermem: Some(PeermemJson {
-                loaded: facts.peermem_loaded,
-                configured: facts.peermem_configured,
-                registered: v2.peermem_registered.value,
+                loaded: facts.peermem.loaded,
+                configured: facts.peermem.configured,
+                registered: facts.peermem.registered.value,
             }),
             taint: Some(TaintJson {
-                proprietary: facts.taint.map(|v| v & 1 == 1),
-                value: facts.taint,
+                proprietary: facts.kernel.taint.map(|v| v & 1 == 1),
+                value: facts.kernel.taint,
             }),
             boot: Some(BootJson {
-                running: facts.kernel_release.clone(),
-                boot_kernel: v2.boot_kernel.value.clone(),
-                reboot_pending: v2.reboot_pending.value,
-                kernels: v2.kernels.value.as_ref().map(|ks| {
+                running: facts.kernel.release.clone(),
+                boot_kernel: facts.boot.boot_kernel.value.clone(),
+                reboot_pending: facts.boot.reboot_pending.value,
+                kernels: facts.boot.kernels.value.as_ref().map(|ks| {
                     ks.iter()
                         .map(|k| InstalledKernelJson {
                             release: k.release.clone(),
@@ -488,14 +502,16 @@ impl NodeReport {
             }),
             firmware: Some(FirmwareJson {
                 gsp_files_present: if not_initialized {
-                    v2.gsp_files_present.value
+                    facts.firmware.gsp_files_present.value
                 } else {
                     None
                 },
             }),
             module_params: Some(ModuleParamsJson {
-                configured: facts.peermem_configured.map(|_| {
-                    v2.options_configured
+                configured: facts.peermem.configured.map(|_| {
+                    facts
+                        .module_params
+                        .configured
                         .iter()
                         .map(|(c, src)| ConfiguredParamJson {
                             key: c.key.clone(),
@@ -504,29 +520,29 @@ impl NodeReport {
                         })
                         .collect()
                 }),
-                in_effect: v2.params_in_effect.value.clone(),
+                in_effect: facts.module_params.in_effect.value.clone(),
             }),
             rdma: Some(RdmaJson {
-                devices: facts.rdma_devices.clone(),
-                libibverbs_dmabuf: v2.libibverbs_dmabuf.value,
+                devices: facts.rdma.devices.clone(),
+                libibverbs_dmabuf: facts.rdma.libibverbs_dmabuf.value,
             }),
             secure_boot: Some(SecureBootJson {
-                enabled: v2.secure_boot.value,
-                lockdown: v2.lockdown.value.clone(),
-                nvidia_ko_signed: v2.nvidia_ko_signed.value,
-                signature_enforced: v2.signature_enforced.value,
+                enabled: facts.firmware.secure_boot.value,
+                lockdown: facts.firmware.lockdown.value.clone(),
+                nvidia_ko_signed: facts.firmware.nvidia_ko_signed.value,
+                signature_enforced: facts.firmware.signature_enforced.value,
             }),
             kernel_log: Some(KernelLogJson {
-                xid_counts: v2.kernel_log.value.as_ref().map(|log| {
-                    super::klog::xid_counts(log)
+                xid_counts: facts.kernel_log.messages.value.as_ref().map(|log| {
+                    super::parse::klog::xid_counts(log)
                         .into_iter()
                         .map(|(c, n)| (c.to_string(), n))
                         .collect()
                 }),
             }),
             rollout: Some(RolloutJson {
-                locked: v2.node_lock.value.as_ref().map(Option::is_some),
-                lock: v2.node_lock.value.clone().flatten(),
+                locked: facts.node_lock.value.as_ref().map(Option::is_some),
+                lock: facts.node_lock.value.clone().flatten(),
                 drained_by: None,
             }),
             evidence,
@@ -561,7 +577,8 @@ impl NodeReport {
             kernels.iter().find(|k| k.release == rel).map(|k| {
                 k.nvidia_modules.as_ref().map(|m| {
                     m.iter().any(|p| {
-                        super::boot::module_file(p) == Some(super::boot::ModuleFile::Driver)
+                        super::parse::boot::module_file(p)
+                            == Some(super::parse::boot::ModuleFile::Driver)
                     })
                 })
             })
@@ -640,7 +657,7 @@ impl NodeReport {
             .iter()
             .filter_map(|g| {
                 let s = g.compute_capability.as_deref()?;
-                Some((s.parse::<super::assess::MajorMinor>().ok()?, s))
+                Some((s.parse::<super::rules::MajorMinor>().ok()?, s))
             })
             .min_by_key(|(mm, _)| *mm)
             .map(|(_, s)| s.to_string())

@@ -4,7 +4,7 @@
 //! compared: a node whose driver or parameters are unknown (`null`) gets an info saying so, never
 //! a conclusion.
 
-use crate::model::driver::Flavor;
+use crate::model::Flavor;
 use crate::model::report::NodeReport;
 
 use super::{Doc, DriverPolicy, Finding, ModuleType, Severity, src};

@@ -166,7 +166,7 @@ pub fn read_cluster(k: &Kubectl) -> Result<(Vec<Doc>, Vec<Finding>), KubectlErro
 }
 
 /// Each node's GPU Operator upgrade labels (`kubectl get nodes -o json`): an info finding per
-/// node that has the upgrade state label ([`crate::model::gpu_operator::UPGRADE_STATE_LABEL`]) or the
+/// node that has the upgrade state label ([`crate::model::facts::gpu_operator::UPGRADE_STATE_LABEL`]) or the
 /// skip label, saying both (a node with neither gets none: the Operator is not upgrading it, or
 /// its automatic upgrades are off). gpufleet's kubernetes drain refuses such nodes
 /// ([`crate::actions::drain::operator_guard`]).
@@ -184,7 +184,7 @@ pub fn read_nodes(k: &Kubectl) -> Result<Vec<Doc>, KubectlError> {
 
 /// [`node_upgrade_labels`] of nodes already read.
 pub fn upgrade_label_notes(nodes: &[Doc]) -> Vec<Finding> {
-    use crate::model::gpu_operator::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
+    use crate::model::facts::gpu_operator::{UPGRADE_SKIP_LABEL, UPGRADE_STATE_LABEL};
     let mut out = Vec::new();
     for n in nodes {
         let labels = n.node.at("metadata.labels");

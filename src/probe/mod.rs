@@ -296,7 +296,7 @@ pub fn report(
             duration_ms,
         );
     }
-    let out = model::sections::parse(&run.output, &run.boundary);
+    let out = model::parse::sections::parse(&run.output, &run.boundary);
     if out.meta("protocol").as_deref() != Some(PROTOCOL) {
         let why = if run.output.is_empty() && run.end == RunEnd::Deadline {
             format!(

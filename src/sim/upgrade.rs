@@ -556,7 +556,7 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 
 /// The [`SWITCH_OPEN`] effect on a node tree at `root`: `/proc/driver/nvidia/version` names
 /// the open kernel module of the same version and arch (its banner read as the probe reads it,
-/// [`crate::model::driver::parse_banner`]: open or proprietary, x86_64, aarch64 or any other
+/// [`crate::model::parse::driver::parse_banner`]: open or proprietary, x86_64, aarch64 or any other
 /// arch; an open module's banner is kept as it is, the other lines always), `/proc/modules`
 /// loses nvidia-peermem and the proprietary `P` taint of the nvidia modules, the
 /// nvidia-peermem modules-load.d file and `/sys/module/nvidia_peermem` go. Returns what the
@@ -572,8 +572,8 @@ pub fn switch_open(root: &Path) -> Result<String, String> {
             vf.display()
         )
     })?;
-    // The banner as the probe reads it (src/model/driver.rs): open and proprietary, any arch.
-    let banner = crate::model::driver::parse_banner(&text)
+    // The banner as the probe reads it (src/model/parse/driver.rs): open and proprietary, any arch.
+    let banner = crate::model::parse::driver::parse_banner(&text)
         .ok_or_else(|| format!("{}: no NVIDIA kernel module banner", vf.display()))?;
     let version = banner
         .version
@@ -581,7 +581,7 @@ pub fn switch_open(root: &Path) -> Result<String, String> {
         .ok_or_else(|| format!("{}: no driver version in its banner", vf.display()))?;
     let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
     // Every line but the banner kept (GCC version, …); an open module's banner is kept as is.
-    if banner.flavor != crate::model::driver::Flavor::Open {
+    if banner.flavor != crate::model::Flavor::Open {
         let rest: String = text
             .lines()
             .filter(|l| *l != banner.line)

@@ -2,7 +2,7 @@
 
 use super::next_boot_line;
 use crate::config::Gate;
-use crate::model::driver::Flavor;
+use crate::model::Flavor;
 use crate::model::report::{NextBootDriver, NodeReport};
 use crate::model::{Code, Severity};
 

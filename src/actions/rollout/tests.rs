@@ -58,7 +58,7 @@ fn report(name: &str, status: NodeStatus) -> NodeReport {
     );
     r.status = status;
     r.driver = Some(crate::model::report::DriverJson {
-        flavor: crate::model::driver::Flavor::Proprietary,
+        flavor: crate::model::Flavor::Proprietary,
         version: Some("535.183.01".into()),
         arch: None,
         userspace_version: None,
@@ -215,7 +215,7 @@ fn gates() {
         ["no-peermem: nvidia-peermem is loaded and configured at boot"]
     );
     assert!(!format!("{:?}", check_gates(&r, &Gate::ALL)).contains("Some("));
-    r.driver.as_mut().unwrap().flavor = crate::model::driver::Flavor::Open;
+    r.driver.as_mut().unwrap().flavor = crate::model::Flavor::Open;
     r.driver.as_mut().unwrap().userspace_version = Some("580".into());
     r.peermem = Some(crate::model::report::PeermemJson {
         loaded: Some(false),
@@ -249,7 +249,7 @@ fn gates() {
     assert_eq!(check_gates(&r, &Gate::ALL), Vec::<String>::new());
 
     // The next boot loses the driver: the gate says so.
-    r.reasons.push(crate::model::assess::Reason::new(
+    r.reasons.push(crate::model::Reason::new(
         Code::NextBootWithoutDriver,
         "x",
         vec![],
@@ -268,11 +268,8 @@ fn gates() {
         kernel_support: Some(false),
     });
     assert_eq!(check_gates(&r, &[Gate::DmabufKernel]).len(), 1);
-    r.reasons.push(crate::model::assess::Reason::new(
-        Code::NoRdmaDevice,
-        "x",
-        vec![],
-    ));
+    r.reasons
+        .push(crate::model::Reason::new(Code::NoRdmaDevice, "x", vec![]));
     assert!(check_gates(&r, &[Gate::DmabufKernel]).is_empty());
 }
 

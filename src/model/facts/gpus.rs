@@ -1,55 +1,47 @@
-//! GPU and DMA-BUF facts: the PCI scan, /proc/driver/nvidia/gpus and nvidia-smi, merged into
-//! one list of GPUs; the kernel's DMA-BUF support inputs.
+//! GPUs and PCI: the PCI scan (/sys/bus/pci/devices), /proc/driver/nvidia/gpus and nvidia-smi
+//! (its `cmd nvidia-smi …` sections), merged into one list of GPUs with the GPU tables.
 
 use super::*;
 
-pub(super) fn dma_buf_inputs(out: &ProbeOutput, f: &mut Facts) {
-    if let Read::Text(t) = read(out, Kind::Grep, "/proc/kallsyms") {
-        let hit = t
-            .lines()
-            .find(|l| l.split_whitespace().nth(2) == Some("ib_umem_dmabuf_get"));
-        f.kallsyms_dmabuf = Some(hit.is_some());
-        f.kallsyms_evidence = hit.map(|l| Evidence::new("/proc/kallsyms", l.trim_end()));
-    }
-    let mut tried = Vec::new();
-    if let Some(rel) = &f.kernel_release {
-        let name = format!("/boot/config-{rel}");
-        match read(out, Kind::Grep, &name) {
-            Read::Text(t) => {
-                f.kernel_config = Some((name, kconfig::parse(&t)));
-                return;
-            }
-            Read::Absent => {}
-            Read::Failed(why) => tried.push(why),
-        }
-    }
-    const GZ: &str = "/proc/config.gz";
-    match read(out, Kind::Grep, GZ) {
-        Read::Text(t) => {
-            f.kernel_config = Some((GZ.to_string(), kconfig::parse(&t)));
-            return;
-        }
-        Read::Absent => {}
-        Read::Failed(why) => tried.push(why),
-    }
-    if let Some(s) = out.get(Kind::Hex, GZ) {
-        let decoded = match read(out, Kind::Hex, GZ) {
-            Read::Text(t) => {
-                kconfig::decode_od_hex(&t).and_then(|bytes| kconfig::gunzip(&bytes, 16 << 20))
-            }
-            _ => Err(why_not(GZ, s)),
-        };
-        match decoded {
-            Ok(text) => {
-                f.kernel_config = Some((GZ.to_string(), kconfig::parse(&text)));
-                return;
-            }
-            Err(why) => tried.push(why),
-        }
-    }
-    if !tried.is_empty() && f.kallsyms_dmabuf != Some(true) {
-        f.unknown("kernel config", tried.join("; "));
-    }
+/// What nvidia-smi said.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SmiOutcome {
+    /// Not on PATH nor in the GPU Operator's driver root.
+    NotInstalled,
+    /// The probe stopped before it reached nvidia-smi.
+    #[default]
+    NotRun,
+    Answered {
+        command: String,
+        gpus: Vec<SmiGpu>,
+        /// Fields an earlier attempt was refused (old drivers reject `compute_cap`).
+        rejected: Vec<String>,
+    },
+    Failed {
+        command: String,
+        failure: SmiFailure,
+        /// The first lines of its output, for evidence.
+        output: String,
+    },
+    /// Over the per-call time limit, or cut off by the node's deadline.
+    TimedOut { command: String },
+}
+
+/// One GPU, merged from nvidia-smi, /proc/driver/nvidia/gpus, PCI and the GPU tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gpu {
+    /// nvidia-smi's index; else the position in bus-id order.
+    pub index: u32,
+    pub name: Option<String>,
+    /// Lower-case `dddd:bb:dd.f`.
+    pub bus_id: Option<String>,
+    pub uuid: Option<String>,
+    pub pci_device_id: Option<u16>,
+    /// "major.minor" from nvidia-smi, else from data/nvidia-gpus.tsv.
+    pub compute_capability: Option<String>,
+    /// Whether the NVIDIA driver took this GPU: seen by nvidia-smi or in /proc/driver/nvidia/gpus.
+    pub initialized: bool,
+    pub evidence: Evidence,
 }
 
 pub(super) fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
@@ -145,7 +137,7 @@ pub(super) fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
 /// More GPUs than any node has: longer listings come from a broken or hostile node.
 pub(super) const MAX_GPUS: usize = 1024;
 
-pub(super) fn smi_fact(out: &ProbeOutput, f: &mut Facts) {
+pub(super) fn nvidia_smi(out: &ProbeOutput, f: &mut Facts) {
     let attempts: Vec<&Section> = out.with_prefix(Kind::Cmd, "nvidia-smi").collect();
     let Some(last) = attempts.last() else {
         f.smi = SmiOutcome::NotRun;
@@ -314,8 +306,8 @@ pub fn pci_evidence(d: &PciDevice) -> Evidence {
 #[cfg(test)]
 mod tests {
     use crate::model::facts::{SmiOutcome, collect};
-    use crate::model::sections;
-    use crate::model::smi::SmiFailure;
+    use crate::model::parse::sections;
+    use crate::model::parse::smi::SmiFailure;
 
     fn smi_with(status: &str, body: &str) -> SmiOutcome {
         facts_with(status, body).smi

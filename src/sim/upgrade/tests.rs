@@ -84,11 +84,11 @@ fn switch_open_changes_the_tree_as_the_stand_in_does() {
     assert!(switch_open(empty.path()).is_err());
 }
 
-/// Every banner form the probe reads (src/model/driver.rs's verbatim samples): the switch
+/// Every banner form the probe reads (src/model/parse/driver.rs's verbatim samples): the switch
 /// keeps the version and the arch, and the probe then reads an open module.
 #[test]
 fn switch_open_reads_every_banner_the_probe_reads() {
-    use crate::model::driver::{Flavor, parse_banner};
+    use crate::model::{Flavor, parse::driver::parse_banner};
     let cases = [
         (
             "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.173.02  Tue Jun 23 08:38:17 UTC 2026\nGCC version:  gcc version 14.2.0 (Ubuntu 14.2.0-4ubuntu2~24.04.1)\n",

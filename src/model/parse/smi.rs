@@ -9,7 +9,7 @@ pub struct SmiGpu {
     pub index: Option<u32>,
     pub name: Option<String>,
     pub uuid: Option<String>,
-    /// As nvidia-smi prints it (`00000000:18:00.0`); see [`crate::model::sysfs::normalize_bus_id`].
+    /// As nvidia-smi prints it (`00000000:18:00.0`); see [`crate::model::parse::sysfs::normalize_bus_id`].
     pub bus_id: Option<String>,
     /// `pci.device_id` (`0x20B210DE`: device id in the high 16 bits, vendor in the low 16).
     pub pci_device_id: Option<u16>,

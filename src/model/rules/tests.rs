@@ -1,7 +1,8 @@
 //! Unit tests of the assessment: every rule, over synthetic probe output.
 
 use super::*;
-use crate::model::{collect, sections};
+use crate::model::collect;
+use crate::model::parse::sections;
 
 const B: &str = "gpufleet-test";
 
@@ -153,8 +154,8 @@ fn kernel_without_modules_and_no_driver_is_no_driver_without_unknowns() {
     assert_eq!(a.status, NodeStatus::NoDriver);
     assert_eq!(codes(&a), vec!["no-nvidia-module"]);
     assert_eq!(f.modules, Some(vec![]));
-    assert_eq!(f.peermem_loaded, Some(false));
-    assert_eq!(f.peermem_configured, Some(false));
+    assert_eq!(f.peermem.loaded, Some(false));
+    assert_eq!(f.peermem.configured, Some(false));
 }
 
 #[test]
@@ -171,7 +172,7 @@ fn unreadable_version_file_makes_the_flavor_unknown() {
     assert_eq!(a.status, NodeStatus::Attention);
     assert!(codes(&a).contains(&"module-flavor-unknown"));
     assert!(codes(&a).contains(&"fact-unknown"));
-    assert_eq!(f.peermem_loaded, None);
+    assert_eq!(f.peermem.loaded, None);
 }
 
 #[test]
@@ -393,4 +394,24 @@ fn every_code_round_trips_and_has_the_documented_severity() {
         }
     }
     assert_eq!(Code::ALL.len(), 46);
+}
+
+#[test]
+fn every_code_a_probed_node_can_get_is_listed_by_one_rule_of_the_table() {
+    // The scan's codes (unreachable) and the verdict's own are emitted outside the table;
+    // `fact-unknown` comes from two rows (the unknown facts a rule needs, then the rest).
+    for &c in Code::ALL {
+        let rows: Vec<&str> = RULES
+            .iter()
+            .filter(|r| r.codes.contains(&c))
+            .map(|r| r.name)
+            .collect();
+        match c {
+            _ if c.status() == Some(NodeStatus::Unreachable) || c == Code::VerdictIncomplete => {
+                assert!(rows.is_empty(), "{c:?} is not a rule's: {rows:?}")
+            }
+            Code::FactUnknown => assert_eq!(rows.len(), 2, "{rows:?}"),
+            _ => assert_eq!(rows.len(), 1, "{c:?} in {rows:?}"),
+        }
+    }
 }

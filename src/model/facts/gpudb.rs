@@ -7,8 +7,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
-const GPUS_TSV: &str = include_str!("../../data/nvidia-gpus.tsv");
-const OPEN_TSV: &str = include_str!("../../data/open-gpu-supported.tsv");
+const GPUS_TSV: &str = include_str!("../../../data/nvidia-gpus.tsv");
+const OPEN_TSV: &str = include_str!("../../../data/open-gpu-supported.tsv");
 
 /// One row of nvidia-gpus.tsv.
 #[derive(Debug, Clone, PartialEq, Eq)]
