@@ -9,8 +9,11 @@
 //! the same order, the inventory's host variables, `host_vars/<host>` ([`vars_files`], beside
 //! the inventory). INI values are typed as Ansible's INI plugin types them (`True`/`False`
 //! booleans, `None` null, quotes removed); `[2001:db8::1]:2203` is an IPv6 host with a port.
-//! Connection variables gpufleet does not honour (`ansible_connection` other than ssh,
-//! `ansible_ssh_common_args`, passwords, …) give one warning each. A vault-encrypted value
+//! `ansible_ssh_common_args` and `ansible_ssh_extra_args` are read as ssh reads the command line
+//! Ansible builds from them ([`ssh_args`]: `-J`, `-o ProxyJump=`, `-o ProxyCommand=`, `-p`,
+//! `-l`, `-i`, `-o Port=`, …; other options warned once, naming the host). Connection variables
+//! gpufleet does not honour (`ansible_connection` other than ssh, `ansible_ssh_args`,
+//! passwords, …) give one warning each. A vault-encrypted value
 //! (`!vault`, or `$ANSIBLE_VAULT;…` text) is never used as text: an error for a variable gpufleet
 //! uses, a warning (and no label) for another. A connection variable that is a list or a map is
 //! an error. A UTF-8 byte order mark before the first line is skipped.
@@ -29,6 +32,7 @@ use super::{InventoryError, Origin, expand_home};
 use crate::diag::closest;
 
 mod pattern;
+mod ssh_args;
 mod vars_files;
 pub use pattern::expand_range;
 use pattern::host_pattern;
@@ -111,6 +115,7 @@ fn used(k: &str) -> bool {
         || KEY_VARS.contains(&k)
         || k == "gpufleet_root"
         || k == "gpufleet_canary"
+        || ssh_args::VARS.contains(&k)
 }
 
 /// How an ansible-vault ciphertext starts; a YAML `!vault` value is read as one ([`var_value`]).
@@ -272,6 +277,7 @@ fn finish(
                 .map(|g| g.to_string())
                 .collect(),
             origin: Some(origin(host.line)),
+            ssh_args: ssh_args::read(&vars, file, name, &mut warned, &mut warnings)?,
             ..Default::default()
         };
         if let Some((p, line)) = get(&PORT_VARS) {
