@@ -7,8 +7,9 @@
 //! 2.19, tests/oracle_ansible.rs): the inventory's group variables (`all`, then the host's
 //! groups by depth, `ansible_group_priority`, name), `group_vars/all`, `group_vars/<group>` in
 //! the same order, the inventory's host variables, `host_vars/<host>` ([`vars_files`], beside
-//! the inventory). INI values are typed as Ansible's INI plugin types them (`True`/`False`
-//! booleans, `None` null, quotes removed); `[2001:db8::1]:2203` is an IPv6 host with a port.
+//! the inventory). INI values are typed as Ansible's INI plugin types them ([`literal`]:
+//! Python's `literal_eval`, so `True`/`False` booleans, `None` null, numbers as Python prints
+//! them, quotes removed, lists and maps no label); `[2001:db8::1]:2203` is an IPv6 host with a port.
 //! `ansible_ssh_common_args` and `ansible_ssh_extra_args` are read as ssh reads the command line
 //! Ansible builds from them ([`ssh_args`]: `-J`, `-o ProxyJump=`, `-o ProxyCommand=`, `-p`,
 //! `-l`, `-i`, `-o Port=`, …; other options warned once, naming the host). Connection variables
@@ -31,6 +32,7 @@ use super::source::NodeSpec;
 use super::{InventoryError, Origin, expand_home};
 use crate::diag::closest;
 
+mod literal;
 mod pattern;
 mod ssh_args;
 mod vars_files;
@@ -399,7 +401,7 @@ pub fn parse_ini(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>)
                 if k.is_empty() {
                     return Err(at(format!("{l:?}: empty variable name")));
                 }
-                if let Some(v) = literal(v.trim()) {
+                if let Some(v) = ini_value(k, v.trim()).map_err(at)? {
                     m.group(&group).vars.insert(k.to_string(), (v, line));
                 }
             }
@@ -435,7 +437,7 @@ pub fn parse_ini(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>)
                             "`{w}` after host {pattern:?}: variables are key=value"
                         ))
                     })?;
-                    if let Some(v) = literal(v) {
+                    if let Some(v) = ini_value(k, v).map_err(at)? {
                         hv.insert(k.to_string(), (v, line));
                     }
                 }
@@ -464,25 +466,18 @@ fn v6_host_line(l: &str) -> bool {
         .is_some_and(|(addr, _)| addr.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
-/// An INI value as Ansible's INI plugin types it (Python's `ast.literal_eval`, else the text):
-/// `True`/`False` are booleans (`true`/`false` here), `None` is null (no value), a quoted
-/// string is its text; anything else stays text as written.
-fn literal(v: &str) -> Option<String> {
-    match v {
-        "True" => Some("true".into()),
-        "False" => Some("false".into()),
-        "None" => None,
-        v => Some(unquote(v)),
+/// An INI value of variable `k` as Ansible's INI plugin types it ([`literal`]): its text,
+/// `None` for `None` or for a list/map of a variable gpufleet does not use (no label). A list
+/// or map of a variable gpufleet uses is an error.
+fn ini_value(k: &str, v: &str) -> Result<Option<String>, String> {
+    match literal::literal(v) {
+        literal::Lit::Text(s) => Ok(Some(s)),
+        literal::Lit::Null => Ok(None),
+        literal::Lit::Container if used(k) => Err(format!(
+            "{k}={v}: a list or map (as Ansible reads it); {k} takes one value"
+        )),
+        literal::Lit::Container => Ok(None),
     }
-}
-
-fn unquote(v: &str) -> String {
-    for q in ['"', '\''] {
-        if v.len() >= 2 && v.starts_with(q) && v.ends_with(q) {
-            return v[1..v.len() - 1].to_string();
-        }
-    }
-    v.to_string()
 }
 
 /// A YAML scalar as text; `None` for null, a list or a map.
