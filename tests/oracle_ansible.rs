@@ -123,6 +123,18 @@ const CASES: &[Files] = &[
         "hosts.ini",
         "[g]\nh1 ansible_port=0x8ae ansible_user='ops'\n",
     )],
+    // YAML plain scalars as PyYAML (YAML 1.1) types them, inline and in group_vars/ (issue 22).
+    &[(
+        "hosts.yml",
+        "all:\n  hosts:\n    y1:\n      a: yes\n      b: on\n      c: 1e3\n      d: 010\n      e: 0o7\n      f: 1_000\n      g: 2026-01-01\n      h: 1.0e+3\n      i: 0x1F\n      j: Off\n      k: Yes\n      l: n\n      m: 1:30\n      n: '010'\n      o: \"yes\"\n      p: 09\n      q: .5\n      ansible_port: 0x8ae\n",
+    )],
+    &[
+        ("hosts.ini", "[gpu]\nd1\n"),
+        (
+            "group_vars/gpu.yml",
+            "flag: on\nnum: 0755\nspeed: 1_000\nmix: {a: 1, b: no}\nt: 12:00\n",
+        ),
+    ],
     // The basics.
     &[("hosts.ini", "h0\n[gpu]\ngpu[01:03]\n[cpu]\ncpu[a:c]\n")],
     &[("hosts.ini", "[gpu]\ngpu[0:10:5] ansible_user=ops\n")],

@@ -36,6 +36,7 @@ mod literal;
 mod pattern;
 mod ssh_args;
 mod vars_files;
+mod yaml11;
 pub use pattern::expand_range;
 use pattern::host_pattern;
 
@@ -509,6 +510,34 @@ fn var_value(n: &MarkedYaml) -> Option<String> {
     scalar(n)
 }
 
+/// The source text of `n` (from `lines`, the document's lines) when it is a plain scalar on one
+/// line; `None` for a quoted, block, tagged, anchored or aliased one, or one saphyr's span does
+/// not match.
+fn plain_text<'a>(n: &MarkedYaml, lines: &[&'a str]) -> Option<&'a str> {
+    let YamlData::Value(v) = &n.data else {
+        return None;
+    };
+    let (s, e) = (n.span.start, n.span.end);
+    if s.line() != e.line() {
+        return None;
+    }
+    let line = lines.get(s.line().checked_sub(1)?)?;
+    let byte = |col: usize| {
+        line.char_indices()
+            .map(|(i, _)| i)
+            .chain([line.len()])
+            .nth(col)
+    };
+    let raw = line.get(byte(s.col())?..byte(e.col())?)?.trim_end();
+    if raw.is_empty() || raw.starts_with(['\'', '"', '|', '>', '!', '&', '*']) {
+        return None;
+    }
+    match v {
+        Scalar::String(t) if t.as_ref() != raw => None,
+        _ => Some(raw),
+    }
+}
+
 /// Reads variable `vk: vv` of `owner` (`host `h`` or `group `g``): its text and line, `None`
 /// for null or a list/map of a variable gpufleet does not use (no label). A list or map of a
 /// variable gpufleet uses is an error.
@@ -517,11 +546,20 @@ fn yaml_var(
     vk: &MarkedYaml,
     vv: &MarkedYaml,
     at: &dyn Fn(&MarkedYaml, String) -> InventoryError,
+    lines: &[&str],
 ) -> Result<Option<(String, Var)>, InventoryError> {
     let Some(key) = scalar(vk) else {
         return Ok(None);
     };
     if let Some(val) = var_value(vv) {
+        // A plain scalar as Ansible's YAML 1.1 loader types it ([`yaml11`]).
+        let val = match plain_text(vv, lines) {
+            Some(raw) => match yaml11::resolve(raw) {
+                yaml11::Plain::Value(t) => t,
+                yaml11::Plain::Str => raw.to_string(),
+            },
+            None => val,
+        };
         return Ok(Some((key, (val, vk.span.start.line()))));
     }
     let mut inner = vv;
@@ -574,6 +612,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
             n.span.start.col() + 1
         ))
     };
+    let lines: Vec<&str> = text.lines().collect();
     let mut m = Model::default();
     let Some(doc) = docs.first() else {
         return finish(m, &file, &base);
@@ -592,6 +631,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
         name: &str,
         node: &MarkedYaml<'a>,
         at: &dyn Fn(&MarkedYaml, String) -> InventoryError,
+        lines: &[&str],
         depth: usize,
     ) -> Result<(), InventoryError> {
         if depth > 64 {
@@ -634,7 +674,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
                             YamlData::Mapping(hmap) => {
                                 for (vk, vv) in hmap.iter() {
                                     let owner = format!("host `{pattern}`");
-                                    if let Some((k, v)) = yaml_var(&owner, vk, vv, at)? {
+                                    if let Some((k, v)) = yaml_var(&owner, vk, vv, at, lines)? {
                                         vars.insert(k, v);
                                     }
                                 }
@@ -659,7 +699,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
                     YamlData::Mapping(vars) => {
                         for (vk, vv) in vars.iter() {
                             let owner = format!("group `{name}`");
-                            if let Some((k, v)) = yaml_var(&owner, vk, vv, at)? {
+                            if let Some((k, v)) = yaml_var(&owner, vk, vv, at, lines)? {
                                 m.group(name).vars.insert(k, v);
                             }
                         }
@@ -679,7 +719,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
                                 ));
                             }
                             m.add_child(name, &child);
-                            group(m, &child, cv, at, depth + 1)?;
+                            group(m, &child, cv, at, lines, depth + 1)?;
                         }
                     }
                     YamlData::Value(Scalar::Null) => {}
@@ -702,7 +742,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
     }
     for (k, v) in top.iter() {
         let name = scalar(k).ok_or_else(|| at(k, "a group name is text".into()))?;
-        group(&mut m, &name, v, &at, 0)?;
+        group(&mut m, &name, v, &at, &lines, 0)?;
     }
     finish(m, &file, &base)
 }

@@ -344,7 +344,7 @@ fn number_value(tok: &str) -> Option<String> {
 /// `repr(float)` of Python 3: the shortest digits that read back, fixed notation when the
 /// decimal point falls within -4 < point <= 16 (with `.0` for a whole number), else
 /// `d.ddde+XX`. Infinity is `Infinity`, as Python's JSON writes it.
-fn python_float(x: f64) -> String {
+pub(super) fn python_float(x: f64) -> String {
     if x.is_infinite() {
         return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
     }
