@@ -94,9 +94,8 @@ fn int(raw: &str) -> Option<String> {
     } else if s.contains(':') {
         let parts: Vec<&str> = s.split(':').collect();
         let head = parts[0];
-        if !(head.starts_with(|c: char| ('1'..='9').contains(&c)) && run(head, 10))
-            || !sexagesimal_parts(&parts[1..])
-        {
+        let head_ok = head.starts_with(|c: char| ('1'..='9').contains(&c)) && run(head, 10);
+        if !(head_ok && sexagesimal_parts(&parts[1..])) {
             return None;
         }
         let mut n: i128 = head.replace('_', "").parse().ok()?;
