@@ -53,6 +53,7 @@ const HOSTS: &[&str] = &[
     "ansible_ssh_common_args='-o ProxyCommand=\"ssh -W %h:%p %r@bastion\"' ansible_user=u30",
     "ansible_ssh_common_args='-o IdentityFile=@K/k1 -o IdentitiesOnly=yes -J b31'",
     "ansible_ssh_common_args='-p2210' ansible_ssh_extra_args='-J b32:2022'",
+    "ansible_ssh_private_key_file=~/kk ansible_ssh_common_args='-i @K/k1 -i @K/k1'",
 ];
 
 /// Group and YAML cases: `[g:vars]` (two hosts) and a YAML inventory.
