@@ -382,6 +382,30 @@ mod tests {
         Lit::Text(s.to_string())
     }
 
+    /// Every string of up to four characters of the alphabet that matters to these readers:
+    /// none of them panics (INI values, YAML plain scalars, ssh argument words are hostile input).
+    #[test]
+    fn short_inputs_never_panic() {
+        let alphabet: Vec<char> = "0'\"\\[](){}:,._-+eExjr#1 \n\u{e9}".chars().collect();
+        let n = alphabet.len();
+        let mut buf = String::new();
+        for len in 0..=4u32 {
+            for i in 0..n.pow(len) {
+                buf.clear();
+                let mut k = i;
+                for _ in 0..len {
+                    buf.push(alphabet[k % n]);
+                    k /= n;
+                }
+                let _ = literal(&buf);
+                let _ = super::super::yaml11::resolve(&buf);
+                if let Ok(words) = super::super::ssh_args::split(&buf) {
+                    let _ = crate::inventory::ssh_config::CommandLine::default().add(&words, "v");
+                }
+            }
+        }
+    }
+
     /// What ansible-inventory 2.19 shows for these (Python 3.11's literal_eval).
     #[test]
     fn typed_as_python_literal_eval() {
