@@ -483,6 +483,17 @@ impl Config {
                 path.display()
             )));
         }
+        if cfg.upgrade.drain_timeout == 0 {
+            // kubectl drain reads `--timeout=0s` as "wait forever" (issue 22 item 5).
+            let (line, col) = text
+                .find("drain_timeout")
+                .map_or((1, 1), |off| diag::line_col(text, off));
+            return Err(ConfigError(format!(
+                "{}:{line}:{col}: [upgrade] drain_timeout = 0: must be at least 1 s (kubectl drain \
+                 reads --timeout=0s as no timeout: a drain that cannot finish would wait forever)",
+                path.display()
+            )));
+        }
         if cfg.upgrade.gates.is_empty() {
             return Err(ConfigError(format!(
                 "{}: [upgrade] gates is empty: a node would be uncordoned without any check",
@@ -668,6 +679,21 @@ mod tests {
             .unwrap_err()
             .0;
         assert!(e.contains("shorter than deadline"), "{e}");
+    }
+
+    /// Issue 22 item 5: kubectl reads `drain --timeout=0s` as infinite, so 0 is refused.
+    #[test]
+    fn zero_drain_timeout_is_refused() {
+        let e = Config::parse("[upgrade]\ndrain_timeout = 0\n", Path::new("c.toml"))
+            .unwrap_err()
+            .0;
+        assert!(
+            e.starts_with("c.toml:2:1: [upgrade] drain_timeout = 0: must be at least 1 s")
+                && e.contains("kubectl drain reads --timeout=0s as no timeout"),
+            "{e}"
+        );
+        let c = Config::parse("[upgrade]\ndrain_timeout = 1\n", Path::new("c.toml")).unwrap();
+        assert_eq!(c.upgrade.drain_timeout, 1);
     }
 }
 

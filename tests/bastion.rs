@@ -560,3 +560,54 @@ fn inventory_list_shows_each_nodes_resolved_jump_chain_and_bad_jump_lists_are_er
         "{err}"
     );
 }
+
+/// Issue 22: an Ansible inventory's `ansible_ssh_common_args` / `ansible_ssh_extra_args` (`-J`,
+/// `-o ProxyJump=`, `-p`) route its hosts through their bastions, over the real network: the
+/// same node without them is unreachable.
+#[test]
+fn ansible_ssh_args_reach_hosts_through_their_bastions() {
+    let b = Bastions::start(64);
+    let u = local_user();
+    let inventory = format!(
+        "[gpu]\n\
+         direct ansible_host=198.18.64.6 ansible_port=2222 gpufleet_root={r0}\n\
+         one-hop ansible_host=198.18.64.6 ansible_port=2222 gpufleet_root={r0} ansible_ssh_common_args='-J {u}@198.18.64.2:2222'\n\
+         two-hops ansible_host=198.18.64.14 gpufleet_root={r1} ansible_ssh_common_args='-C -o ProxyJump={u}@198.18.64.2:2222,{u}@198.18.64.10:2222' ansible_ssh_extra_args='-p 2222'\n\
+         [gpu:vars]\nansible_user={u}\n",
+        r0 = b.root(0),
+        r1 = b.root(1),
+    );
+    std::fs::write(b.path("hosts.ini"), inventory).unwrap();
+    std::fs::copy(b.path("known_hosts"), b.path("home/.ssh/known_hosts")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["snapshot", "--format", "json", "-i"])
+        .arg(b.path("hosts.ini"))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", b.path("home"))
+        .env("USER", &u)
+        .env("GPUFLEET_CONFIG", b.path("config.toml"))
+        .env("GPUFLEET_KNOWN_HOSTS", b.path("gpufleet_known_hosts"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}); stderr:\n{stderr}"));
+    assert_eq!(status(&doc, "direct"), "unreachable", "{stderr}");
+    for (name, f) in [("one-hop", 0), ("two-hops", 1)] {
+        assert_ne!(
+            status(&doc, name),
+            "unreachable",
+            "{name}: {}\nstderr: {stderr}",
+            reason_message(&doc, name)
+        );
+        let failures = support::check_expected(&b.fixtures[f], node(&doc, name));
+        assert!(failures.is_empty(), "{name}: {failures:?}");
+    }
+    // `-C` means nothing to gpufleet: said once, naming the host.
+    assert!(
+        stderr.contains("host `two-hops`: ansible_ssh_common_args: `-C` is not honoured"),
+        "{stderr}"
+    );
+    drop(b);
+}

@@ -109,6 +109,32 @@ const CASES: &[Files] = &[
         "hosts.ini",
         "[g]\nh1\n[g:vars]\na=True\nb=\"quoted\"\nc=None\nd='single'\n",
     )],
+    // INI value typing as literal_eval (issue 22): numbers as Python prints them, lists and
+    // maps no label, adjacent strings joined, host lines and :vars alike.
+    &[(
+        "hosts.ini",
+        "[g]\nh1 a=1_000 b=0x10 c=1e3 d=[1,2] e=\"'a' 'b'\" f=+5 g=(1,2) h={'k':1} i=1.50 j=-0 k=010 l=0o7 m=1.0e16 n=0.00001 o=-2.5 p=(3) q=1.2.3\n",
+    )],
+    &[(
+        "hosts.ini",
+        "[g]\nh1\n[g:vars]\nva=1_000\nvb=[1, 2]\nvc={'k': 1}\nvd=\"'x' \\\"y\\\"\"\nve=1e15\nvf='a\\tb'\nvg=  7\n",
+    )],
+    &[(
+        "hosts.ini",
+        "[g]\nh1 ansible_port=0x8ae ansible_user='ops'\n",
+    )],
+    // YAML plain scalars as PyYAML (YAML 1.1) types them, inline and in group_vars/ (issue 22).
+    &[(
+        "hosts.yml",
+        "all:\n  hosts:\n    y1:\n      a: yes\n      b: on\n      c: 1e3\n      d: 010\n      e: 0o7\n      f: 1_000\n      g: 2026-01-01\n      h: 1.0e+3\n      i: 0x1F\n      j: Off\n      k: Yes\n      l: n\n      m: 1:30\n      n: '010'\n      o: \"yes\"\n      p: 09\n      q: .5\n      ansible_port: 0x8ae\n",
+    )],
+    &[
+        ("hosts.ini", "[gpu]\nd1\n"),
+        (
+            "group_vars/gpu.yml",
+            "flag: on\nnum: 0755\nspeed: 1_000\nmix: {a: 1, b: no}\nt: 12:00\n",
+        ),
+    ],
     // The basics.
     &[("hosts.ini", "h0\n[gpu]\ngpu[01:03]\n[cpu]\ncpu[a:c]\n")],
     &[("hosts.ini", "[gpu]\ngpu[0:10:5] ansible_user=ops\n")],
@@ -207,10 +233,22 @@ type Outcome = Result<Hosts, String>;
 
 fn text(v: &Value) -> Option<String> {
     match v {
-        Value::String(s) => Some(s.clone()),
+        Value::String(s) => Some(float_key(s)),
         Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) if n.is_f64() => Some(format!("float {:?}", n.as_f64().unwrap())),
         Value::Number(n) => Some(n.to_string()),
         _ => None,
+    }
+}
+
+/// A label that is a float as text (gpufleet's `1e+16`, Python's JSON float) compared by value:
+/// serde_json reads ansible-inventory's `1e+16` as a number and prints it `1e16`.
+fn float_key(s: &str) -> String {
+    match s.parse::<f64>() {
+        Ok(x) if s.contains(['.', 'e', 'E']) && !s.starts_with(['.', '+']) && !s.ends_with('.') => {
+            format!("float {x:?}")
+        }
+        _ => s.to_string(),
     }
 }
 

@@ -7,10 +7,14 @@
 //! 2.19, tests/oracle_ansible.rs): the inventory's group variables (`all`, then the host's
 //! groups by depth, `ansible_group_priority`, name), `group_vars/all`, `group_vars/<group>` in
 //! the same order, the inventory's host variables, `host_vars/<host>` ([`vars_files`], beside
-//! the inventory). INI values are typed as Ansible's INI plugin types them (`True`/`False`
-//! booleans, `None` null, quotes removed); `[2001:db8::1]:2203` is an IPv6 host with a port.
-//! Connection variables gpufleet does not honour (`ansible_connection` other than ssh,
-//! `ansible_ssh_common_args`, passwords, …) give one warning each. A vault-encrypted value
+//! the inventory). INI values are typed as Ansible's INI plugin types them ([`literal`]:
+//! Python's `literal_eval`, so `True`/`False` booleans, `None` null, numbers as Python prints
+//! them, quotes removed, lists and maps no label); `[2001:db8::1]:2203` is an IPv6 host with a port.
+//! `ansible_ssh_common_args` and `ansible_ssh_extra_args` are read as ssh reads the command line
+//! Ansible builds from them ([`ssh_args`]: `-J`, `-o ProxyJump=`, `-o ProxyCommand=`, `-p`,
+//! `-l`, `-i`, `-o Port=`, …; other options warned once, naming the host). Connection variables
+//! gpufleet does not honour (`ansible_connection` other than ssh, `ansible_ssh_args`,
+//! passwords, …) give one warning each. A vault-encrypted value
 //! (`!vault`, or `$ANSIBLE_VAULT;…` text) is never used as text: an error for a variable gpufleet
 //! uses, a warning (and no label) for another. A connection variable that is a list or a map is
 //! an error. A UTF-8 byte order mark before the first line is skipped.
@@ -28,8 +32,11 @@ use super::source::NodeSpec;
 use super::{InventoryError, Origin, expand_home};
 use crate::diag::closest;
 
+mod literal;
 mod pattern;
+mod ssh_args;
 mod vars_files;
+mod yaml11;
 pub use pattern::expand_range;
 use pattern::host_pattern;
 
@@ -111,6 +118,7 @@ fn used(k: &str) -> bool {
         || KEY_VARS.contains(&k)
         || k == "gpufleet_root"
         || k == "gpufleet_canary"
+        || ssh_args::VARS.contains(&k)
 }
 
 /// How an ansible-vault ciphertext starts; a YAML `!vault` value is read as one ([`var_value`]).
@@ -272,6 +280,7 @@ fn finish(
                 .map(|g| g.to_string())
                 .collect(),
             origin: Some(origin(host.line)),
+            ssh_args: ssh_args::read(&vars, file, name, &mut warned, &mut warnings)?,
             ..Default::default()
         };
         if let Some((p, line)) = get(&PORT_VARS) {
@@ -393,7 +402,7 @@ pub fn parse_ini(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>)
                 if k.is_empty() {
                     return Err(at(format!("{l:?}: empty variable name")));
                 }
-                if let Some(v) = literal(v.trim()) {
+                if let Some(v) = ini_value(k, v.trim()).map_err(at)? {
                     m.group(&group).vars.insert(k.to_string(), (v, line));
                 }
             }
@@ -429,7 +438,7 @@ pub fn parse_ini(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>)
                             "`{w}` after host {pattern:?}: variables are key=value"
                         ))
                     })?;
-                    if let Some(v) = literal(v) {
+                    if let Some(v) = ini_value(k, v).map_err(at)? {
                         hv.insert(k.to_string(), (v, line));
                     }
                 }
@@ -458,25 +467,18 @@ fn v6_host_line(l: &str) -> bool {
         .is_some_and(|(addr, _)| addr.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
-/// An INI value as Ansible's INI plugin types it (Python's `ast.literal_eval`, else the text):
-/// `True`/`False` are booleans (`true`/`false` here), `None` is null (no value), a quoted
-/// string is its text; anything else stays text as written.
-fn literal(v: &str) -> Option<String> {
-    match v {
-        "True" => Some("true".into()),
-        "False" => Some("false".into()),
-        "None" => None,
-        v => Some(unquote(v)),
+/// An INI value of variable `k` as Ansible's INI plugin types it ([`literal`]): its text,
+/// `None` for `None` or for a list/map of a variable gpufleet does not use (no label). A list
+/// or map of a variable gpufleet uses is an error.
+fn ini_value(k: &str, v: &str) -> Result<Option<String>, String> {
+    match literal::literal(v) {
+        literal::Lit::Text(s) => Ok(Some(s)),
+        literal::Lit::Null => Ok(None),
+        literal::Lit::Container if used(k) => Err(format!(
+            "{k}={v}: a list or map (as Ansible reads it); {k} takes one value"
+        )),
+        literal::Lit::Container => Ok(None),
     }
-}
-
-fn unquote(v: &str) -> String {
-    for q in ['"', '\''] {
-        if v.len() >= 2 && v.starts_with(q) && v.ends_with(q) {
-            return v[1..v.len() - 1].to_string();
-        }
-    }
-    v.to_string()
 }
 
 /// A YAML scalar as text; `None` for null, a list or a map.
@@ -508,6 +510,34 @@ fn var_value(n: &MarkedYaml) -> Option<String> {
     scalar(n)
 }
 
+/// The source text of `n` (from `lines`, the document's lines) when it is a plain scalar on one
+/// line; `None` for a quoted, block, tagged, anchored or aliased one, or one saphyr's span does
+/// not match.
+fn plain_text<'a>(n: &MarkedYaml, lines: &[&'a str]) -> Option<&'a str> {
+    let YamlData::Value(v) = &n.data else {
+        return None;
+    };
+    let (s, e) = (n.span.start, n.span.end);
+    if s.line() != e.line() {
+        return None;
+    }
+    let line = lines.get(s.line().checked_sub(1)?)?;
+    let byte = |col: usize| {
+        line.char_indices()
+            .map(|(i, _)| i)
+            .chain([line.len()])
+            .nth(col)
+    };
+    let raw = line.get(byte(s.col())?..byte(e.col())?)?.trim_end();
+    if raw.is_empty() || raw.starts_with(['\'', '"', '|', '>', '!', '&', '*']) {
+        return None;
+    }
+    match v {
+        Scalar::String(t) if t.as_ref() != raw => None,
+        _ => Some(raw),
+    }
+}
+
 /// Reads variable `vk: vv` of `owner` (`host `h`` or `group `g``): its text and line, `None`
 /// for null or a list/map of a variable gpufleet does not use (no label). A list or map of a
 /// variable gpufleet uses is an error.
@@ -516,11 +546,20 @@ fn yaml_var(
     vk: &MarkedYaml,
     vv: &MarkedYaml,
     at: &dyn Fn(&MarkedYaml, String) -> InventoryError,
+    lines: &[&str],
 ) -> Result<Option<(String, Var)>, InventoryError> {
     let Some(key) = scalar(vk) else {
         return Ok(None);
     };
     if let Some(val) = var_value(vv) {
+        // A plain scalar as Ansible's YAML 1.1 loader types it ([`yaml11`]).
+        let val = match plain_text(vv, lines) {
+            Some(raw) => match yaml11::resolve(raw) {
+                yaml11::Plain::Value(t) => t,
+                yaml11::Plain::Str => raw.to_string(),
+            },
+            None => val,
+        };
         return Ok(Some((key, (val, vk.span.start.line()))));
     }
     let mut inner = vv;
@@ -573,6 +612,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
             n.span.start.col() + 1
         ))
     };
+    let lines: Vec<&str> = text.lines().collect();
     let mut m = Model::default();
     let Some(doc) = docs.first() else {
         return finish(m, &file, &base);
@@ -591,6 +631,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
         name: &str,
         node: &MarkedYaml<'a>,
         at: &dyn Fn(&MarkedYaml, String) -> InventoryError,
+        lines: &[&str],
         depth: usize,
     ) -> Result<(), InventoryError> {
         if depth > 64 {
@@ -633,7 +674,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
                             YamlData::Mapping(hmap) => {
                                 for (vk, vv) in hmap.iter() {
                                     let owner = format!("host `{pattern}`");
-                                    if let Some((k, v)) = yaml_var(&owner, vk, vv, at)? {
+                                    if let Some((k, v)) = yaml_var(&owner, vk, vv, at, lines)? {
                                         vars.insert(k, v);
                                     }
                                 }
@@ -658,7 +699,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
                     YamlData::Mapping(vars) => {
                         for (vk, vv) in vars.iter() {
                             let owner = format!("group `{name}`");
-                            if let Some((k, v)) = yaml_var(&owner, vk, vv, at)? {
+                            if let Some((k, v)) = yaml_var(&owner, vk, vv, at, lines)? {
                                 m.group(name).vars.insert(k, v);
                             }
                         }
@@ -678,7 +719,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
                                 ));
                             }
                             m.add_child(name, &child);
-                            group(m, &child, cv, at, depth + 1)?;
+                            group(m, &child, cv, at, lines, depth + 1)?;
                         }
                     }
                     YamlData::Value(Scalar::Null) => {}
@@ -701,7 +742,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<(Vec<NodeSpec>, Vec<String>
     }
     for (k, v) in top.iter() {
         let name = scalar(k).ok_or_else(|| at(k, "a group name is text".into()))?;
-        group(&mut m, &name, v, &at, 0)?;
+        group(&mut m, &name, v, &at, &lines, 0)?;
     }
     finish(m, &file, &base)
 }

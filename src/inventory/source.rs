@@ -124,6 +124,9 @@ pub struct NodeSpec {
     pub canary: bool,
     pub drain: Option<DrainSpec>,
     pub origin: Option<Origin>,
+    /// ssh command-line options (Ansible's `ansible_ssh_common_args` and
+    /// `ansible_ssh_extra_args`), read before `~/.ssh/config` as ssh reads them.
+    pub ssh_args: Option<super::ssh_config::CommandLine>,
 }
 
 /// The nodes of `specs`, with `~/.ssh/config` filling what a node leaves unset, as for the TOML
@@ -166,9 +169,20 @@ pub fn resolve(
         if s.port == Some(0) {
             return Err(at(format!("node `{}`: port 0 is not a port", s.name)));
         }
-        let cfg = match ssh {
+        let cmdline = s.ssh_args.clone().unwrap_or_default();
+        let empty;
+        let ssh_for_node = match ssh {
+            Some(c) => Some(c),
+            // The options alone, as `ssh -F none OPTIONS HOST` reads them.
+            None if !cmdline.is_empty() => {
+                empty = super::ssh_config::ClientConfig::empty();
+                Some(&empty)
+            }
+            None => None,
+        };
+        let cfg = match ssh_for_node {
             Some(c) => Some(
-                super::ssh_config::query(c, &host, s.user.as_deref(), s.port, warn)
+                super::ssh_config::query_with(c, &cmdline, &host, s.user.as_deref(), s.port, warn)
                     .map_err(|e| at(format!("node `{}`: {e}", s.name)))?,
             ),
             None => None,
@@ -193,18 +207,28 @@ pub fn resolve(
             warn,
         )
         .map_err(|e| at(format!("node `{}`: {e}", s.name)))?;
-        if s.identity_file.is_some() {
-            // The inventory's key replaces ~/.ssh/config's keys.
-            route.more_identity_files.clear();
+        // The inventory's keys (its key variable, then the command-line options' own, each
+        // once) replace ~/.ssh/config's keys.
+        let mut own_keys: Vec<std::path::PathBuf> = s.identity_file.iter().cloned().collect();
+        for k in cfg
+            .map(|c| &c.identity_files[..cmdline.identity_files().min(c.identity_files.len())])
+            .unwrap_or_default()
+        {
+            if !own_keys.contains(k) {
+                own_keys.push(k.clone());
+            }
         }
+        let identity_file = if own_keys.is_empty() {
+            cfg.and_then(|c| c.identity_files.first().cloned())
+        } else {
+            route.more_identity_files = own_keys.split_off(1);
+            own_keys.pop()
+        };
         nodes.push(Node {
             host,
             port,
             user,
-            identity_file: s
-                .identity_file
-                .clone()
-                .or_else(|| cfg.and_then(|c| c.identity_files.first().cloned())),
+            identity_file,
             certificate_file: cfg.and_then(|c| c.certificate_file.clone()),
             root: s.root.clone().unwrap_or_else(|| "/".to_string()),
             labels: s.labels,

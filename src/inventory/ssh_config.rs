@@ -10,11 +10,13 @@ use std::time::Duration;
 
 use crate::probe::endpoint::{Hop, Login, parse_jump_list};
 
+mod cmdline;
 mod include;
 mod lex;
 mod resolve;
 mod tokens;
 use crate::probe::ssh::HostKeyPolicy;
+pub use cmdline::{CommandLine, Unhonoured};
 pub use resolve::Criterion;
 use tokens::{Conn, Keyword, Local};
 
@@ -63,6 +65,17 @@ pub fn parse(text: &str, path: &Path) -> Result<(ClientConfig, Vec<String>), Str
     ))
 }
 
+impl ClientConfig {
+    /// A config without any line (`--ssh-config none`), to resolve command-line options alone.
+    pub fn empty() -> ClientConfig {
+        ClientConfig {
+            items: Vec::new(),
+            local: Local::get(),
+            execs: Default::default(),
+        }
+    }
+}
+
 fn is_addr(h: &str) -> bool {
     h.parse::<std::net::IpAddr>().is_ok()
 }
@@ -74,6 +87,7 @@ impl ClientConfig {
     /// lowercased unless an address).
     fn obtain(
         &self,
+        cmdline: &CommandLine,
         original: &str,
         user: Option<&str>,
         port: Option<u16>,
@@ -138,6 +152,8 @@ impl ClientConfig {
             local_user: &local.user,
         };
         let mut active = true;
+        // ssh's command-line options first: their first values win.
+        resolve::evaluate(&cmdline.items, &mut got, &mut active, false, &mut cx)?;
         resolve::evaluate(&self.items, &mut got, &mut active, false, &mut cx)?;
         let mut host = match_host(&got)?;
         if !is_addr(&host) {
@@ -171,6 +187,18 @@ impl Warnings {
             format!(
                 "~/.ssh/config: `{directive}` (applies to {host}) is not honoured by gpufleet; ignored"
             )
+        });
+    }
+
+    /// [`Warnings::once`] for a directive written at `loc`: a command-line option
+    /// ([`CommandLine`]) is named where it was given, not as `~/.ssh/config`'s.
+    fn once_at(&mut self, loc: &include::Loc, directive: &str, host: &str) {
+        if !loc.cmdline {
+            return self.once(directive, host);
+        }
+        let key = format!("{loc}\0{}", directive.to_ascii_lowercase());
+        self.0.entry(key).or_insert_with(|| {
+            format!("{loc}: `{directive}` (applies to {host}) is not honoured by gpufleet; ignored")
         });
     }
 
@@ -225,7 +253,22 @@ pub fn query(
     port: Option<u16>,
     warn: &mut Warnings,
 ) -> Result<HostSettings, String> {
-    let (got, host_name) = cfg.obtain(host, user, port)?;
+    query_with(cfg, &CommandLine::default(), host, user, port, warn)
+}
+
+/// [`query`] with ssh command-line options ([`CommandLine`]) read before the config, as ssh
+/// reads `ssh OPTIONS -l USER -p PORT HOST` (`user` and `port` still win: Ansible writes
+/// `ansible_user` and `ansible_port` before `ansible_ssh_common_args`). The first
+/// [`CommandLine::identity_files`] of the answer's identity files are the options' own.
+pub fn query_with(
+    cfg: &ClientConfig,
+    cmdline: &CommandLine,
+    host: &str,
+    user: Option<&str>,
+    port: Option<u16>,
+    warn: &mut Warnings,
+) -> Result<HostSettings, String> {
+    let (got, host_name) = cfg.obtain(cmdline, host, user, port)?;
     let word = |k: &str| got.word(k).map(str::to_string);
     let cfg_port = word("port").and_then(|p| p.parse::<u16>().ok());
     let conn = Conn {
@@ -278,7 +321,8 @@ pub fn query(
         }
         if args[0].eq_ignore_ascii_case("none") {
             s.known_hosts_none = true;
-            warn.once(
+            warn.once_at(
+                loc,
                 "UserKnownHostsFile none (gpufleet still checks host keys against ~/.ssh/known_hosts and the inventory's known_hosts)",
                 host,
             );
@@ -287,7 +331,7 @@ pub fn query(
             s.known_hosts.push(file(loc, "UserKnownHostsFile", a)?);
         }
     }
-    for (key, (_, args, _)) in &got.first {
+    for (key, (loc, args, _)) in &got.first {
         let name = got
             .applied
             .iter()
@@ -298,7 +342,7 @@ pub fn query(
             "hostname" | "port" | "user" | "userknownhostsfile" => {}
             "identitiesonly" => match yes(args) {
                 Some(b) => s.identities_only = b,
-                None => warn.once(&format!("IdentitiesOnly {}", args.join(" ")), host),
+                None => warn.once_at(loc, &format!("IdentitiesOnly {}", args.join(" ")), host),
             },
             "connecttimeout" => {
                 s.connect_timeout = resolve::convtime(&args[0]).map(Duration::from_secs);
@@ -310,12 +354,16 @@ pub fn query(
                     // gpufleet never accepts a changed key: `no` is taken as `accept-new`.
                     Some("no" | "off" | "false") => {
                         s.host_key_policy = Some(HostKeyPolicy::AcceptNew);
-                        warn.once("StrictHostKeyChecking no (taken as accept-new: a changed host key is still refused)", host);
+                        warn.once_at(loc, "StrictHostKeyChecking no (taken as accept-new: a changed host key is still refused)", host);
                     }
-                    _ => warn.once(&format!("StrictHostKeyChecking {}", args.join(" ")), host),
+                    _ => warn.once_at(
+                        loc,
+                        &format!("StrictHostKeyChecking {}", args.join(" ")),
+                        host,
+                    ),
                 }
             }
-            _ => warn.once(&name, host),
+            _ => warn.once_at(loc, &name, host),
         }
     }
     Ok(s)

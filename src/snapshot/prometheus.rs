@@ -18,11 +18,26 @@ use crate::model::text::terminal_safe;
 /// A label value as the exposition format wants it: node text made terminal-safe first (no
 /// control character survives; [`terminal_safe`] doubles a backslash of the node's own, so a
 /// real newline and the two characters `\n` stay two different values, never one duplicated
-/// series), then `\` → `\\`, `"` → `\"`, line feed → `\n`.
+/// series), then [`exposition_escape`].
 pub fn escape_label_value(v: &str) -> String {
-    let safe = terminal_safe(v);
-    let mut out = String::with_capacity(safe.len());
-    for c in safe.chars() {
+    exposition_escape(&terminal_safe(v))
+}
+
+/// The `node` label's value: the node's exact name, escaped once as the format says (`\` →
+/// `\\`, `"` → `\"`, line feed → `\n`), so that the label Prometheus reads equals the
+/// inventory's name. A name with another control character (the format has no escape for it,
+/// and it would reach a terminal raw) is given as [`escape_label_value`] gives it.
+pub fn node_label_value(name: &str) -> String {
+    if name.chars().any(|c| c != '\n' && c.is_control()) {
+        return escape_label_value(name);
+    }
+    exposition_escape(name)
+}
+
+/// `\` → `\\`, `"` → `\"`, line feed → `\n` (the text exposition format's label escapes).
+fn exposition_escape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
@@ -60,7 +75,14 @@ impl Family {
             if !labels.is_empty() {
                 let ls: Vec<String> = labels
                     .iter()
-                    .map(|(k, v)| format!("{k}=\"{}\"", escape_label_value(v)))
+                    .map(|(k, v)| {
+                        let v = if *k == "node" {
+                            node_label_value(v)
+                        } else {
+                            escape_label_value(v)
+                        };
+                        format!("{k}=\"{v}\"")
+                    })
                     .collect();
                 let _ = write!(out, "{{{}}}", ls.join(","));
             }
@@ -87,7 +109,7 @@ fn unix_seconds(t: &str) -> Option<f64> {
 
 /// The whole exposition text of `snapshot`; `scan_seconds` is the scan's wall time.
 ///
-/// Families (all gauges): `gpufleet_node_info{node,status,kernel,flavor,driver}` 1;
+/// Families (all gauges): `gpufleet_node_info{node,kernel,flavor,driver}` 1;
 /// `gpufleet_node_status{node,status}` 1 for the node's status and 0 for the others;
 /// `gpufleet_node_gpus{node}` the GPU count (no sample when unknown);
 /// `gpufleet_node_next_boot_driver{node,state}` 1 for `ok`, `missing` or `n/a` and 0 for the
@@ -98,7 +120,7 @@ fn unix_seconds(t: &str) -> Option<f64> {
 pub fn render(snapshot: &Snapshot, scan_seconds: f64) -> String {
     let mut info = Family::new(
         "gpufleet_node_info",
-        "The node's status, kernel release, NVIDIA module flavor and driver version (always 1; empty when unknown).",
+        "The node's kernel release, NVIDIA module flavor and driver version (always 1; empty when unknown); its status is gpufleet_node_status.",
     );
     let mut status = Family::new(
         "gpufleet_node_status",
@@ -130,7 +152,6 @@ pub fn render(snapshot: &Snapshot, scan_seconds: f64) -> String {
         info.add(
             vec![
                 node(),
-                ("status", n.status.as_str().to_string()),
                 (
                     "kernel",
                     n.kernel
@@ -258,6 +279,17 @@ mod tests {
         );
     }
 
+    /// Issue 22 item 4: the node label is the exact name, escaped once.
+    #[test]
+    fn the_node_label_is_the_exact_name_escaped_once() {
+        assert_eq!(node_label_value(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(node_label_value("x\ny"), r"x\ny");
+        assert_ne!(node_label_value("x\ny"), node_label_value(r"x\ny"));
+        assert_eq!(node_label_value(r"x\ny"), r"x\\ny");
+        // No escape in the format for ESC: the terminal-safe text, as other node text.
+        assert_eq!(node_label_value("\x1b[2J"), r"\\x1b[2J");
+    }
+
     #[test]
     fn an_unreachable_node_has_no_gpu_count_and_its_reason() {
         let n = NodeReport::unreachable(
@@ -270,7 +302,12 @@ mod tests {
         );
         let doc = Snapshot::new("2026-11-30T10:00:01Z".into(), vec![n]);
         let text = render(&doc, 2.5);
-        assert!(text.contains("gpufleet_node_info{node=\"gpu\\\"01\",status=\"unreachable\",kernel=\"\",flavor=\"\",driver=\"\"} 1\n"), "{text}");
+        assert!(
+            text.contains(
+                "gpufleet_node_info{node=\"gpu\\\"01\",kernel=\"\",flavor=\"\",driver=\"\"} 1\n"
+            ),
+            "{text}"
+        );
         assert!(!text.contains("gpufleet_node_gpus{"), "{text}");
         assert!(text.contains("gpufleet_node_reason{node=\"gpu\\\"01\",code=\"ssh-timeout\",severity=\"error\"} 1\n"), "{text}");
         assert!(text.contains("gpufleet_node_scan_duration_seconds{node=\"gpu\\\"01\"} 1.5\n"));

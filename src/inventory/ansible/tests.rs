@@ -121,10 +121,45 @@ fn ini_hosts_groups_children_vars_and_precedence() {
         specs[4].identity_file.as_deref(),
         Some(Path::new("/inv/keys/h100"))
     );
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    // ansible_ssh_common_args is read as ssh options (issue 22): no warning, and only the
+    // group's hosts carry it.
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(specs[0].ssh_args.is_none());
+    assert!(specs[1].ssh_args.as_ref().is_some_and(|c| !c.is_empty()));
+}
+
+/// Issue 22: the options are checked when the inventory is read; what ssh refuses names the
+/// file, line, host and variable, other options are warned once for the first host.
+#[test]
+fn ssh_args_refused_and_warned_with_their_host() {
+    let e = parse_ini(
+        "[g]\nh1 ansible_ssh_common_args='-J a -J b'\n",
+        Path::new("/inv/hosts"),
+    )
+    .unwrap_err()
+    .0;
     assert!(
-        warnings[0].starts_with("/inv/hosts:19: ansible_ssh_common_args="),
-        "{warnings:?}"
+        e.starts_with("/inv/hosts:2: host `h1`: ansible_ssh_common_args: -J b: Only a single -J"),
+        "{e}"
+    );
+    let e = parse_ini(
+        "[g]\nh1 ansible_ssh_extra_args=\"-o 'x\"\n",
+        Path::new("/inv/hosts"),
+    )
+    .unwrap_err()
+    .0;
+    assert!(e.contains("No closing quotation"), "{e}");
+    let (_, w) = parse_ini(
+        "[g]\nh1\nh2\n[g:vars]\nansible_ssh_common_args='-C -o ControlPersist=60s'\n",
+        Path::new("/inv/hosts"),
+    )
+    .unwrap();
+    assert_eq!(
+        w,
+        [
+            "/inv/hosts:5: host `h1`: ansible_ssh_common_args: `-C` is not honoured by gpufleet; ignored",
+            "/inv/hosts:5: host `h1`: ansible_ssh_common_args: `-o ControlPersist=60s` is not honoured by gpufleet; ignored",
+        ]
     );
 }
 

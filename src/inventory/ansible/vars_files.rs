@@ -109,8 +109,9 @@ pub(super) fn load(
             _ => return Err(at(doc, format!("{kind}/{name}: a map of variables"))),
         };
         let owner = format!("{kind}/{name}");
+        let lines: Vec<&str> = text.lines().collect();
         for (k, v) in map.iter() {
-            let Some((key, (value, line))) = yaml_var(&owner, k, v, &at)? else {
+            let Some((key, (value, line))) = yaml_var(&owner, k, v, &at, &lines)? else {
                 continue;
             };
             // Checked here, where the file is known (the inventory's own checks name its file).

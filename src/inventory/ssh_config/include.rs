@@ -23,10 +23,16 @@ const MAX_DEPTH: usize = 16;
 pub(super) struct Loc {
     pub file: Arc<str>,
     pub line: usize,
+    /// An option of ssh's command line ([`super::cmdline`]): `file` names where it was given
+    /// (such as an Ansible variable) and there is no line.
+    pub cmdline: bool,
 }
 
 impl std::fmt::Display for Loc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.cmdline {
+            return f.write_str(&self.file);
+        }
         write!(f, "{}:{}", self.file, self.line)
     }
 }
@@ -96,6 +102,7 @@ fn walk(
         let loc = Loc {
             file: name.clone(),
             line: i + 1,
+            cmdline: false,
         };
         let Some((kw, rest)) = lex::keyword(line) else {
             continue;

@@ -157,7 +157,7 @@ fn connection_hash(this: &str, host: &str, port: u16, user: &str) -> String {
 }
 
 /// tilde_expand_filename: `~` and `~/…` the local home, `~user/…` that user's.
-fn tilde(s: &str, l: &Local) -> Result<String, String> {
+pub(super) fn tilde(s: &str, l: &Local) -> Result<String, String> {
     let Some(rest) = s.strip_prefix('~') else {
         return Ok(s.to_string());
     };
