@@ -22,10 +22,10 @@ pub fn load(arg: Option<&str>) -> Result<(Vec<NodeSpec>, Vec<String>), Inventory
     let wanted: Option<BTreeSet<String>> = match arg {
         None => None,
         Some(a) => {
-            let parts = run_tool(&["sinfo", "-h", "-o", "%R"], TOOL_TIMEOUT).map_err(err)?;
+            let parts = run_tool(&["sinfo", "-a", "-h", "-o", "%R"], TOOL_TIMEOUT).map_err(err)?;
             let partitions: BTreeSet<&str> = parts.lines().map(str::trim).collect();
             let flag = if partitions.contains(a) { "-p" } else { "-n" };
-            let names = run_tool(&["sinfo", "-h", "-N", "-o", "%N", flag, a], TOOL_TIMEOUT)
+            let names = run_tool(&["sinfo", "-a", "-h", "-N", "-o", "%N", flag, a], TOOL_TIMEOUT)
                 .map_err(|e| {
                     err(format!(
                         "{e} (not a partition: {})",
