@@ -653,3 +653,69 @@ fn an_installed_binary_runs_the_demo_from_its_built_in_corpus() {
     let left: Vec<_> = std::fs::read_dir(dir.join("tmp")).unwrap().collect();
     assert!(left.is_empty(), "left in TMPDIR: {left:?}");
 }
+
+/// `snapshot --brief` keeps stdout one line per node and says on stderr what to do for each
+/// code it showed: an unknown host key gets the ssh-keyscan / `--host-key-policy accept-new`
+/// advice (issue 23); `gpufleet reasons CODE` says the same.
+#[test]
+fn brief_gives_each_codes_hint_on_stderr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let inventory = dir.join("fleet.toml");
+    let sim = Sim::start(
+        dir,
+        &[
+            "--nodes",
+            "2",
+            "--write-inventory",
+            inventory.to_str().unwrap(),
+        ],
+    );
+    let nodes = inventory_nodes(&inventory);
+    // A host list: no known_hosts of the simulator's, so both host keys are unknown.
+    let list: String = nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}\n", n.1))
+        .collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["snapshot", "-i", "-", "--brief", "--ssh-config", "none"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", dir.join("home"))
+        .env("GPUFLEET_KNOWN_HOSTS", dir.join("empty_known_hosts"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(list.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    // No node answered: exit 2, the table still written.
+    assert_eq!(out.status.code(), Some(2), "{text}\n{err}");
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(
+        text.lines().skip(1).all(|l| l.contains("host-key-unknown")),
+        "{text}"
+    );
+    let hint = err
+        .lines()
+        .find(|l| l.starts_with("hint: host-key-unknown (2 nodes): "))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        hint.contains("ssh-keyscan") && hint.contains("--host-key-policy accept-new"),
+        "{hint}"
+    );
+    let explained = gpufleet(dir, &["reasons", "host-key-unknown"]);
+    assert_eq!(explained.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&explained.stdout).contains("--host-key-policy accept-new"));
+    sim.stop();
+}

@@ -20,7 +20,8 @@ Which nodes:
 
 Exit codes:
   0  the snapshot was produced, whatever the statuses
-  2  usage, config or inventory errors
+  2  no node answered (every selected node unreachable; the snapshot is still written), --from
+     files with no node report, or usage, config or inventory errors
 With --check:
   0  every node is ready
   1  some node is not ready (no-driver included, unless --allow-no-driver)
@@ -33,13 +34,12 @@ Examples:
   gpufleet snapshot --root /host --nvidia-smi-timeout 5
   gpufleet snapshot --local --root /host --name \"$NODE_NAME\" -f prometheus -o /textfile/gpufleet.prom
   srun -N \"$SLURM_NNODES\" --ntasks-per-node=1 gpufleet snapshot --local --format jsonl > fleet.jsonl
-  gpufleet snapshot --from fleet.jsonl /collected/*.json --check";
+  gpufleet snapshot --from fleet.jsonl /collected/*.json --check
+
+What a reason code means and what to do: gpufleet reasons CODE (docs/reasons.md).";
 
 #[derive(Debug, Args, Default)]
 pub struct SnapshotArgs {
-    #[command(flatten)]
-    pub scan: ScanArgs,
-
     /// Output format [default: table on a terminal, json otherwise]
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<FormatArg>,
@@ -74,6 +74,11 @@ pub struct SnapshotArgs {
     /// extension: .prom prometheus, .csv, .jsonl, .txt table, else json]
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    // Which nodes and how they are probed: after the output flags, so that `--help` starts
+    // with what people look for first (the format).
+    #[command(flatten)]
+    pub scan: ScanArgs,
 }
 
 /// The scan flags that `--from` (no scan) conflicts with (their clap ids).
