@@ -656,9 +656,14 @@ pub async fn start(
         extras.push_str(" round trip");
     }
     let summary = format!(
-        "gpufleet sim: {n} node{} on {}, ports {lo}–{hi}, {} fixture{}{extras}",
+        "gpufleet sim: {n} node{} on {}, {}, {} fixture{}{extras}",
         if n == 1 { "" } else { "s" },
         opts.listen.describe(n),
+        if lo == hi {
+            format!("port {lo}")
+        } else {
+            format!("ports {lo}–{hi}")
+        },
         used.len(),
         if used.len() == 1 { "" } else { "s" },
     );
