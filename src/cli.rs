@@ -6,7 +6,7 @@
 //! - `snapshot`, `tui`, `upgrade`, `rollouts` (rollouts, journal, locks, unlock),
 //!   `config_cmd` (`config show`, `paths`), `sim` (`sim`, `demo`), `inventory_list`
 //!   (`inventory list`), `diff`, `completions` (`completions`, `man`), `policy` (`policy check`, `policy generate`),
-//!   `keys`: the subcommands.
+//!   `keys`, `reasons`: the subcommands.
 //! - `select`: the node selector flags (`-n`, `-g`, `-l`), flattened into each command that
 //!   selects nodes.
 
@@ -23,6 +23,7 @@ mod inventory_list;
 mod keys;
 pub mod out;
 mod policy;
+mod reasons;
 mod rollouts;
 mod select;
 mod settings;
@@ -179,6 +180,10 @@ pub enum Command {
     /// file's overrides, and what they do
     #[command(after_help = keys::KEYS_HELP)]
     Keys(keys::KeysArgs),
+    /// What each reason code means and what to do about it (docs/reasons.md is generated
+    /// from it)
+    #[command(after_help = reasons::REASONS_HELP)]
+    Reasons(reasons::ReasonsArgs),
 }
 
 /// Parses the process's arguments and runs them; returns the exit code.
@@ -233,6 +238,7 @@ pub fn run(cli: Cli, given: Given) -> ExitCode {
         Some(Command::Completions(a)) => completions::completions(&a),
         Some(Command::Man(a)) => completions::man(&a),
         Some(Command::Keys(a)) => keys::run(s, &a),
+        Some(Command::Reasons(a)) => reasons::run(&a),
         None if interactive => tui::run(s, &cli.tui),
         None => tui::not_a_terminal(s, &cli.tui),
     };

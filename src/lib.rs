@@ -26,6 +26,8 @@
 //!   the committed schemas (schemas/), against a snapshot, and the ClusterPolicy patch.
 //! - [`sim`]: `gpufleet sim`, a simulated fleet over SSH on this machine (no command runs).
 //! - [`yaml`]: YAML as kubectl reads it, with lines (a leaf: policy and Ansible inventories).
+//! - [`advice`]: what each status and reason code means and what to do (`gpufleet reasons`,
+//!   docs/reasons.md).
 //! - [`rt`]: the tokio runtime of the commands, and SIGINT/SIGTERM/SIGHUP as one future.
 
 /// `gpufleet --version`: the package version and, when built from a git checkout, the commit
@@ -34,6 +36,7 @@
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("GPUFLEET_GIT_SUFFIX"));
 
 pub mod actions;
+pub mod advice;
 pub mod app;
 pub mod cli;
 pub mod columns;

@@ -1,6 +1,6 @@
 //! Collecting through an engine the site already runs (docs/domain.md, "Collected snapshots"):
 //! `--name` in local mode, an `srun` over every node of a real Slurm cluster writing JSON Lines
-//! (the README's documented command), and `gpufleet snapshot --from` / `gpufleet tui --from`
+//! (the operator guide's documented command), and `gpufleet snapshot --from` / `gpufleet tui --from`
 //! showing what was collected.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -152,7 +152,7 @@ fn from_reports_unreadable_files_with_file_and_line() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// The README's "Collect with srun" command on a real Slurm cluster: one job step per node runs
+/// The operator guide's "Collect with srun" command (docs/operators.md) on a real Slurm cluster: one job step per node runs
 /// gpufleet in local mode (a different fixture node on each, chosen by `$SLURMD_NODENAME`), all
 /// writing JSON Lines into one file; `snapshot --from` merges it with an older snapshot.
 /// One node's collected file cannot take over another node's row (issue 21): a forged `gpu-a`
@@ -238,9 +238,9 @@ fn srun_over_every_slurm_node_collects_json_lines_that_from_merges() {
         .arg(wrapper_dir.join("gpufleet"))
         .status()
         .unwrap();
-    // The README's command, as written there: the lines of its "Collect with srun" block up to
-    // the one that writes fleet.jsonl.
-    let readme = std::fs::read_to_string(manifest().join("README.md")).unwrap();
+    // The operator guide's command, as written there: the lines of its "Collect with srun" block
+    // up to the one that writes fleet.jsonl.
+    let readme = std::fs::read_to_string(manifest().join("docs/operators.md")).unwrap();
     let block = readme
         .split("### Collect with srun")
         .nth(1)

@@ -216,14 +216,15 @@ fn version_thresholds_as_strings_and_raw_numbers() {
     assert!(!advised(&config));
 }
 
-/// Every `[keys]` action is listed by `gpufleet keys` (with its default keys) and in the README.
+/// Every `[keys]` action is listed by `gpufleet keys` (with its default keys) and in the operator
+/// guide (docs/operators.md).
 #[test]
 fn every_keys_action_is_in_gpufleet_keys_and_the_readme() {
     let dir = tempfile::tempdir().unwrap();
     let out = gpufleet(&["keys"], dir.path());
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let listing = String::from_utf8(out.stdout).unwrap();
-    let readme = std::fs::read_to_string(manifest().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(manifest().join("docs/operators.md")).unwrap();
     let keymap = gpufleet::app::Keymap::default();
     for a in gpufleet::app::Action::ALL {
         let line = listing
@@ -233,7 +234,7 @@ fn every_keys_action_is_in_gpufleet_keys_and_the_readme() {
         assert!(line.contains(&keymap.keys_of(*a)), "{line}");
         assert!(
             readme.contains(&format!("`{}`", a.name())),
-            "README does not list `{}`",
+            "docs/operators.md does not list `{}`",
             a.name()
         );
     }

@@ -20,14 +20,17 @@ use support::sim::*;
 use support::{any_fixture, check_expected, manifest};
 
 /// The fixture a simulated node was cycled from: the `fixture` label the simulator wrote for it
-/// in the inventory, which its name also ends with.
+/// in the inventory (its name is rack-style: `gpu-r01-n03`).
 fn fixture_of(inventory: &[(String, u16, String)], node: &Value) -> PathBuf {
     let name = node["name"].as_str().unwrap();
     let (_, _, fixture) = inventory
         .iter()
         .find(|n| n.0 == name)
         .unwrap_or_else(|| panic!("{name} is not in the inventory"));
-    assert!(name.starts_with("sim-") && name.ends_with(&format!("-{fixture}")));
+    assert!(
+        name.starts_with("gpu-r") && !name.contains(fixture.as_str()),
+        "{name}"
+    );
     any_fixture(fixture)
 }
 
@@ -284,6 +287,130 @@ fn fault_labels(inventory: &Path) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
+/// `--listen CIDR --base-port P`: node i on address i mod the range's size and port P + i / size
+/// (deterministic), in the inventory, the host list, known_hosts and the ssh_config alike; every
+/// node answers gpufleet as its fixture says, and OpenSSH reaches one by name. `--names fixture`
+/// keeps the fixture in the name.
+#[test]
+fn sim_spreads_nodes_over_a_loopback_range_with_deterministic_ports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let inventory = dir.join("fleet.toml");
+    let hosts = dir.join("hosts");
+    // A /29 of its own (6 addresses) and a port that only this run uses on them.
+    let third = std::process::id() % 250;
+    let range = format!("127.9.{third}.0/29");
+    let base: u16 = 2200;
+    let sim = Sim::start(
+        dir,
+        &[
+            "--nodes",
+            "9",
+            "--listen",
+            &range,
+            "--base-port",
+            &base.to_string(),
+            "--names",
+            "fixture",
+            "--write-inventory",
+            inventory.to_str().unwrap(),
+            "--write-hosts",
+            hosts.to_str().unwrap(),
+        ],
+    );
+    let summary = format!(
+        "9 nodes on 127.9.{third}.1–127.9.{third}.6 (6 addresses), ports {base}–{}",
+        base + 1
+    );
+    assert!(sim.banner.contains(&summary), "{}", sim.banner);
+    let doc: toml::Table = std::fs::read_to_string(&inventory)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let placed: Vec<(String, String, i64)> = doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap().to_string(),
+                n["host"].as_str().unwrap().to_string(),
+                n["port"].as_integer().unwrap(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, i64)> = (0..9)
+        .map(|i| {
+            (
+                format!("127.9.{third}.{}", i % 6 + 1),
+                i64::from(base) + (i / 6) as i64,
+            )
+        })
+        .collect();
+    assert_eq!(
+        placed
+            .iter()
+            .map(|p| (p.1.clone(), p.2))
+            .collect::<Vec<_>>(),
+        want
+    );
+    let nodes = inventory_nodes(&inventory);
+    for (name, _, fixture) in &nodes {
+        assert!(
+            name.starts_with("sim-") && name.ends_with(&format!("-{fixture}")),
+            "{name}"
+        );
+    }
+    let listed: Vec<String> = std::fs::read_to_string(&hosts)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let want_list: Vec<String> = want.iter().map(|(h, p)| format!("{h}:{p}")).collect();
+    assert_eq!(listed, want_list);
+    let kh = std::fs::read_to_string(dir.join("fleet.toml.known_hosts")).unwrap();
+    assert!(
+        kh.starts_with(&format!("[127.9.{third}.1]:{base} ssh-ed25519 ")),
+        "{kh}"
+    );
+
+    let report = snapshot(dir, &inventory, &[]);
+    let reported = report["nodes"].as_array().unwrap();
+    assert_eq!(reported.len(), 9, "{report:#}");
+    let mut failures = Vec::new();
+    for node in reported {
+        let (_, _, fixture) = nodes
+            .iter()
+            .find(|n| n.0 == node["name"].as_str().unwrap())
+            .unwrap();
+        failures.extend(check_expected(&any_fixture(fixture), node));
+    }
+    assert!(
+        failures.is_empty(),
+        "{}
+{}",
+        failures.join("\n"),
+        sim.stderr()
+    );
+    // OpenSSH by name, through the ssh_config: the node on the range's last address.
+    let boundary = "gpufleet-0123456789abcdef0123456789abcdef";
+    let out = ssh_by_name(
+        &dir.join("hosts.ssh_config"),
+        &nodes[5].0,
+        &probe_as_command(boundary),
+        false,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).ends_with(&format!("{boundary} end ok\n")));
+    sim.stop();
+}
+
 #[test]
 fn hung_dropping_and_refusing_sim_nodes_are_reported_as_such() {
     let tmp = tempfile::tempdir().unwrap();
@@ -412,7 +539,7 @@ fn demo_prints_the_simulated_fleet_as_a_table_when_not_on_a_terminal() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
     assert!(text.starts_with("NODE "), "{text}");
-    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("sim-")).collect();
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("gpu-r")).collect();
     assert_eq!(rows.len(), 12, "{text}");
     // 12 nodes with 1 % faults: none; every status of the mix shows.
     for status in ["ready", "migrate", "blocked", "attention", "no-driver"] {
@@ -424,6 +551,57 @@ fn demo_prints_the_simulated_fleet_as_a_table_when_not_on_a_terminal() {
     }
     assert!(text.contains("12 nodes: "), "{text}");
     assert!(err.contains("gpufleet sim: 12 nodes on 127.0.0.1"), "{err}");
+    // Rack-style names, in order.
+    let names: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r.split_whitespace().next())
+        .collect();
+    assert_eq!(names[..2], ["gpu-r01-n01", "gpu-r01-n02"], "{text}");
+    assert_eq!(names[8], "gpu-r02-n01", "{text}");
+}
+
+/// `demo --listen CIDR --base-port P` serves its nodes there (the summary says where).
+#[test]
+fn demo_listens_where_it_is_told() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let third = 250 + std::process::id() % 5;
+    let range = format!("127.9.{third}.0/30");
+    let out = gpufleet(
+        dir,
+        &[
+            "demo",
+            "--nodes",
+            "5",
+            "--deadline",
+            "5",
+            "--latency",
+            "0",
+            "--hang",
+            "0",
+            "--drop",
+            "0",
+            "--refuse",
+            "0",
+            "--listen",
+            &range,
+            "--base-port",
+            "2300",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
+    let want = format!("5 nodes on 127.9.{third}.1–127.9.{third}.2 (2 addresses), ports 2300–2302");
+    assert!(err.contains(&want), "{err}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("gpu-r01-n0")).count(),
+        5,
+        "{text}"
+    );
+    let bad = gpufleet(dir, &["demo", "--listen", "10.0.0.0/8"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("loopback"));
 }
 
 /// An installed gpufleet (the binary alone, copied elsewhere) runs the demo from its built-in
@@ -459,7 +637,7 @@ fn an_installed_binary_runs_the_demo_from_its_built_in_corpus() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
     assert!(text.starts_with("NODE "), "{text}");
-    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("sim-")).collect();
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("gpu-r")).collect();
     let statuses: Vec<&str> = rows
         .iter()
         .filter_map(|r| r.split_whitespace().nth(1))
@@ -474,4 +652,70 @@ fn an_installed_binary_runs_the_demo_from_its_built_in_corpus() {
     assert!(text.contains("5 nodes: "), "{text}");
     let left: Vec<_> = std::fs::read_dir(dir.join("tmp")).unwrap().collect();
     assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
+
+/// `snapshot --brief` keeps stdout one line per node and says on stderr what to do for each
+/// code it showed: an unknown host key gets the ssh-keyscan / `--host-key-policy accept-new`
+/// advice (issue 23); `gpufleet reasons CODE` says the same.
+#[test]
+fn brief_gives_each_codes_hint_on_stderr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let inventory = dir.join("fleet.toml");
+    let sim = Sim::start(
+        dir,
+        &[
+            "--nodes",
+            "2",
+            "--write-inventory",
+            inventory.to_str().unwrap(),
+        ],
+    );
+    let nodes = inventory_nodes(&inventory);
+    // A host list: no known_hosts of the simulator's, so both host keys are unknown.
+    let list: String = nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}\n", n.1))
+        .collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["snapshot", "-i", "-", "--brief", "--ssh-config", "none"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", dir.join("home"))
+        .env("GPUFLEET_KNOWN_HOSTS", dir.join("empty_known_hosts"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(list.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    // No node answered: exit 2, the table still written.
+    assert_eq!(out.status.code(), Some(2), "{text}\n{err}");
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(
+        text.lines().skip(1).all(|l| l.contains("host-key-unknown")),
+        "{text}"
+    );
+    let hint = err
+        .lines()
+        .find(|l| l.starts_with("hint: host-key-unknown (2 nodes): "))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        hint.contains("ssh-keyscan") && hint.contains("--host-key-policy accept-new"),
+        "{hint}"
+    );
+    let explained = gpufleet(dir, &["reasons", "host-key-unknown"]);
+    assert_eq!(explained.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&explained.stdout).contains("--host-key-policy accept-new"));
+    sim.stop();
 }

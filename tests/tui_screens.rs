@@ -211,7 +211,7 @@ fn small_terminal_80x24() {
     // At 80 columns the columns the move turns on come first (issue 23): node, status,
     // module, driver, nvidia-peermem, and the reasons (why) take the rest; node names give
     // way, cut in the middle with both ends kept.
-    let header = screen.lines().nth(3).unwrap();
+    let header = screen.lines().nth(2).unwrap();
     for title in ["NODE", "STATUS", "MODULE", "DRIVER", "PEERMEM", "REASONS"] {
         assert!(header.contains(title), "{title} missing:\n{screen}");
     }
@@ -993,4 +993,51 @@ fn the_detail_pane_wraps_long_evidence_lines() {
     key(&mut a, KeyCode::Char('G'));
     let end = render(&mut a, 80, 40);
     assert!(end.contains(&tail), "`{tail}` of `{last}`:\n{end}");
+}
+
+/// One header line says the counts (issue 23): no other line repeats them, and the scan's
+/// progress is on it.
+#[test]
+fn the_counts_are_on_one_header_line() {
+    let mut a = app(false);
+    for (w, h) in [(80, 24), (120, 40), (200, 50)] {
+        let screen = render(&mut a, w, h);
+        let lines: Vec<&str> = screen.lines().collect();
+        assert!(
+            lines[0].contains("2 attention") && lines[0].contains("9/10"),
+            "{screen}"
+        );
+        assert!(
+            lines[1..]
+                .iter()
+                .all(|l| !l.contains("2 attention") && !l.contains("9/10")),
+            "{screen}"
+        );
+    }
+}
+
+/// The help overlay keeps a cell of padding inside its border on every line, wrapped ones too.
+#[test]
+fn the_help_overlay_is_padded() {
+    let mut a = app(false);
+    key(&mut a, KeyCode::Char('?'));
+    for (w, h) in [(80, 50), (120, 50)] {
+        let screen = render(&mut a, w, h);
+        let inside: Vec<&str> = screen
+            .lines()
+            .filter_map(|l| {
+                let l = l.trim_matches('"');
+                let a = l.find('│')?;
+                let b = l.rfind('│')?;
+                (b > a).then(|| &l[a + '│'.len_utf8()..b])
+            })
+            .collect();
+        assert!(inside.len() > 20, "{screen}");
+        for l in inside {
+            assert!(
+                l.starts_with(' ') && l.ends_with(' '),
+                "{l:?} touches the border:\n{screen}"
+            );
+        }
+    }
 }

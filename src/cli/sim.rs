@@ -5,12 +5,19 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::sim::{self, Latency, SimOptions};
+use crate::sim::{self, Latency, Listen, Names, SimOptions};
+
+/// The most nodes `sim` and `demo` serve: 1,000,000. Free ports run out first on one address
+/// (the kernel's ephemeral range, about 28,000); `--listen 127.9.0.0/16` has 65,534 addresses.
+const MAX_NODES: i64 = 1_000_000;
 
 /// `gpufleet sim --help`'s closing text.
 pub const SIM_HELP: &str = "\
-Each node serves one fixture node (cycling through the corpus) and is named after it
-(sim-000-h200-open-580-k6.18-real). It answers gpufleet's probe from that fixture (recorded once
+Each node serves one fixture node (cycling through the corpus), is named rack-style (gpu-r01-n01;
+--names fixture: sim-000-h200-open-580-k6.18-real) and carries its fixture in the inventory's
+`fixture` label. A node is an address and a port: --listen 127.9.0.0/16 spreads the nodes over
+that range's addresses (node i on address i mod the range's size), --base-port P gives each
+address the ports P, P+1, … in turn (deterministic). It answers gpufleet's probe from that fixture (recorded once
 at startup, replayed per session) — `sh -s` with the probe on stdin, or
 `B=… R=… T=… D=… L=… sh -c \"$(cat probe.sh)\"` for tools that cannot feed stdin — and runs
 nothing else: any other command gets exit status 127. Only the user key written beside the
@@ -25,15 +32,25 @@ Examples:
   gpufleet tui -i /tmp/sim/fleet.toml
   gpufleet sim --nodes 200 --hang 5% --drop 1% --latency 40ms±10ms --write-inventory /tmp/sim/fleet.toml
   gpufleet sim --nodes 1000 --write-hosts /tmp/sim/hosts      pdsh/clush/pssh: host:port lines
-                                                             and /tmp/sim/hosts.ssh_config";
+                                                             and /tmp/sim/hosts.ssh_config
+  gpufleet sim --nodes 100000 --listen 127.9.0.0/16 --base-port 2200 --write-inventory /tmp/sim/big.toml";
 
 /// `gpufleet sim` options.
 #[derive(Debug, Args)]
 pub struct SimArgs {
-    /// Number of simulated nodes
+    /// Number of simulated nodes (past about 28,000 on one address, spread them with --listen)
     #[arg(long, value_name = "N", default_value_t = 8,
-          value_parser = clap::value_parser!(u32).range(1..=60_000))]
+          value_parser = clap::value_parser!(u32).range(1..=MAX_NODES))]
     pub nodes: u32,
+
+    /// Loopback address to listen on, or a CIDR range of them to spread the nodes over
+    /// (127.9.0.0/16: 65,534 addresses)
+    #[arg(long, value_name = "ADDR|CIDR", value_parser = sim::parse_listen, default_value = "127.0.0.1")]
+    pub listen: Listen,
+
+    /// How nodes are named
+    #[arg(long, value_enum, default_value_t = Names::Rack)]
+    pub names: Names,
 
     /// Folder of fixture nodes (sub-folders with node.toml, root/, bin/, commands/), or one
     /// fixture node; repeatable. Nodes cycle through them in order. Their bin/ stand-ins run
@@ -43,7 +60,7 @@ pub struct SimArgs {
     #[arg(long, value_name = "DIR")]
     pub fixtures: Vec<PathBuf>,
 
-    /// First port: nodes listen on P, P+1, … [default: any free ports]
+    /// First port: on each address, nodes listen on P, P+1, … [default: any free ports]
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
     pub base_port: Option<u16>,
 
@@ -53,7 +70,7 @@ pub struct SimArgs {
     #[arg(long, value_name = "FILE")]
     pub write_inventory: Option<PathBuf>,
 
-    /// Write a host list for other tools here (`127.0.0.1:PORT`, one node a line) and an
+    /// Write a host list for other tools here (`ADDRESS:PORT`, one node a line) and an
     /// OpenSSH client config beside it (FILE.ssh_config: every node by name, the user key and
     /// known_hosts)
     #[arg(long, value_name = "FILE")]
@@ -90,7 +107,9 @@ impl SimArgs {
         SimOptions {
             nodes: self.nodes,
             fixtures: self.fixtures.clone(),
+            listen: self.listen,
             base_port: self.base_port,
+            names: self.names,
             write_inventory: self.write_inventory.clone(),
             write_hosts: self.write_hosts.clone(),
             hang: self.hang,
@@ -110,7 +129,8 @@ pub fn sim_cmd(args: &SimArgs) -> anyhow::Result<u8> {
 /// `gpufleet demo --help`'s closing text.
 pub const DEMO_HELP: &str = "\
 Starts `gpufleet sim` inside this process (its files in a temporary folder, removed at exit) and
-opens the fleet matrix on it: fixture nodes of every status over real SSH on 127.0.0.1, with a
+opens the fleet matrix on it: fixture nodes of every status over real SSH on 127.0.0.1 (or
+--listen's addresses, --base-port's ports), named rack-style (gpu-r01-n01), with a
 round-trip latency and a few nodes that hang, drop the connection or refuse it. When stdout is
 not a terminal it prints the simulated fleet's snapshot table instead and exits 0.
 
@@ -124,15 +144,28 @@ Examples:
   gpufleet demo                          200 nodes in the TUI (q quits)
   gpufleet demo | less                   the same fleet as a table
   gpufleet demo --nodes 2000 --latency 50ms±20ms --hang 2%
-  gpufleet demo --allow-upgrades         upgrade simulated nodes from the matrix";
+  gpufleet demo --allow-upgrades         upgrade simulated nodes from the matrix
+  gpufleet demo --listen 127.9.0.0/16 --base-port 2200   every node on its own address, port 2200";
 
 /// `gpufleet demo` options.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Number of simulated nodes
     #[arg(long, value_name = "N", default_value_t = 200,
-          value_parser = clap::value_parser!(u32).range(1..=60_000))]
+          value_parser = clap::value_parser!(u32).range(1..=MAX_NODES))]
     pub nodes: u32,
+
+    /// Loopback address to listen on, or a CIDR range of them to spread the nodes over
+    #[arg(long, value_name = "ADDR|CIDR", value_parser = sim::parse_listen, default_value = "127.0.0.1")]
+    pub listen: Listen,
+
+    /// First port: on each address, nodes listen on P, P+1, … [default: any free ports]
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
+    pub base_port: Option<u16>,
+
+    /// How nodes are named
+    #[arg(long, value_enum, default_value_t = Names::Rack)]
+    pub names: Names,
 
     /// Round-trip latency of every exchange, drawn per connection
     #[arg(long, value_name = "MS[±MS]", value_parser = sim::parse_latency, default_value = "20ms±10ms")]
@@ -186,6 +219,9 @@ fn demo_in(s: &super::Settings, args: &DemoArgs, temp: &std::path::Path) -> anyh
         drop: args.drop,
         refuse: args.refuse,
         allow_upgrades: args.allow_upgrades,
+        listen: args.listen,
+        base_port: args.base_port,
+        names: args.names,
         ..SimOptions::default()
     };
     // The simulator's nodes are tasks of this runtime's worker threads; they serve while the

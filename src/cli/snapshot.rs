@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::{Interrupted, ScanArgs, Settings};
 use crate::fleet::scan::{Event, ScanError, Source};
-use crate::model::NodeStatus;
+use crate::model::{Code, NodeStatus};
 use crate::probe::scan::now_rfc3339;
 use crate::snapshot::{self, Format};
 
@@ -20,7 +20,8 @@ Which nodes:
 
 Exit codes:
   0  the snapshot was produced, whatever the statuses
-  2  usage, config or inventory errors
+  2  no node answered (every selected node unreachable; the snapshot is still written), --from
+     files with no node report, or usage, config or inventory errors
 With --check:
   0  every node is ready
   1  some node is not ready (no-driver included, unless --allow-no-driver)
@@ -33,13 +34,12 @@ Examples:
   gpufleet snapshot --root /host --nvidia-smi-timeout 5
   gpufleet snapshot --local --root /host --name \"$NODE_NAME\" -f prometheus -o /textfile/gpufleet.prom
   srun -N \"$SLURM_NNODES\" --ntasks-per-node=1 gpufleet snapshot --local --format jsonl > fleet.jsonl
-  gpufleet snapshot --from fleet.jsonl /collected/*.json --check";
+  gpufleet snapshot --from fleet.jsonl /collected/*.json --check
+
+What a reason code means and what to do: gpufleet reasons CODE (docs/reasons.md).";
 
 #[derive(Debug, Args, Default)]
 pub struct SnapshotArgs {
-    #[command(flatten)]
-    pub scan: ScanArgs,
-
     /// Output format [default: table on a terminal, json otherwise]
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<FormatArg>,
@@ -74,6 +74,11 @@ pub struct SnapshotArgs {
     /// extension: .prom prometheus, .csv, .jsonl, .txt table, else json]
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    // Which nodes and how they are probed: after the output flags, so that `--help` starts
+    // with what people look for first (the format).
+    #[command(flatten)]
+    pub scan: ScanArgs,
 }
 
 /// The scan flags that `--from` (no scan) conflicts with (their clap ids).
@@ -164,10 +169,13 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
     } else {
         snapshot::sink(format, out)
     };
-    let statuses = scan_into(&source, &mut *sink)?;
+    let (statuses, codes) = scan_into(&source, &mut *sink)?;
     drop(sink);
     if let Some(f) = file {
         f.commit()?;
+    }
+    if args.brief {
+        brief_hints(&codes);
     }
     let check = args.check.then_some(snapshot::Check {
         allow_no_driver: args.allow_no_driver,
@@ -182,7 +190,10 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
 ///
 /// Errors: [`Interrupted`] on Ctrl-C/SIGTERM; the local probe cannot start; the sink's write
 /// errors.
-fn scan_into(source: &Source, sink: &mut dyn snapshot::Sink) -> anyhow::Result<Vec<NodeStatus>> {
+fn scan_into(
+    source: &Source,
+    sink: &mut dyn snapshot::Sink,
+) -> anyhow::Result<(Vec<NodeStatus>, Seen)> {
     let total = source.len();
     let fleet = match source {
         Source::Fleet(f) => Some(f),
@@ -218,6 +229,7 @@ fn scan_into(source: &Source, sink: &mut dyn snapshot::Sink) -> anyhow::Result<V
         let scan = source.run(None, on, crate::rt::stop_requested());
         let mut scan = std::pin::pin!(scan);
         let mut statuses = vec![NodeStatus::Unknown; total];
+        let mut seen = Seen::new();
         let (mut done, mut failed, mut scanning) = (0usize, 0usize, true);
         loop {
             tokio::select! {
@@ -239,6 +251,7 @@ fn scan_into(source: &Source, sink: &mut dyn snapshot::Sink) -> anyhow::Result<V
                     }
                     done += 1;
                     failed += usize::from(r.status == NodeStatus::Unreachable);
+                    count_codes(&mut seen, r.reasons.iter().map(|x| x.code));
                     sink.node(pos, *r)?;
                     if progress {
                         eprint!("\r\x1b[2Kscanning {done}/{total} nodes, {failed} unreachable");
@@ -247,7 +260,7 @@ fn scan_into(source: &Source, sink: &mut dyn snapshot::Sink) -> anyhow::Result<V
             }
         }
         clear();
-        Ok::<_, anyhow::Error>(statuses)
+        Ok::<_, anyhow::Error>((statuses, seen))
     })?;
     if let Some(f) = fleet {
         for m in f
@@ -261,6 +274,48 @@ fn scan_into(source: &Source, sink: &mut dyn snapshot::Sink) -> anyhow::Result<V
             eprintln!("gpufleet: {m}");
         }
     }
-    sink.finish(&snapshot::End::new(now_rfc3339(), &statuses))?;
+    sink.finish(&snapshot::End::new(now_rfc3339(), &statuses.0))?;
     Ok(statuses)
+}
+
+/// The reason codes a scan showed, in the order first seen, with how many nodes had each.
+type Seen = Vec<(Code, usize)>;
+
+/// Counts each of one node's reason codes once.
+fn count_codes(seen: &mut Seen, codes: impl Iterator<Item = Code>) {
+    let mut this: Vec<Code> = Vec::new();
+    for code in codes {
+        if this.contains(&code) {
+            continue;
+        }
+        this.push(code);
+        match seen.iter_mut().find(|(c, _)| *c == code) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((code, 1)),
+        }
+    }
+}
+
+/// `--brief` keeps stdout one line per node; what to do for each code it showed (errors and
+/// warnings; [`crate::advice`]) goes to stderr, one line a code.
+fn brief_hints(seen: &Seen) {
+    let mut err = std::io::stderr().lock();
+    for (code, n) in seen {
+        if code.severity() == crate::model::Severity::Info {
+            continue;
+        }
+        let _ = writeln!(
+            err,
+            "hint: {} ({n} node{}): {}",
+            code.as_str(),
+            if *n == 1 { "" } else { "s" },
+            crate::advice::reason(*code).action
+        );
+    }
+    if seen
+        .iter()
+        .any(|(c, _)| c.severity() != crate::model::Severity::Info)
+    {
+        let _ = writeln!(err, "hint: `gpufleet reasons CODE` says what a code means");
+    }
 }

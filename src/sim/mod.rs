@@ -1,8 +1,9 @@
 //! `gpufleet sim`: a simulated fleet over real SSH on this machine, to try gpufleet without a
 //! fleet and to measure the client at scale (issue 12).
 //!
-//! N nodes on 127.0.0.1, one TCP listener per node (nodes are keyed by port: one file
-//! descriptor per node plus one per open connection), each with its own ed25519 host key, each
+//! N nodes on 127.0.0.1, or spread over a range of loopback addresses ([`layout`]: a node is an
+//! address and a port), one TCP listener per node (one file descriptor per node plus one per
+//! open connection), named rack-style (`gpu-r01-n01`) or after their fixture, each with its own ed25519 host key, each
 //! serving one fixture node of the corpus, cycling through it (node `i` serves fixture
 //! `i mod len`; the default corpus is ordered so that any 5 consecutive nodes show every status).
 //! At startup the probe runs once per fixture used, locally, in that fixture's environment
@@ -30,6 +31,7 @@
 //! source tree.
 
 pub mod corpus;
+pub mod layout;
 pub mod server;
 pub mod stream;
 pub mod upgrade;
@@ -48,6 +50,8 @@ use russh::keys::ssh_key::private::Ed25519Keypair;
 use russh::keys::{PrivateKey, PublicKey};
 
 use self::corpus::Fixture;
+use self::layout::Socket;
+pub use self::layout::{Listen, Names, parse_listen};
 use self::server::{Fault, NodeServer, Shared, SimNode};
 
 /// What `gpufleet sim` (and `gpufleet demo`) serve.
@@ -57,8 +61,12 @@ pub struct SimOptions {
     pub nodes: u32,
     /// Fixture folders; empty: the default corpus.
     pub fixtures: Vec<PathBuf>,
-    /// First port (nodes on P, P+1, …); `None`: any free ports.
+    /// The loopback addresses to listen on (127.0.0.1, or a range).
+    pub listen: Listen,
+    /// First port (on each address, nodes on P, P+1, …); `None`: any free ports.
     pub base_port: Option<u16>,
+    /// How nodes are named.
+    pub names: Names,
     /// Where to write the inventory; `None`: a new temporary folder, removed at exit.
     pub write_inventory: Option<PathBuf>,
     /// Where to write a host list (`127.0.0.1:PORT` lines) and, beside it, an OpenSSH client
@@ -81,7 +89,9 @@ impl Default for SimOptions {
         SimOptions {
             nodes: 8,
             fixtures: Vec::new(),
+            listen: Listen::default(),
             base_port: None,
+            names: Names::default(),
             write_inventory: None,
             write_hosts: None,
             hang: 0.0,
@@ -217,19 +227,13 @@ fn toml_str(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
 
-/// A node's socket: a listener, or (a `refuse` node) a socket bound to its port and not
-/// listening, so that connections to it are refused by the kernel.
-enum Socket {
-    Listen(tokio::net::TcpListener),
-    Refuse(tokio::net::TcpSocket),
-}
-
-/// One node as bound: its name, port and what it serves.
+/// One node as bound: its name, address, port and what it serves.
 struct Bound {
     node: Arc<SimNode>,
     fixture: String,
     /// A canary of the upgrade inventory.
     canary: bool,
+    ip: std::net::Ipv4Addr,
     port: u16,
     host_key: PrivateKey,
     socket: Socket,
@@ -262,7 +266,7 @@ fn inventory_text(nodes: &[Bound], key_name: &str, kh_name: &str, upgrades: bool
         )
     };
     let mut s = format!(
-        "# Written by `gpufleet sim` (pid {}): {} simulated nodes on 127.0.0.1, valid while it runs.\n\
+        "# Written by `gpufleet sim` (pid {}): {} simulated nodes on loopback, valid while it runs.\n\
          # {what}\n\
          known_hosts = {}\n{mode}\n[defaults]\nuser = \"root\"\nidentity_file = {}\n{defaults}",
         std::process::id(),
@@ -277,8 +281,9 @@ fn inventory_text(nodes: &[Bound], key_name: &str, kh_name: &str, upgrades: bool
         };
         let _ = write!(
             s,
-            "\n[[nodes]]\nname = {}\nhost = \"127.0.0.1\"\nport = {}\n{}labels = {{ fixture = {}{fault} }}\n",
+            "\n[[nodes]]\nname = {}\nhost = \"{}\"\nport = {}\n{}labels = {{ fixture = {}{fault} }}\n",
             toml_str(&b.node.name),
+            b.ip,
             b.port,
             if b.canary { "canary = true\n" } else { "" },
             toml_str(&b.fixture),
@@ -327,7 +332,8 @@ fn write_inventory(
     for b in nodes {
         let _ = writeln!(
             kh,
-            "[127.0.0.1]:{} {}",
+            "[{}]:{} {}",
+            b.ip,
             b.port,
             openssh_public(b.host_key.public_key())?
         );
@@ -362,7 +368,7 @@ fn ssh_config_value(s: &str) -> String {
     }
 }
 
-/// Writes the host list (`127.0.0.1:PORT`, one node a line, in node order) to `path` and an
+/// Writes the host list (`ADDRESS:PORT`, one node a line, in node order) to `path` and an
 /// OpenSSH client config to `path`.ssh_config: a `Host` block per node name (its port), then
 /// `Host *` with the user, the user key and the known_hosts (absolute paths), strict host key
 /// checking and batch mode. Returns the config's path.
@@ -370,7 +376,7 @@ fn write_hosts(path: &Path, nodes: &[Bound], w: &Written) -> anyhow::Result<Path
     let (dir, file) = split_path(path, "--write-hosts")?;
     let mut list = String::new();
     for b in nodes {
-        let _ = writeln!(list, "127.0.0.1:{}", b.port);
+        let _ = writeln!(list, "{}:{}", b.ip, b.port);
     }
     write_file(path, list.as_bytes(), 0o644)?;
     let abs = |p: &Path| -> anyhow::Result<String> {
@@ -382,15 +388,15 @@ fn write_hosts(path: &Path, nodes: &[Bound], w: &Written) -> anyhow::Result<Path
     };
     let mut cfg = format!(
         "# Written by `gpufleet sim` (pid {}): its {} nodes for OpenSSH (`ssh -F THIS NAME`, or\n\
-         # `ssh -F THIS -p PORT 127.0.0.1` for a line of the host list). Valid while it runs.\n",
+         # `ssh -F THIS -p PORT ADDRESS` for a line of the host list). Valid while it runs.\n",
         std::process::id(),
         nodes.len()
     );
     for b in nodes {
         let _ = write!(
             cfg,
-            "Host {}\n  HostName 127.0.0.1\n  Port {}\n",
-            b.node.name, b.port
+            "Host {}\n  HostName {}\n  Port {}\n",
+            b.node.name, b.ip, b.port
         );
     }
     let _ = write!(
@@ -403,44 +409,6 @@ fn write_hosts(path: &Path, nodes: &[Bound], w: &Written) -> anyhow::Result<Path
     let cfg_path = dir.join(format!("{file}.ssh_config"));
     write_file(&cfg_path, cfg.as_bytes(), 0o644)?;
     Ok(cfg_path)
-}
-
-/// Binds one socket per node on 127.0.0.1: ports `base`, `base`+1, … or free ones; a listener,
-/// or for a `refuse` node a socket that does not listen.
-async fn bind(faults: &[Fault], base: Option<u16>) -> anyhow::Result<Vec<(u16, Socket)>> {
-    let n = faults.len();
-    let mut out = Vec::with_capacity(n);
-    for (i, fault) in faults.iter().enumerate() {
-        let port = match base {
-            Some(b) => u16::try_from(usize::from(b) + i)
-                .ok()
-                .with_context(|| format!("--base-port {b} + {n} nodes passes port 65535"))?,
-            None => 0,
-        };
-        let what = || {
-            format!(
-                "cannot bind 127.0.0.1:{port} (node {i}; open files: raise `ulimit -n` for many nodes)"
-            )
-        };
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        let socket = if *fault == Fault::Refuse {
-            let s = tokio::net::TcpSocket::new_v4().with_context(what)?;
-            s.bind(addr).with_context(what)?;
-            Socket::Refuse(s)
-        } else {
-            Socket::Listen(
-                tokio::net::TcpListener::bind(addr)
-                    .await
-                    .with_context(what)?,
-            )
-        };
-        let port = match &socket {
-            Socket::Listen(l) => l.local_addr()?.port(),
-            Socket::Refuse(s) => s.local_addr()?.port(),
-        };
-        out.push((port, socket));
-    }
-    Ok(out)
 }
 
 /// This process's CPU time so far (user, system); zero when it cannot be read.
@@ -473,7 +441,7 @@ pub struct Running {
     copies: Option<PathBuf>,
     /// The unpacked built-in corpus (when no fixtures were given), removed on drop.
     _builtin: Option<tempfile::TempDir>,
-    /// One line per node: `127.0.0.1:PORT  NAME  (fault)`.
+    /// One line per node: `ADDRESS:PORT  NAME  FIXTURE  (fault)`.
     pub listing: Vec<String>,
     /// One line: how many nodes, ports, fixtures, faults, latency.
     pub summary: String,
@@ -571,8 +539,7 @@ pub async fn start(
             );
         }
     }
-    let width = (n.saturating_sub(1)).to_string().len().max(3);
-    let sockets = bind(&faults, opts.base_port).await?;
+    let sockets = layout::bind(&faults, opts.listen, opts.base_port).await?;
     let copies = if opts.allow_upgrades {
         Some(private_temp_dir("sim-nodes")?)
     } else {
@@ -584,9 +551,9 @@ pub async fn start(
         .collect();
     let mut canaries = 0;
     let mut bound = Vec::with_capacity(n);
-    for (i, (port, socket)) in sockets.into_iter().enumerate() {
+    for (i, (addr, socket)) in sockets.into_iter().enumerate() {
         let f = &used[i % used.len()];
-        let name = format!("sim-{i:0width$}-{}", f.name);
+        let name = layout::node_name(opts.names, i, n, &f.name);
         let answer = answers[i % used.len()].clone();
         let upgrade = copies
             .as_deref()
@@ -606,7 +573,11 @@ pub async fn start(
             }),
             canary,
             fixture: f.name.clone(),
-            port,
+            ip: match addr.ip() {
+                std::net::IpAddr::V4(ip) => ip,
+                std::net::IpAddr::V6(_) => opts.listen.addr_of(i),
+            },
+            port: addr.port(),
             host_key: new_key(&name)?,
             socket,
         });
@@ -638,7 +609,10 @@ pub async fn start(
             Fault::None => String::new(),
             f => format!("  ({})", f.word()),
         };
-        listing.push(format!("127.0.0.1:{}  {}{fault}", b.port, b.node.name));
+        listing.push(format!(
+            "{}:{}  {}  {}{fault}",
+            b.ip, b.port, b.node.name, b.fixture
+        ));
         let listener = match b.socket {
             Socket::Listen(l) => l,
             Socket::Refuse(s) => {
@@ -682,8 +656,14 @@ pub async fn start(
         extras.push_str(" round trip");
     }
     let summary = format!(
-        "gpufleet sim: {n} node{} on 127.0.0.1, ports {lo}–{hi}, {} fixture{}{extras}",
+        "gpufleet sim: {n} node{} on {}, {}, {} fixture{}{extras}",
         if n == 1 { "" } else { "s" },
+        opts.listen.describe(n),
+        if lo == hi {
+            format!("port {lo}")
+        } else {
+            format!("ports {lo}–{hi}")
+        },
         used.len(),
         if used.len() == 1 { "" } else { "s" },
     );

@@ -86,12 +86,16 @@ fn bound_pair() -> Vec<Bound> {
         .build()
         .expect("runtime");
     let ls = rt
-        .block_on(bind(&[Fault::None, Fault::Hang], None))
+        .block_on(layout::bind(
+            &[Fault::None, Fault::Hang],
+            Listen::default(),
+            None,
+        ))
         .expect("bind");
     let answer = Arc::new(corpus::Answer::new(b"", "gpufleet-x", 0));
     ls.into_iter()
         .enumerate()
-        .map(|(i, (port, socket))| Bound {
+        .map(|(i, (addr, socket))| Bound {
             node: Arc::new(SimNode {
                 name: format!("sim-00{i}-f\"x"),
                 answer: answer.clone(),
@@ -100,7 +104,8 @@ fn bound_pair() -> Vec<Bound> {
             }),
             canary: false,
             fixture: "f\"x".into(),
-            port,
+            ip: std::net::Ipv4Addr::LOCALHOST,
+            port: addr.port(),
             host_key: new_key("k").expect("key"),
             socket,
         })
@@ -165,8 +170,10 @@ fn a_refusing_node_refuses_the_tcp_connection() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let socks = bind(&[Fault::Refuse], None).await.expect("bind");
-        let port = socks[0].0;
+        let socks = layout::bind(&[Fault::Refuse], Listen::default(), None)
+            .await
+            .expect("bind");
+        let port = socks[0].0.port();
         let e = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .expect_err("refused");

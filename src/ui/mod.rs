@@ -3,17 +3,20 @@
 //! rows are formatted, so a frame costs the same for 100 or 10,000 nodes.
 
 mod detail;
+mod help;
 pub mod theme;
 
 pub use detail::detail_lines;
 use detail::*;
+use help::draw_help;
+pub use help::status_legend;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{
-    Block, Borders, Cell, Clear, LineGauge, Paragraph, Row as TRow, Table, TableState, Wrap,
+    Block, Borders, Cell, Clear, Padding, Paragraph, Row as TRow, Table, TableState, Wrap,
 };
 
 pub use theme::{Role, Theme};
@@ -42,8 +45,7 @@ const SPINNER: [&str; 8] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "�
 pub fn draw(f: &mut Frame, app: &App, t: &Theme) -> Drawn {
     let area = f.area();
     let legend_rows = u16::from(app.compare.is_some());
-    let [top, gauge, legend, main, bottom] = Layout::vertical([
-        Constraint::Length(1),
+    let [top, legend, main, bottom] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(legend_rows),
         Constraint::Min(3),
@@ -51,7 +53,6 @@ pub fn draw(f: &mut Frame, app: &App, t: &Theme) -> Drawn {
     ])
     .areas(area);
     draw_top(f, app, t, top);
-    draw_gauge(f, app, t, gauge);
     if legend_rows > 0 {
         draw_compare_legend(f, app, t, legend);
     }
@@ -97,17 +98,17 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         .collect();
     let mut lines: Vec<Line> = vec![
         Line::from(Span::styled(
-            format!(" nodes: {}", names.join(", ")),
+            format!("nodes: {}", names.join(", ")),
             t.role(Role::Title),
         )),
         Line::from(Span::styled(
             format!(
-                " This drains and upgrades {n} node(s). Type {n} and press enter to go on; anything else cancels."
+                "This drains and upgrades {n} node(s). Type {n} and press enter to go on; anything else cancels."
             ),
             t.role(Role::Warn),
         )),
         Line::from(vec![
-            Span::styled(" node count: ", t.role(Role::Title)),
+            Span::styled("node count: ", t.role(Role::Title)),
             Span::raw(c.input.clone()),
             Span::styled("█", t.role(Role::Dim)),
         ]),
@@ -116,7 +117,7 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     lines.extend(
         c.plan
             .iter()
-            .map(|l| Line::from(Span::raw(format!(" {}", screen_safe(l))))),
+            .map(|l| Line::from(Span::raw(screen_safe(l).into_owned()))),
     );
     draw_popup(
         f,
@@ -129,14 +130,31 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     );
 }
 
+/// The one header line: the title, the read-only badge, while a scan runs its progress (a
+/// spinner and done/total), the count per status (worst first), stale / pending / cancelled
+/// rows, when the scan ended `scanned N/M`, and the source (inventory or files), its middle cut to fit. The news comes
+/// first: a narrow terminal loses the source's middle, then the end of the line, never the
+/// counts.
 fn draw_top(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
-    // The counts first, worst status first: a narrow terminal cuts the source, not the news.
     let mut spans = vec![
         Span::styled(" gpufleet ", t.role(Role::Title)),
         Span::raw(" "),
     ];
     if app.read_only {
         spans.push(Span::styled(" READ-ONLY ", t.role(Role::Badge)));
+        spans.push(Span::raw("  "));
+    }
+    let p = app.progress;
+    if p.running {
+        spans.push(Span::styled(
+            format!(
+                "{} {}/{}",
+                SPINNER[app.spin % SPINNER.len()],
+                p.done,
+                p.total
+            ),
+            t.role(Role::Gauge),
+        ));
         spans.push(Span::raw("  "));
     }
     let counts = app.counts();
@@ -161,7 +179,7 @@ fn draw_top(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
             .count()
     };
     let pending = unscanned(false);
-    if pending > 0 {
+    if pending > 0 && !p.running {
         spans.push(Span::styled(
             format!("{pending} pending"),
             t.role(Role::Dim),
@@ -176,10 +194,26 @@ fn draw_top(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         ));
         spans.push(Span::raw("  "));
     }
-    spans.push(Span::styled(
-        screen_safe(&app.source).into_owned(),
-        t.role(Role::Dim),
-    ));
+    // The end of the scan only whole: a cut `scanned 16/1` would say something else.
+    let mut used: usize = spans.iter().map(|s| s.width()).sum();
+    let ended = match (p.running, p.total) {
+        (true, _) => None,
+        (false, 0) => Some("not scanned yet".to_string()),
+        (false, total) => Some(format!("scanned {}/{total}", p.done)),
+    };
+    if let Some(e) = ended.filter(|e| used + e.chars().count() <= usize::from(area.width)) {
+        used += e.chars().count() + 2;
+        spans.push(Span::styled(e, t.role(Role::Dim)));
+        spans.push(Span::raw("  "));
+    }
+    let room = usize::from(area.width).saturating_sub(used);
+    let source = screen_safe(&app.source);
+    if room >= 24 {
+        spans.push(Span::styled(
+            crate::model::text::clip_middle(&source, room),
+            t.role(Role::Dim),
+        ));
+    }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
@@ -225,37 +259,6 @@ fn draw_compare_legend(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         Span::raw(format!("{changed} changed, {added} added, {removed}")),
     ]);
     f.render_widget(Paragraph::new(line), area);
-}
-
-fn draw_gauge(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
-    let p = app.progress;
-    let ratio = if p.total == 0 {
-        1.0
-    } else {
-        p.done as f64 / p.total as f64
-    };
-    let label = if p.running {
-        format!(
-            " {} scanning {}/{} · {} unreachable ",
-            SPINNER[app.spin % SPINNER.len()],
-            p.done,
-            p.total,
-            p.failed
-        )
-    } else if p.total > 0 {
-        format!(
-            " scanned {}/{} · {} unreachable ",
-            p.done, p.total, p.failed
-        )
-    } else {
-        " not scanned yet ".to_string()
-    };
-    let g = LineGauge::default()
-        .filled_style(t.role(Role::Gauge))
-        .unfilled_style(t.role(Role::Dim))
-        .label(label)
-        .ratio(ratio.clamp(0.0, 1.0));
-    f.render_widget(g, area);
 }
 
 /// Column widths for the visible rows; `None` hides a column. Columns join in priority order
@@ -665,88 +668,6 @@ fn draw_bottom(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     f.render_widget(Paragraph::new(line), area);
 }
 
-/// The help overlay; returns how far it can scroll.
-fn draw_help(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> u16 {
-    let w = area.width.saturating_sub(8).min(100);
-    let actions: Vec<_> = app.keymap.bound().collect();
-    let legend = status_legend(t);
-    let h = (actions.len() as u16 + legend.len() as u16 + 7).min(area.height.saturating_sub(2));
-    let popup = Rect {
-        x: area.x + (area.width.saturating_sub(w)) / 2,
-        y: area.y + (area.height.saturating_sub(h)) / 2,
-        width: w,
-        height: h,
-    };
-    let mut lines: Vec<Line> = actions
-        .iter()
-        .map(|a| {
-            Line::from(vec![
-                Span::styled(
-                    format!(" {:<20}", app.keymap.keys_of(*a)),
-                    t.role(Role::Header),
-                ),
-                Span::raw(a.help()),
-            ])
-        })
-        .collect();
-    lines.push(Line::default());
-    lines.push(Line::from(Span::styled(
-        " mouse: click a row to select it, a header to sort by it; wheel scrolls",
-        t.role(Role::Dim),
-    )));
-    lines.push(Line::from(Span::styled(
-        " ◆ before a node's name: a canary (inventory `canary = true`), upgraded before the waves",
-        t.role(Role::Dim),
-    )));
-    if app.read_only {
-        lines.push(Line::from(Span::styled(
-            " read-only: actions that change nodes are not available",
-            t.role(Role::Warn),
-        )));
-    }
-    lines.push(Line::default());
-    lines.extend(legend);
-    // Lines wrap inside the borders: count the rows they take.
-    let inner = usize::from(popup.width.saturating_sub(2)).max(1);
-    let rows: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner)).sum();
-    let max = (rows as u16).saturating_sub(popup.height.saturating_sub(2));
-    let title = if max > 0 {
-        " keys (from the active keymap) · j/k scroll · ? closes "
-    } else {
-        " keys (from the active keymap) · ? closes "
-    };
-    draw_popup(
-        f,
-        t,
-        popup,
-        lines,
-        title,
-        Role::Border,
-        app.detail_scroll.min(max),
-    );
-    max
-}
-
-/// The statuses, worst first (the matrix's sort order), each in its theme style with what it
-/// means: a title line, then one line per status.
-pub fn status_legend<'a>(t: &Theme) -> Vec<Line<'a>> {
-    let mut statuses = NodeStatus::ALL;
-    statuses.sort();
-    let mut out = vec![Line::from(Span::styled(
-        " statuses, worst first (filter: status:NAME)",
-        t.role(Role::Header),
-    ))];
-    out.extend(statuses.iter().map(|s| {
-        Line::from(vec![
-            Span::raw(" "),
-            Span::styled(s.as_str(), t.status(*s)),
-            Span::raw(" ".repeat(20 - s.as_str().len())),
-            Span::raw(s.meaning()),
-        ])
-    }));
-    out
-}
-
 /// A bordered popup over `area`, scrolled by `scroll` lines. Long lines wrap (the upgrade plan's
 /// commands are shown whole, never cut).
 fn draw_popup(
@@ -766,6 +687,7 @@ fn draw_popup(
                 Block::default()
                     .borders(Borders::ALL)
                     .border_style(t.role(border))
+                    .padding(Padding::horizontal(1))
                     .title(Span::styled(title.to_string(), t.role(Role::Title))),
             )
             .scroll((scroll, 0)),
