@@ -216,7 +216,6 @@ pub fn run(cli: Cli, given: Given) -> ExitCode {
     let gate = match &cli.command {
         Some(Command::Snapshot(a)) => a.check,
         Some(Command::Policy(p)) => matches!(p.command, policy::PolicyCommand::Check(_)),
-        Some(Command::Nccl(_)) => true,
         _ => false,
     };
     let result = match cli.command {

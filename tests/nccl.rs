@@ -72,9 +72,12 @@ fn gdr(v: &[(String, String, String)]) -> Vec<(&str, &str)> {
     v.iter().map(|(h, g, _)| (h.as_str(), g.as_str())).collect()
 }
 
+/// A fixture, its exit code, and each host's answer.
+type Case = (&'static str, i32, &'static [(&'static str, &'static str)]);
+
 #[test]
 fn each_fixture_gets_its_verdict_and_exit_code() {
-    let cases: &[(&str, i32, &[(&str, &str)])] = &[
+    let cases: &[Case] = &[
         (
             "dmabuf-plugin.log",
             0,

@@ -179,10 +179,10 @@ fn table(r: &Report, evidence: bool) -> String {
             row[0], row[1], row[2], row[3]
         ));
         for hca in &h.hcas {
-            let name = hca.name.as_deref().map_or_else(
-                || format!("NET/{}/{}", hca.transport, hca.index),
-                |n| safe(n),
-            );
+            let name = hca
+                .name
+                .as_deref()
+                .map_or_else(|| format!("NET/{}/{}", hca.transport, hca.index), &safe);
             out.push_str(&format!(
                 "  {name}  {}  {} GDRDMA / {} other channel(s): {}\n",
                 hca.gdr.word(),

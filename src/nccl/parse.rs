@@ -143,19 +143,20 @@ fn event(msg: &str, warn: bool) -> Event<'_> {
     if let Some(ev) = net_line(msg) {
         return ev;
     }
-    if let Some(i) = msg.find(" via NET/") {
-        if msg.starts_with("Channel ") {
-            return channel(&msg[i + " via NET/".len()..]).unwrap_or(Event::Other);
-        }
+    if let Some(i) = msg.find(" via NET/")
+        && msg.starts_with("Channel ")
+    {
+        return channel(&msg[i + " via NET/".len()..]).unwrap_or(Event::Other);
     }
-    if let Some((name, value)) = msg.split_once(" set by environment to ") {
-        if name.starts_with("NCCL_") && !name.contains(char::is_whitespace) {
-            let value = value
-                .trim_end()
-                .strip_suffix('.')
-                .unwrap_or(value.trim_end());
-            return Event::Env { name, value };
-        }
+    if let Some((name, value)) = msg.split_once(" set by environment to ")
+        && name.starts_with("NCCL_")
+        && !name.contains(char::is_whitespace)
+    {
+        let value = value
+            .trim_end()
+            .strip_suffix('.')
+            .unwrap_or(value.trim_end());
+        return Event::Env { name, value };
     }
     Event::Other
 }
