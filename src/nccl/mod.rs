@@ -145,9 +145,14 @@ impl Logs {
                 if fresh && state.hosts.is_empty() {
                     host.from_file = true;
                 }
-                for (text, ev) in state.bare {
-                    if let Some(l) = parse::line(&text) {
-                        host.add(&l.event, &ev);
+                for (text, line) in &state.bare {
+                    if let Some(l) = parse::line(text) {
+                        let at = verdict::At {
+                            file,
+                            line: *line,
+                            text,
+                        };
+                        host.add(&l.event, &at);
                     }
                 }
             }
@@ -177,10 +182,10 @@ impl Logs {
         };
         st.nccl += 1;
         self.nccl_lines += 1;
-        let ev = Evidence {
-            file: file.to_string(),
+        let ev = verdict::At {
+            file,
             line: no,
-            text: text.to_string(),
+            text,
         };
         match l.host {
             Some(h) => {
@@ -193,7 +198,7 @@ impl Logs {
             }
             None if verdict::interesting(&l) => {
                 if st.bare.len() < MAX_BARE {
-                    st.bare.push((text.to_string(), ev));
+                    st.bare.push((text.to_string(), no));
                 } else {
                     self.unattributed += 1;
                 }
@@ -227,7 +232,8 @@ impl Logs {
 struct FileState {
     nccl: u64,
     hosts: BTreeMap<String, ()>,
-    bare: Vec<(String, Evidence)>,
+    /// Bare lines (no host prefix) and their line numbers.
+    bare: Vec<(String, u64)>,
 }
 
 #[cfg(test)]

@@ -96,15 +96,27 @@ pub(super) struct Host {
     pub(super) from_file: bool,
 }
 
-fn keep(list: &mut Vec<Evidence>, ev: &Evidence) {
-    if list.len() < MAX_EVIDENCE && !list.iter().any(|e| e.text == ev.text) {
-        list.push(ev.clone());
+/// Where a line was read, borrowed: made an [`Evidence`] only when it is kept.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct At<'a> {
+    pub file: &'a str,
+    pub line: u64,
+    pub text: &'a str,
+}
+
+fn keep(list: &mut Vec<Evidence>, at: &At<'_>) {
+    if list.len() < MAX_EVIDENCE && !list.iter().any(|e| e.text == at.text) {
+        list.push(Evidence {
+            file: at.file.to_string(),
+            line: at.line,
+            text: at.text.to_string(),
+        });
     }
 }
 
 impl Host {
     /// Adds one line's event (`ev`: where it was read).
-    pub(super) fn add(&mut self, event: &Event<'_>, ev: &Evidence) {
+    pub(super) fn add(&mut self, event: &Event<'_>, ev: &At<'_>) {
         match event {
             Event::Version(v) => {
                 if !self.versions.iter().any(|x| x == v) && self.versions.len() < MAX_EVIDENCE {
@@ -385,11 +397,11 @@ pub(super) fn interesting(l: &parse::Line<'_>) -> bool {
 mod tests {
     use super::*;
 
-    fn ev(text: &str) -> Evidence {
-        Evidence {
-            file: "f".into(),
+    fn ev(text: &str) -> At<'_> {
+        At {
+            file: "f",
             line: 1,
-            text: text.into(),
+            text,
         }
     }
 
