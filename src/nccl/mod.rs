@@ -82,6 +82,13 @@ impl Logs {
     /// no NCCL line at all (not an NCCL_DEBUG=INFO log), more than [`MAX_HOSTS`] hosts.
     pub fn read_file(&mut self, path: &Path) -> Result<(), String> {
         let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+        // A regular file over the cap is refused from its size, unread (a FIFO or a device
+        // is read to the cap).
+        if f.metadata()
+            .is_ok_and(|m| m.is_file() && m.len() > MAX_FILE)
+        {
+            return Err(too_large());
+        }
         self.read(&path.display().to_string(), f)
     }
 
@@ -115,10 +122,7 @@ impl Logs {
             r.consume(used);
             total += used as u64;
             if total > MAX_FILE {
-                return Err(format!(
-                    "larger than {} MiB (the limit for an NCCL log)",
-                    MAX_FILE >> 20
-                ));
+                return Err(too_large());
             }
             if end {
                 no += 1;
@@ -228,6 +232,14 @@ impl Logs {
     }
 }
 
+/// `larger than 2048 MiB (the limit for an NCCL log)`.
+fn too_large() -> String {
+    format!(
+        "larger than {} MiB (the limit for an NCCL log)",
+        MAX_FILE >> 20
+    )
+}
+
 #[derive(Default)]
 struct FileState {
     nccl: u64,
@@ -254,6 +266,30 @@ mod tests {
             .read("g", &b"\x00\x01garbage\n"[..])
             .unwrap_err();
         assert!(e.starts_with("no NCCL line"), "{e}");
+    }
+
+    #[test]
+    fn a_file_without_host_prefixes_is_a_host_named_after_it() {
+        let mut logs = Logs::default();
+        let text = "NCCL version 2.21.5+cuda12.4\n[0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'\n";
+        logs.read("rank0.log", text.as_bytes()).unwrap();
+        let r = logs.report(&|_| Peermem::NoSnapshot);
+        assert_eq!(r.hosts.len(), 1);
+        assert_eq!(r.hosts[0].host, "rank0.log");
+        assert!(r.hosts[0].from_file);
+        assert_eq!(r.hosts[0].gdr, Mechanism::NoGdr);
+    }
+
+    #[test]
+    fn a_regular_file_over_the_cap_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.log");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_FILE + 1)
+            .unwrap();
+        let e = Logs::default().read_file(&big).unwrap_err();
+        assert_eq!(e, "larger than 2048 MiB (the limit for an NCCL log)");
     }
 
     #[test]
