@@ -21,6 +21,7 @@ mod config_cmd;
 mod diff;
 mod inventory_list;
 mod keys;
+mod nccl;
 pub mod out;
 mod policy;
 mod reasons;
@@ -170,6 +171,10 @@ pub enum Command {
     /// What changed between two snapshots, per node; exit 1 when anything did
     #[command(after_help = diff::DIFF_HELP)]
     Diff(diff::DiffArgs),
+    /// Whether a job's GPUDirect RDMA ran over DMA-BUF, nvidia-peermem or not at all, per host
+    /// and HCA, from its NCCL_DEBUG=INFO log; exit 0 only when every host used DMA-BUF
+    #[command(after_help = nccl::NCCL_HELP)]
+    Nccl(nccl::NcclArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell)
     #[command(after_help = completions::COMPLETIONS_HELP)]
     Completions(completions::CompletionsArgs),
@@ -235,6 +240,7 @@ pub fn run(cli: Cli, given: Given) -> ExitCode {
         Some(Command::Policy(a)) => policy::run(&a),
         Some(Command::Inventory(c)) => inventory_list::run(s, &c),
         Some(Command::Diff(a)) => diff::run(&a),
+        Some(Command::Nccl(a)) => nccl::run(&a),
         Some(Command::Completions(a)) => completions::completions(&a),
         Some(Command::Man(a)) => completions::man(&a),
         Some(Command::Keys(a)) => keys::run(s, &a),

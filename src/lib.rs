@@ -10,6 +10,7 @@
 //! - [`config`]: the config file (`config.toml`), paths, recipes and gates.
 //! - [`limits`]: the size caps on files read whole, and the one reader that keeps them.
 //! - [`diag`]: line/column, suggestions and TOML error messages (a leaf).
+//! - [`nccl`]: `gpufleet nccl`: a job's NCCL_DEBUG=INFO log → how GPUDirect RDMA ran, per host.
 //! - [`diff`]: what changed between two snapshots (`gpufleet diff`, the TUI's `--compare`).
 //! - [`columns`]: the one column registry of the matrix, the table and the CSV.
 //! - [`snapshot`]: headless output formats (table, JSON, JSON Lines, CSV, Prometheus), atomic
@@ -47,6 +48,7 @@ pub mod fleet;
 pub mod inventory;
 pub mod limits;
 pub mod model;
+pub mod nccl;
 pub mod policy;
 pub mod probe;
 pub mod rt;
