@@ -52,6 +52,10 @@ pub struct End {
     pub generated_at: String,
     /// Node counts per status ([`summary`]).
     pub summary: BTreeMap<&'static str, usize>,
+    /// A snapshot of collected files (`--from`): the merge's findings (raw node text, as
+    /// [`collected::Loaded::warnings`] gives them), written as the JSON document's
+    /// `merge_warnings` and a JSON Lines `merge_warnings` record; `None`: a scan (no such field).
+    pub merge_warnings: Option<Vec<String>>,
 }
 
 impl End {
@@ -60,6 +64,7 @@ impl End {
         End {
             generated_at,
             summary: summary(statuses.iter().copied()),
+            merge_warnings: None,
         }
     }
 }
@@ -148,6 +153,16 @@ impl Sink for JsonlSink<'_> {
         self.out.flush()
     }
     fn finish(&mut self, end: &End) -> io::Result<()> {
+        if let Some(w) = &end.merge_warnings {
+            let json = json_string(
+                &Line {
+                    kind: "merge_warnings",
+                    data: w,
+                },
+                false,
+            )?;
+            writeln!(self.out, "{json}")?;
+        }
         let json = json_string(
             &Line {
                 kind: "summary",
