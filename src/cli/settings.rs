@@ -512,6 +512,9 @@ impl Settings {
             .clone()
             .or_else(|| paths.known_hosts.clone());
         let db = KnownHosts::load(&files, learn_to)?;
+        if let Some(w) = db.warning() {
+            eprintln!("gpufleet: warning: {w}");
+        }
         for (f, line) in db.skipped.iter().take(3) {
             eprintln!(
                 "gpufleet: warning: {}:{line}: not a known_hosts line; skipped",
