@@ -13,8 +13,9 @@
 //! (`Loaded::into_collected`, as a streaming caller does), wall time and the peak RSS added
 //! (VmHWM reset through /proc/self/clear_refs once the input is written, less VmRSS then),
 //! against the input's size. Then the command end to end (`gpufleet snapshot --from FILES
-//! --format jsonl > /dev/null`, the release binary under GNU time), which holds every report
-//! parsed (`snapshot::write_all` takes a `Vec`): its time and peak RSS, for the record.
+//! --format jsonl > /dev/null`, the release binary under GNU time), which streams the reports
+//! to the output one at a time: its time and peak RSS. `bench/collected.sh` runs the command
+//! alone on 2 cores for every streaming format.
 //!
 //! Measured (bench/README.md, "Collected snapshots"): see there.
 

@@ -200,6 +200,7 @@ pub fn parse_stream(text: &str) -> Result<Vec<Node>, YamlError> {
         anchors: Vec::new(),
         docs: Vec::new(),
         count: 0,
+        aliased: 0,
     };
     for item in Parser::new_from_str(text) {
         let (ev, span) = item.map_err(|e| YamlError {
@@ -223,6 +224,8 @@ struct Builder {
     anchors: Vec<(usize, Node, usize)>,
     docs: Vec<Node>,
     count: usize,
+    /// How many of them came from aliases (for the refusal's words).
+    aliased: usize,
 }
 
 /// Bytes that count as one value: a long string weighs as many values as it has such chunks,
@@ -300,6 +303,7 @@ impl Builder {
                     )));
                 }
                 let node = node.clone();
+                self.aliased += w;
                 self.push(node, 0, w).map_err(err)?;
             }
             Event::DocumentStart(_) => self.anchors.clear(),
@@ -313,9 +317,15 @@ impl Builder {
     fn push(&mut self, node: Node, anchor: usize, w: usize) -> Result<(), String> {
         self.count += w;
         if self.count > MAX_NODES {
-            return Err(format!(
-                "more than {MAX_NODES} values (aliases expanded): refused"
-            ));
+            // Said as aliases only when aliases added values: a plain big list is just big.
+            return Err(if self.aliased > 0 {
+                format!(
+                    "more than {MAX_NODES} values (aliases expanded: {} of them from aliases): refused",
+                    self.aliased
+                )
+            } else {
+                format!("more than {MAX_NODES} values: refused")
+            });
         }
         if anchor > 0 {
             self.anchors.push((anchor, node.clone(), weight(&node)));
@@ -516,6 +526,15 @@ mod tests {
         }
         let e = parse_stream(&bomb).expect_err("alias bomb");
         assert!(e.message.contains("refused"), "{e}");
+        assert!(e.message.contains("aliases expanded"), "{e}");
+        // A plain list over the limit is refused without a word about aliases.
+        let big = format!("[{}]", "1,".repeat(MAX_NODES + 1));
+        let e = parse_stream(&big).expect_err("big list");
+        assert!(
+            e.message.contains("more than 1000000 values: refused"),
+            "{e}"
+        );
+        assert!(!e.message.contains("alias"), "{e}");
         // One 200 KB string aliased 100,000 times (20 GB expanded): refused by its bytes.
         let mut strbomb = format!("s: &s {}\n", "x".repeat(200_000));
         let mut prev = "s".to_string();

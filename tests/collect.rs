@@ -203,6 +203,104 @@ fn a_forged_report_from_the_future_is_a_merge_finding_and_never_wins() {
     }
 }
 
+/// The merge's findings are in the output too (the JSON document's `merge_warnings`, a JSON
+/// Lines `merge_warnings` record), and the clock-skew allowance is `--clock-skew` (seconds or
+/// units) for `snapshot`, and for `policy generate --for` / `policy check --against`.
+#[test]
+fn merge_findings_are_in_the_document_and_the_clock_skew_is_a_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture("h200-open-580-k6.18-real");
+    let real = doc(&local(&f, &[], &[("NODE_NAME", "gpu-a")]));
+    // A scan's document has no merge_warnings.
+    assert!(real.get("merge_warnings").is_none(), "{real}");
+    let real_file = dir.path().join("gpu-a.json");
+    std::fs::write(&real_file, real.to_string()).unwrap();
+    // Five minutes ahead: within the default 10 minutes, too far for 60 s.
+    let ahead = jiff::Timestamp::now() + jiff::SignedDuration::from_mins(5);
+    let mut forged = real["nodes"][0].clone();
+    forged["status"] = "migrate".into();
+    forged["scanned_at"] = ahead.to_string().into();
+    let evil = dir.path().join("gpu-b.jsonl");
+    std::fs::write(
+        &evil,
+        format!("{}\n", serde_json::json!({"type": "node", "data": forged})),
+    )
+    .unwrap();
+    let snap = |extra: &[&str], format: &str| {
+        gpufleet()
+            .args(["snapshot", "--format", format])
+            .args(extra)
+            .arg("--from")
+            .args([&real_file, &evil])
+            .output()
+            .unwrap()
+    };
+    let merged = doc(&snap(&[], "json"));
+    assert_eq!(merged["nodes"][0]["status"], "migrate");
+    let w: Vec<String> = serde_json::from_value(merged["merge_warnings"].clone()).unwrap();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("hold different reports"), "{w:?}");
+    for skew in ["60", "1m", "60s"] {
+        let out = snap(&["--clock-skew", skew], "json");
+        let merged = doc(&out);
+        assert_eq!(merged["nodes"][0]["status"], "ready", "{skew}");
+        let w: Vec<String> = serde_json::from_value(merged["merge_warnings"].clone()).unwrap();
+        let future = format!(
+            "{}:1: node `gpu-a`: scanned_at {ahead} is later than now plus the 60 s clock-skew allowance",
+            evil.display()
+        );
+        assert!(w.iter().any(|l| l.starts_with(&future)), "{skew}: {w:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&future));
+    }
+    let out = snap(&["--clock-skew", "1m"], "jsonl");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|r| r["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["node", "merge_warnings", "summary"]);
+    assert_eq!(records[1]["data"].as_array().unwrap().len(), 2);
+    // No finding: an empty list, still said.
+    let out = gpufleet()
+        .args(["snapshot", "--format", "json", "--from"])
+        .arg(&real_file)
+        .output()
+        .unwrap();
+    assert_eq!(doc(&out)["merge_warnings"], serde_json::json!([]));
+    for bad in ["-5", "5 parsecs", "2d", "86401"] {
+        let out = snap(&[&format!("--clock-skew={bad}")], "json");
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--clock-skew"),
+            "{bad}"
+        );
+    }
+    // policy: the same merge, the same flag.
+    for (sub, flag) in [("generate", "--for"), ("check", "--against")] {
+        let mut c = gpufleet();
+        c.args(["policy", sub, "--clock-skew", "1m"]);
+        if sub == "check" {
+            c.arg(manifest().join("tests/fixtures/policy/guide-clusterpolicy.yaml"));
+        }
+        let out = c
+            .arg(flag)
+            .arg(&real_file)
+            .arg(flag)
+            .arg(&evil)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("later than now plus the 60 s clock-skew allowance"),
+            "{sub}: {err}"
+        );
+    }
+}
+
 #[test]
 fn srun_over_every_slurm_node_collects_json_lines_that_from_merges() {
     let slurm = Slurm::start(2, 22);

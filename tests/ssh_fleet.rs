@@ -480,6 +480,43 @@ fn garbage_from_a_peer_is_ssh_protocol_error_and_shown_escaped() {
     assert!(!raw.contains('\u{1b}'), "{raw}");
 }
 
+/// Fault matrix: a peer that sends an SSH identification line and then bytes that are no SSH
+/// packet, and one whose identification line is 1 MB long: `ssh-protocol-error` (they were
+/// `ssh-refused` "Index out of bounds" / "invalid SSH version string"), the bytes shown escaped.
+#[test]
+fn garbage_after_the_banner_and_a_huge_version_line_are_ssh_protocol_errors() {
+    let garbage = fake_peer(
+        "127.0.0.71",
+        false,
+        b"SSH-2.0-x\r\n\xff\xff\xff\xff\x1b[2Jgarbage",
+        Duration::from_secs(3),
+    );
+    let line: &'static [u8] = Box::leak(
+        [b"SSH-2.0-".as_slice(), &[b'a'; 1 << 20], b"\r\n"]
+            .concat()
+            .into_boxed_slice(),
+    );
+    let long = fake_peer("127.0.0.71", false, line, Duration::from_secs(3));
+    let (doc, _) = scan_peers(
+        71,
+        &[
+            ("after-banner", "127.0.0.71", garbage),
+            ("long-version", "127.0.0.71", long),
+        ],
+    );
+    let (code, msg) = unreachable_reason(&doc, "after-banner");
+    assert_eq!(code, "ssh-protocol-error", "{msg}");
+    assert!(
+        msg.contains("sent an SSH identification line, then bytes that are no SSH key exchange"),
+        "{msg}"
+    );
+    assert!(msg.contains(r#"\xff\xff\xff\xff\x1b[2Jgarbage"#), "{msg}");
+    let (code, msg) = unreachable_reason(&doc, "long-version");
+    assert_eq!(code, "ssh-protocol-error", "{msg}");
+    assert!(msg.contains("over 255 bytes"), "{msg}");
+    assert!(msg.len() < 400, "{} bytes", msg.len());
+}
+
 /// Fault matrix: a listener that accepts and closes at once, saying nothing (not an SSH server,
 /// or an sshd turning connections away before its identification line).
 #[test]

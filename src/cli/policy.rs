@@ -48,6 +48,11 @@ pub struct GenerateArgs {
     #[arg(long = "for", value_name = "SNAPSHOT", required = true)]
     pub snapshots: Vec<PathBuf>,
 
+    /// How far after now a report's scanned_at may be before it is a merge finding and never
+    /// preferred (clock skew), as seconds (600) or with units (10m) [default: 10m]
+    #[arg(long, value_name = "DURATION", value_parser = crate::snapshot::collected::parse_clock_skew)]
+    pub clock_skew: Option<std::time::Duration>,
+
     /// The ClusterPolicy to patch
     #[arg(long, value_name = "NAME", default_value = "cluster-policy")]
     pub cluster_policy: String,
@@ -103,6 +108,11 @@ pub struct CheckArgs {
     #[arg(long, value_name = "SNAPSHOT")]
     pub against: Vec<PathBuf>,
 
+    /// How far after now a report's scanned_at may be before it is a merge finding of --against's files and never
+    /// preferred (clock skew), as seconds (600) or with units (10m) [default: 10m]
+    #[arg(long, value_name = "DURATION", requires = "against", value_parser = crate::snapshot::collected::parse_clock_skew)]
+    pub clock_skew: Option<std::time::Duration>,
+
     /// Check against the CRDs of this GPU Operator release (25.3, 25.10, 26.3, 26.7; a patch
     /// such as v26.3.0 picks its minor's committed release) [default: with --kubectl the
     /// cluster's (its operator Deployment's version label or image tag), else the newest]
@@ -116,13 +126,22 @@ pub struct CheckArgs {
 
 /// The nodes of several snapshot files, one per name (the newest `scanned_at` wins), as
 /// every collected-file scan reads them ([`crate::fleet::scan::Files`]).
-pub fn load_nodes(files: &[PathBuf]) -> Result<Vec<crate::model::NodeReport>, String> {
+/// `clock_skew`: `--clock-skew`, else [`crate::snapshot::collected::DEFAULT_CLOCK_SKEW`].
+pub fn load_nodes(
+    files: &[PathBuf],
+    clock_skew: Option<std::time::Duration>,
+) -> Result<Vec<crate::model::NodeReport>, String> {
     let files = crate::fleet::scan::Files::read(
         files.to_vec(),
-        crate::snapshot::collected::DEFAULT_CLOCK_SKEW,
+        clock_skew.unwrap_or(crate::snapshot::collected::DEFAULT_CLOCK_SKEW),
     )?;
     crate::snapshot::collected::say_findings(&files.findings);
-    Ok(files.reports()?.0)
+    Ok(files
+        .reports()?
+        .0
+        .into_collected()
+        .map(|c| c.report)
+        .collect())
 }
 
 pub fn run(args: &PolicyArgs) -> anyhow::Result<u8> {
@@ -133,7 +152,7 @@ pub fn run(args: &PolicyArgs) -> anyhow::Result<u8> {
 }
 
 fn generate(a: &GenerateArgs) -> anyhow::Result<u8> {
-    let nodes = match load_nodes(&a.snapshots) {
+    let nodes = match load_nodes(&a.snapshots, a.clock_skew) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("gpufleet: {}", terminal_safe(&e));
@@ -227,7 +246,7 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
             }
         }
     }
-    let nodes = match load_nodes(&a.against) {
+    let nodes = match load_nodes(&a.against, a.clock_skew) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("gpufleet: {}", terminal_safe(&e));

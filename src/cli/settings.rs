@@ -230,6 +230,13 @@ impl Settings {
             .map(|d| d.join("journal.jsonl"))
     }
 
+    /// The clock-skew allowance of a merge of collected files: `--clock-skew`, else the
+    /// config's `[collected] clock_skew`, else 600 s (origin: [`Settings::origin`] with
+    /// `clock_skew`, `collected`, `clock_skew`).
+    pub fn clock_skew(&self, flag: Option<Duration>) -> Duration {
+        flag.unwrap_or(Duration::from_secs(self.config.collected.clock_skew))
+    }
+
     /// What a scan reads, decided here once for `snapshot`, `tui` and plain `gpufleet`: the
     /// `from` files (`--from`), else the inventory's selected nodes over SSH, else this machine
     /// (`--root`, `--name`). Returns the inventory too, when one was read (read-only sources,
@@ -242,6 +249,7 @@ impl Settings {
         &self,
         args: &ScanArgs,
         from: &[PathBuf],
+        clock_skew: Option<Duration>,
         mut probe: ProbeSettings,
     ) -> anyhow::Result<(Source, Option<Inventory>)> {
         use crate::fleet::scan::{Files, Fleet, Local};
@@ -253,8 +261,7 @@ impl Settings {
                     "--from shows collected snapshots; it takes no inventory (-i or $GPUFLEET_INVENTORY)"
                 );
             }
-            let skew = std::time::Duration::from_secs(self.config.collected.clock_skew);
-            let files = Files::read(from.to_vec(), skew)
+            let files = Files::read(from.to_vec(), self.clock_skew(clock_skew))
                 .map_err(|e| anyhow::anyhow!("{}", crate::model::text::terminal_safe(&e)))?;
             // Said once, before any output (or the TUI) starts.
             crate::snapshot::collected::say_findings(&files.findings);
@@ -505,6 +512,9 @@ impl Settings {
             .clone()
             .or_else(|| paths.known_hosts.clone());
         let db = KnownHosts::load(&files, learn_to)?;
+        if let Some(w) = db.warning() {
+            eprintln!("gpufleet: warning: {w}");
+        }
         for (f, line) in db.skipped.iter().take(3) {
             eprintln!(
                 "gpufleet: warning: {}:{line}: not a known_hosts line; skipped",

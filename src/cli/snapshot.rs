@@ -69,6 +69,12 @@ pub struct SnapshotArgs {
     )]
     pub from: Vec<PathBuf>,
 
+    /// With --from: how far after now a report's scanned_at may be before it is a merge finding
+    /// and never preferred (clock skew), as seconds (600) or with units (10m) [default: 10m, or
+    /// the config's [collected] clock_skew]
+    #[arg(long, value_name = "DURATION", requires = "from", value_parser = crate::snapshot::collected::parse_clock_skew)]
+    pub clock_skew: Option<std::time::Duration>,
+
     /// Write to FILE instead of stdout, atomically (temp file in the same folder, fsync,
     /// rename): for node_exporter's textfile collector or cron [default format: by the
     /// extension: .prom prometheus, .csv, .jsonl, .txt table, else json]
@@ -153,7 +159,7 @@ pub fn run(s: &Settings, args: &SnapshotArgs) -> anyhow::Result<u8> {
         );
     }
     // The selected nodes are copies: the inventory is not needed while they are scanned.
-    let (source, _) = s.source(&args.scan, &args.from, settings)?;
+    let (source, _) = s.source(&args.scan, &args.from, args.clock_skew, settings)?;
     let mut file = args
         .output
         .as_deref()
@@ -274,7 +280,11 @@ fn scan_into(
             eprintln!("gpufleet: {m}");
         }
     }
-    sink.finish(&snapshot::End::new(now_rfc3339(), &statuses.0))?;
+    let mut end = snapshot::End::new(now_rfc3339(), &statuses.0);
+    if let Source::Files(f) = source {
+        end.merge_warnings = Some(f.findings.clone());
+    }
+    sink.finish(&end)?;
     Ok(statuses)
 }
 

@@ -44,6 +44,12 @@ pub struct TuiArgs {
     )]
     pub from: Vec<PathBuf>,
 
+    /// With --from: how far after now a report's scanned_at may be before it is a merge finding
+    /// and never preferred (clock skew), as seconds (600) or with units (10m) [default: 10m, or
+    /// the config's [collected] clock_skew]
+    #[arg(long, value_name = "DURATION", requires = "from", value_parser = crate::snapshot::collected::parse_clock_skew)]
+    pub clock_skew: Option<std::time::Duration>,
+
     /// Rescan every SECS seconds after a scan ends [default: off]
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub refresh: Option<u64>,
@@ -82,7 +88,8 @@ impl TuiSession {
         use crate::app::{App, Keymap, Row};
         use crate::fleet::scan::Source;
         let settings = s.probe(&args.scan)?;
-        let (mut source, inventory) = s.source(&args.scan, &args.from, settings)?;
+        let (mut source, inventory) =
+            s.source(&args.scan, &args.from, args.clock_skew, settings)?;
         // Collected snapshots (--from) change nothing: the session is read-only.
         let read_only_sources =
             s.read_only(args.read_only || !args.from.is_empty(), inventory.as_ref());

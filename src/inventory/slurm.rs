@@ -25,13 +25,16 @@ pub fn load(arg: Option<&str>) -> Result<(Vec<NodeSpec>, Vec<String>), Inventory
             let parts = run_tool(&["sinfo", "-a", "-h", "-o", "%R"], TOOL_TIMEOUT).map_err(err)?;
             let partitions: BTreeSet<&str> = parts.lines().map(str::trim).collect();
             let flag = if partitions.contains(a) { "-p" } else { "-n" };
-            let names = run_tool(&["sinfo", "-a", "-h", "-N", "-o", "%N", flag, a], TOOL_TIMEOUT)
-                .map_err(|e| {
-                    err(format!(
-                        "{e} (not a partition: {})",
-                        partitions.iter().copied().collect::<Vec<_>>().join(", ")
-                    ))
-                })?;
+            let names = run_tool(
+                &["sinfo", "-a", "-h", "-N", "-o", "%N", flag, a],
+                TOOL_TIMEOUT,
+            )
+            .map_err(|e| {
+                err(format!(
+                    "{e} (not a partition: {})",
+                    partitions.iter().copied().collect::<Vec<_>>().join(", ")
+                ))
+            })?;
             let set: BTreeSet<String> = names
                 .lines()
                 .map(|l| l.trim().to_string())

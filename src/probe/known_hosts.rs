@@ -19,30 +19,88 @@ use hmac::{Hmac, KeyInit, Mac};
 use russh::keys::ssh_key::known_hosts::{Entry, HostPatterns, Marker};
 use russh::keys::ssh_key::{Certificate, HashAlg, PublicKey};
 
-/// One usable line.
-#[derive(Debug, Clone)]
+/// One usable line: where its text is ([`KnownHosts::texts`]), parsed again only when it
+/// matches a host being checked (a parsed entry is 300 to 700 bytes; this is 16).
+#[derive(Debug, Clone, Copy)]
 struct Line {
-    file: PathBuf,
-    number: usize,
-    entry: Entry,
+    /// Index into `texts` and `sources`.
+    source: u32,
+    number: u32,
+    /// Byte offset in its text (a line past 4 GiB into a file is skipped).
+    start: u32,
+    len: u32,
 }
 
-/// The known_hosts files gpufleet checks, in order.
+/// A hashed line (`|1|salt|hash`): the HMAC-SHA1 keyed with its salt, its key state computed
+/// once at load (the inner and outer pads hashed), so a host costs two SHA-1 blocks per line,
+/// not four.
+#[derive(Clone)]
+struct Hashed {
+    line: u32,
+    mac: Hmac<sha1::Sha1>,
+    hash: [u8; 20],
+}
+
+impl std::fmt::Debug for Hashed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Hashed(line {})", self.line)
+    }
+}
+
+impl Hashed {
+    fn matches(&self, name: &str) -> bool {
+        let mut mac = self.mac.clone();
+        mac.update(name.as_bytes());
+        mac.verify_slice(&self.hash).is_ok()
+    }
+}
+
+/// Above this many hashed lines, loading says what each node costs ([`KnownHosts::warning`]).
+pub const HASHED_WARN: usize = 100_000;
+
+/// The lines that match one host name, found before its handshake ([`KnownHosts::candidates`]):
+/// the host-key check during the handshake reads only these.
+#[derive(Debug, Clone, Default)]
+pub struct Candidates {
+    name: String,
+    lines: Vec<u32>,
+}
+
+/// The known_hosts files gpufleet checks, in order, read and indexed once per scan: the text
+/// of each file kept whole, 16 bytes a line, plain names in a hash table of line numbers, hashed
+/// lines with their HMAC key state (1,000,000 plain lines: bench/known_hosts.sh).
 #[derive(Debug, Clone, Default)]
 pub struct KnownHosts {
+    /// Each file's text (and each learned line), by source.
+    texts: Vec<String>,
+    /// The file of each source.
+    sources: Vec<PathBuf>,
     lines: Vec<Line>,
     /// Lines whose host patterns are all plain names (no wildcard, no negation, not hashed),
-    /// by each name in ASCII lower case: a lookup reads only its own lines, not the whole file
-    /// (a scan of N nodes against N lines is then O(N), not O(N²)).
-    by_name: std::collections::HashMap<String, Vec<usize>>,
-    /// The other lines (hashed names, wildcards, negations): matched one by one at every lookup.
-    by_pattern: Vec<usize>,
+    /// by each name in ASCII lower case: (its 32-bit hash, the line's index) per name, sorted
+    /// (8 bytes a name, searched by halves; the name itself is in the text): a lookup reads
+    /// only its own lines (a scan of N nodes against N lines is O(N), not O(N²)).
+    by_name: Vec<(u32, u32)>,
+    state: std::hash::RandomState,
+    /// Lines with wildcards or negations: matched one by one at every lookup.
+    by_pattern: Vec<u32>,
+    /// Hashed lines: one HMAC each at every lookup.
+    hashed: Vec<Hashed>,
+    /// Keys learned under `accept-new` in this scan: (the name looked up, file, line, entry).
+    learned: Vec<(String, PathBuf, usize, Entry)>,
     /// Lines that could not be parsed: (file, line number).
     pub skipped: Vec<(PathBuf, usize)>,
     /// Where `accept-new` writes learned keys.
     pub learn_to: Option<PathBuf>,
     /// Every file consulted (existing or not), for messages.
     pub files: Vec<PathBuf>,
+}
+
+/// A matching line, parsed.
+struct Found {
+    file: PathBuf,
+    number: usize,
+    entry: Entry,
 }
 
 /// The verdict on a server's host key.
@@ -91,29 +149,31 @@ fn glob(p: &[u8], s: &[u8]) -> bool {
     }
 }
 
-fn patterns_match(patterns: &HostPatterns, name: &str) -> bool {
-    match patterns {
-        HostPatterns::HashedName { salt, hash } => {
-            let Ok(mut mac) = Hmac::<sha1::Sha1>::new_from_slice(salt) else {
+/// The host field of a known_hosts line (trimmed, parsed once already): the first field after
+/// an optional `@marker`.
+fn host_field(line: &str) -> &str {
+    let mut fields = line.split_ascii_whitespace();
+    let first = fields.next().unwrap_or("");
+    if first.starts_with('@') {
+        fields.next().unwrap_or("")
+    } else {
+        first
+    }
+}
+
+/// Whether the comma-separated patterns of `field` match `name` (a negated match vetoes).
+fn field_match(field: &str, name: &str) -> bool {
+    let mut hit = false;
+    for p in field.split(',') {
+        if let Some(neg) = p.strip_prefix('!') {
+            if glob(neg.as_bytes(), name.as_bytes()) {
                 return false;
-            };
-            mac.update(name.as_bytes());
-            mac.verify_slice(hash).is_ok()
-        }
-        HostPatterns::Patterns(list) => {
-            let mut hit = false;
-            for p in list {
-                if let Some(neg) = p.strip_prefix('!') {
-                    if glob(neg.as_bytes(), name.as_bytes()) {
-                        return false;
-                    }
-                } else if glob(p.as_bytes(), name.as_bytes()) {
-                    hit = true;
-                }
             }
-            hit
+        } else if glob(p.as_bytes(), name.as_bytes()) {
+            hit = true;
         }
     }
+    hit
 }
 
 fn now_unix() -> u64 {
@@ -183,7 +243,7 @@ impl KnownHosts {
         };
         for f in files {
             match std::fs::read_to_string(f) {
-                Ok(text) => kh.add_text(f, &text),
+                Ok(text) => kh.add_text(f, text),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
                     return Err(std::io::Error::new(
@@ -196,78 +256,202 @@ impl KnownHosts {
         Ok(kh)
     }
 
-    fn add_text(&mut self, file: &Path, text: &str) {
+    /// How many lines every lookup goes through one by one (hashed lines, pattern lines).
+    pub fn one_by_one(&self) -> usize {
+        self.hashed.len() + self.by_pattern.len()
+    }
+
+    /// How many hashed lines every lookup goes through.
+    pub fn hashed_lines(&self) -> usize {
+        self.hashed.len()
+    }
+
+    /// Above [`HASHED_WARN`] hashed lines: what they cost, in words, to be said once per scan.
+    pub fn warning(&self) -> Option<String> {
+        let n = self.hashed.len();
+        (n > HASHED_WARN).then(|| {
+            format!(
+                "known_hosts has {n} hashed lines (|1|salt|hash): every node costs {n} HMAC-SHA1 (one salt per line, nothing to index), about {:.0} ms of CPU before its connection; a plain known_hosts for the fleet is looked up by name",
+                n as f64 * 0.15e-3
+            )
+        })
+    }
+
+    fn add_text(&mut self, file: &Path, text: String) {
+        let source = self.sources.len() as u32;
+        // Room for every line and name at once: growing by doubling holds the old and the new
+        // lists together. Commas over-count names (a comment's): the room is at most that
+        // much larger.
+        let lines = text.bytes().filter(|&b| b == b'\n').count() + 1;
+        let commas = text.bytes().filter(|&b| b == b',').count();
+        self.lines.reserve_exact(lines);
+        self.by_name.reserve_exact(lines.saturating_add(commas));
         for (i, raw) in text.lines().enumerate() {
             let l = raw.trim();
             if l.is_empty() || l.starts_with('#') {
                 continue;
             }
+            let start = (l.as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+            let (Ok(start), Ok(len)) = (u32::try_from(start), u32::try_from(l.len())) else {
+                // Past 4 GiB into one file: not indexed, said as skipped.
+                self.skipped.push((file.to_path_buf(), i + 1));
+                continue;
+            };
             match l.parse::<Entry>() {
-                Ok(entry) => self.push(Line {
-                    file: file.to_path_buf(),
-                    number: i + 1,
-                    entry,
-                }),
+                Ok(entry) => self.push(
+                    Line {
+                        source,
+                        number: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                        start,
+                        len,
+                    },
+                    &entry,
+                ),
                 Err(_) => self.skipped.push((file.to_path_buf(), i + 1)),
             }
         }
+        self.sources.push(file.to_path_buf());
+        self.texts.push(text);
+        self.by_name.sort_unstable();
     }
 
-    /// Adds `line`, indexed by its plain names (see `by_name`).
-    fn push(&mut self, line: Line) {
-        let at = self.lines.len();
-        let plain = match line.entry.host_patterns() {
-            HostPatterns::Patterns(list) => list
-                .iter()
-                .all(|p| !p.is_empty() && !p.contains(['*', '?', '!']))
-                .then_some(list),
-            HostPatterns::HashedName { .. } => None,
+    /// `name`'s hash in ASCII lower case, 32 bits (what a slot of `by_name` keeps).
+    fn hash_lower(state: &std::hash::RandomState, name: &str) -> u32 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = state.build_hasher();
+        for b in name.bytes() {
+            h.write_u8(b.to_ascii_lowercase());
+        }
+        h.finish() as u32
+    }
+
+    /// Adds `line` (whose parsed form is `entry`), indexed by its plain names, its HMAC key
+    /// state, or as a pattern line.
+    fn push(&mut self, line: Line, entry: &Entry) {
+        let Ok(at) = u32::try_from(self.lines.len()) else {
+            return;
         };
-        match plain {
-            Some(list) => {
+        match entry.host_patterns() {
+            HostPatterns::Patterns(list)
+                if list
+                    .iter()
+                    .all(|p| !p.is_empty() && !p.contains(['*', '?', '!'])) =>
+            {
                 for p in list {
-                    let v = self.by_name.entry(p.to_ascii_lowercase()).or_default();
-                    if v.last() != Some(&at) {
-                        v.push(at);
+                    let h = Self::hash_lower(&self.state, p);
+                    // Each name of a line once (`a,A key`).
+                    // Each name of a line once (`a,A key`): the line's own are the last pushed.
+                    if !self
+                        .by_name
+                        .iter()
+                        .rev()
+                        .take_while(|&&(_, i)| i == at)
+                        .any(|&(hh, _)| hh == h)
+                    {
+                        self.by_name.push((h, at));
                     }
                 }
             }
-            None => self.by_pattern.push(at),
+            HostPatterns::Patterns(_) => self.by_pattern.push(at),
+            HostPatterns::HashedName { salt, hash } => {
+                if let Ok(mac) = Hmac::<sha1::Sha1>::new_from_slice(salt) {
+                    self.hashed.push(Hashed {
+                        line: at,
+                        mac,
+                        hash: *hash,
+                    });
+                }
+            }
         }
         self.lines.push(line);
     }
-
-    /// The lines whose host patterns match `name` (as [`patterns_match`] decides), in file
-    /// order: the indexed lines of that name and the pattern lines that match it.
-    fn matching(&self, name: &str) -> impl Iterator<Item = &Line> {
-        let named = self
-            .by_name
-            .get(&name.to_ascii_lowercase())
-            .map_or(&[][..], Vec::as_slice);
-        let mut at: Vec<usize> = named
+    /// The keys learned in this scan for `name`.
+    fn learned_for(&self, name: &str) -> Vec<Found> {
+        self.learned
             .iter()
-            .copied()
-            .chain(self.by_pattern.iter().copied())
-            .collect();
-        at.sort_unstable();
-        at.into_iter()
-            .map(|i| &self.lines[i])
-            .filter(move |l| patterns_match(l.entry.host_patterns(), name))
+            .filter(|(n, ..)| n == name)
+            .map(|(_, file, number, entry)| Found {
+                file: file.clone(),
+                number: *number,
+                entry: entry.clone(),
+            })
+            .collect()
     }
 
-    /// Whether a `@cert-authority` line matches `host`:`port` (then the client asks the server
-    /// for its host certificate).
-    pub fn has_cert_authority(&self, host: &str, port: u16) -> bool {
+    /// The text of line `i`.
+    fn text(&self, i: u32) -> Option<&str> {
+        let l = self.lines.get(i as usize)?;
+        self.texts
+            .get(l.source as usize)?
+            .get(l.start as usize..l.start as usize + l.len as usize)
+    }
+
+    /// The lines whose host patterns match `host`:`port` (as looked up: [`lookup_name`]), in
+    /// file order: the indexed lines of that name, the pattern lines that match it, and the
+    /// hashed lines whose HMAC of it is theirs (CPU: one HMAC-SHA1 per hashed line, about
+    /// 0.15 µs on this machine). Done before the host's connection, so that the check during its handshake
+    /// costs nothing ([`KnownHosts::check_in`]).
+    pub fn candidates(&self, host: &str, port: u16) -> Candidates {
         let name = lookup_name(host, port);
-        self.matching(&name).any(|l| {
-            l.entry.marker() == Some(&Marker::CertAuthority)
-                && patterns_match(l.entry.host_patterns(), &name)
-        })
+        let h = Self::hash_lower(&self.state, &name);
+        let named = |i: &u32| {
+            self.text(*i).is_some_and(|t| {
+                host_field(t)
+                    .split(',')
+                    .any(|n| n.eq_ignore_ascii_case(&name))
+            })
+        };
+        let from = self.by_name.partition_point(|&(hh, _)| hh < h);
+        let mut lines: Vec<u32> = self.by_name[from..]
+            .iter()
+            .take_while(|&&(hh, _)| hh == h)
+            .map(|&(_, i)| i)
+            .filter(named)
+            .collect();
+        lines.extend(self.by_pattern.iter().copied().filter(|&i| {
+            self.text(i)
+                .is_some_and(|t| field_match(host_field(t), &name))
+        }));
+        lines.extend(
+            self.hashed
+                .iter()
+                .filter(|h| h.matches(&name))
+                .map(|h| h.line),
+        );
+        lines.sort_unstable();
+        lines.dedup();
+        Candidates { name, lines }
     }
 
-    /// Checks `key` presented by `host`:`port`; with `cert`, `key` is the key inside that host
-    /// certificate. A certificate is accepted when a matching `@cert-authority` line holds the
-    /// key that signed it and [`certificate_problem`] finds none.
+    /// The lines of `c`, parsed again (each was parsed once at load).
+    fn found(&self, c: &Candidates) -> Vec<Found> {
+        c.lines
+            .iter()
+            .filter_map(|&i| {
+                let l = self.lines.get(i as usize)?;
+                Some(Found {
+                    file: self.sources.get(l.source as usize)?.clone(),
+                    number: l.number as usize,
+                    entry: self.text(i)?.parse().ok()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether a `@cert-authority` line is among `c` (then the client asks the server for its
+    /// host certificate).
+    pub fn has_cert_authority_in(&self, c: &Candidates) -> bool {
+        self.found(c)
+            .iter()
+            .any(|l| l.entry.marker() == Some(&Marker::CertAuthority))
+    }
+
+    /// Whether a `@cert-authority` line matches `host`:`port`.
+    pub fn has_cert_authority(&self, host: &str, port: u16) -> bool {
+        self.has_cert_authority_in(&self.candidates(host, port))
+    }
+
+    /// [`KnownHosts::check_in`] the lines that match `host`:`port` now.
     pub fn check(
         &self,
         host: &str,
@@ -275,9 +459,23 @@ impl KnownHosts {
         key: &PublicKey,
         cert: Option<&Certificate>,
     ) -> Verdict {
-        let name = lookup_name(host, port);
-        let matching: Vec<&Line> = self.matching(&name).collect();
-        let same = |l: &Line| l.entry.public_key().key_data() == key.key_data();
+        self.check_in(&self.candidates(host, port), host, key, cert)
+    }
+
+    /// Checks `key` presented by `host` among the lines of `c` (its [`KnownHosts::candidates`],
+    /// plus a key learned for that name since); with `cert`, `key` is the key inside that host
+    /// certificate. A certificate is accepted when a matching `@cert-authority` line holds the
+    /// key that signed it and [`certificate_problem`] finds none.
+    pub fn check_in(
+        &self,
+        c: &Candidates,
+        host: &str,
+        key: &PublicKey,
+        cert: Option<&Certificate>,
+    ) -> Verdict {
+        let mut matching = self.found(c);
+        matching.extend(self.learned_for(&c.name));
+        let same = |l: &Found| l.entry.public_key().key_data() == key.key_data();
         if let Some(l) = matching
             .iter()
             .find(|l| l.entry.marker() == Some(&Marker::Revoked) && same(l))
@@ -325,7 +523,7 @@ impl KnownHosts {
                 }
             }
         }
-        let plain: Vec<&&Line> = matching
+        let plain: Vec<&Found> = matching
             .iter()
             .filter(|l| l.entry.marker().is_none())
             .collect();
@@ -387,11 +585,8 @@ impl KnownHosts {
         f.unlock()?;
         let number = std::fs::read_to_string(&path).map_or(0, |t| t.lines().count());
         if let Ok(entry) = line.trim().parse::<Entry>() {
-            self.push(Line {
-                file: path.clone(),
-                number,
-                entry,
-            });
+            self.learned
+                .push((lookup_name(host, port), path.clone(), number, entry));
         }
         Ok(path)
     }
@@ -414,222 +609,4 @@ pub fn hashed_host(name: &str, salt: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const K1: &str =
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIF4wdbTQRPw5TP5FEldmIA7sibG8w1tsdzWupG+kpN2S";
-    const K2: &str =
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFvBd+t9iPNcmS+jp3f9Bq+5c9JbKO4R+HY7WNOHensG";
-
-    fn key(s: &str) -> PublicKey {
-        PublicKey::from_openssh(s).unwrap()
-    }
-
-    fn kh(text: &str) -> KnownHosts {
-        let mut k = KnownHosts::default();
-        k.add_text(Path::new("kh"), text);
-        k
-    }
-
-    #[test]
-    fn plain_port_wildcard_negation_and_hashed() {
-        let k = kh(&format!(
-            "gpu1,10.0.0.1 {K1}\n[gpu2]:2222 {K1}\n*.dc1,!bad.dc1 {K1}\n{} {K1}\nnot a line\n",
-            hashed_host("[127.0.0.5]:2200", b"0123456789abcdefghij")
-        ));
-        assert_eq!(k.skipped, vec![(PathBuf::from("kh"), 5)]);
-        let ok = |h, p| matches!(k.check(h, p, &key(K1), None), Verdict::Known { .. });
-        assert!(ok("gpu1", 22));
-        assert!(ok("10.0.0.1", 22));
-        assert!(!ok("gpu1", 2222));
-        assert!(ok("gpu2", 2222));
-        assert!(ok("n7.dc1", 22));
-        assert!(!ok("bad.dc1", 22));
-        assert!(ok("127.0.0.5", 2200));
-        assert_eq!(k.check("other", 22, &key(K1), None), Verdict::Unknown);
-        // Names are matched without regard to ASCII case, indexed or not.
-        assert!(ok("GPU1", 22));
-        assert!(ok("N7.DC1", 22));
-    }
-
-    #[test]
-    fn indexed_and_pattern_lines_are_seen_together_in_file_order() {
-        // A plain line after a wildcard line for the same host: the changed-key verdict names
-        // both, in file order; each line found once though it names the host twice.
-        let k = kh(&format!(
-            "*.dc1 {K2}
-gpu1.dc1,GPU1.dc1 {K2}
-"
-        ));
-        assert_eq!(
-            k.check("gpu1.dc1", 22, &key(K1), None),
-            Verdict::Changed {
-                lines: vec![(PathBuf::from("kh"), 1), (PathBuf::from("kh"), 2)]
-            }
-        );
-    }
-
-    #[test]
-    fn changed_key_and_any_matching_line_accepts() {
-        let k = kh(&format!("gpu1 {K2}\ngpu1 {K1}\ngpu3 {K2}\n"));
-        assert!(matches!(
-            k.check("gpu1", 22, &key(K1), None),
-            Verdict::Known { line: 2, .. }
-        ));
-        assert_eq!(
-            k.check("gpu3", 22, &key(K1), None),
-            Verdict::Changed {
-                lines: vec![(PathBuf::from("kh"), 3)]
-            }
-        );
-    }
-
-    #[test]
-    fn revoked_wins() {
-        let k = kh(&format!("gpu1 {K1}\n@revoked * {K1}\n"));
-        assert!(matches!(
-            k.check("gpu1", 22, &key(K1), None),
-            Verdict::Revoked { line: 2, .. }
-        ));
-    }
-
-    #[test]
-    fn learning_appends_and_is_found_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sub/known_hosts");
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, format!("# comment\nother {K2}")).unwrap();
-        let mut k = KnownHosts::load(std::slice::from_ref(&path), Some(path.clone())).unwrap();
-        assert_eq!(k.check("127.0.0.9", 2201, &key(K1), None), Verdict::Unknown);
-        k.learn("127.0.0.9", 2201, &key(K1)).unwrap();
-        assert!(matches!(
-            k.check("127.0.0.9", 2201, &key(K1), None),
-            Verdict::Known { .. }
-        ));
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert!(
-            text.ends_with(&format!("\n[127.0.0.9]:2201 {K1}\n")),
-            "{text}"
-        );
-        let again = KnownHosts::load(&[path], None).unwrap();
-        assert!(matches!(
-            again.check("127.0.0.9", 2201, &key(K1), None),
-            Verdict::Known { line: 3, .. }
-        ));
-    }
-
-    /// CA keys for these tests only (made once with `ssh-keygen -t ed25519 -N ''`), and CA's
-    /// public key.
-    const CA: &str = concat!(
-        "-----BEGIN OPENSSH PRIVATE KEY-----\n",
-        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n",
-        "QyNTUxOQAAACDTREmGNsqCAD6dkViTCvLCxKNFcMQ+S0H0S+jXgkT55AAAAIhiUd0kYlHd\n",
-        "JAAAAAtzc2gtZWQyNTUxOQAAACDTREmGNsqCAD6dkViTCvLCxKNFcMQ+S0H0S+jXgkT55A\n",
-        "AAAEB1XEwoyM4Y3gnNV6SJTOr3SUdNKU8FDNlc5MXZjOxY/NNESYY2yoIAPp2RWJMK8sLE\n",
-        "o0VwxD5LQfRL6NeCRPnkAAAAAAECAwQF\n",
-        "-----END OPENSSH PRIVATE KEY-----\n",
-    );
-    const CA_PUB: &str =
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINNESYY2yoIAPp2RWJMK8sLEo0VwxD5LQfRL6NeCRPnk";
-    const OTHER_CA: &str = concat!(
-        "-----BEGIN OPENSSH PRIVATE KEY-----\n",
-        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n",
-        "QyNTUxOQAAACD/SgTKrHHx+d1kEph9voWgDPhzwUT3CE9dapfau/qTOQAAAIgrfuu5K37r\n",
-        "uQAAAAtzc2gtZWQyNTUxOQAAACD/SgTKrHHx+d1kEph9voWgDPhzwUT3CE9dapfau/qTOQ\n",
-        "AAAEAhPQc5J0/zuMQfIZOeOZMQZfy/sJO6NM5FV0r63f1mQf9KBMqscfH53WQSmH2+haAM\n",
-        "+HPBRPcIT11ql9q7+pM5AAAAAAECAwQF\n",
-        "-----END OPENSSH PRIVATE KEY-----\n",
-    );
-
-    /// A certificate for K1 signed by `ca`, valid for `window` (Unix seconds), of `host` type,
-    /// with `principals` and critical options `critical`.
-    fn cert(
-        ca: &str,
-        host: bool,
-        principals: &[&str],
-        window: (u64, u64),
-        critical: &[&str],
-    ) -> Certificate {
-        use russh::keys::ssh_key::PrivateKey;
-        use russh::keys::ssh_key::certificate::{Builder, CertType};
-        let ca = PrivateKey::from_openssh(ca).unwrap();
-        let mut b =
-            Builder::new([7u8; 16], key(K1).key_data().clone(), window.0, window.1).unwrap();
-        b.cert_type(if host { CertType::Host } else { CertType::User })
-            .unwrap();
-        b.key_id("test").unwrap();
-        if principals.is_empty() {
-            b.all_principals_valid().unwrap();
-        }
-        for p in principals {
-            b.valid_principal(*p).unwrap();
-        }
-        for c in critical {
-            b.critical_option(*c, "").unwrap();
-        }
-        b.sign(&ca).unwrap()
-    }
-
-    #[test]
-    fn host_certificates_are_checked_against_cert_authority_lines() {
-        let now = now_unix();
-        let valid = (now - 60, now + 3600);
-        let k = kh(&format!(
-            "@cert-authority *.dc1,[127.0.0.*]:* {CA_PUB}\n@revoked bad.dc1 {CA_PUB}\nplain.dc1 {K1}\n"
-        ));
-        assert!(k.has_cert_authority("n1.dc1", 22));
-        assert!(k.has_cert_authority("127.0.0.5", 2200));
-        assert!(!k.has_cert_authority("n1.dc2", 22));
-        let check = |host: &str, c: &Certificate| k.check(host, 22, &key(K1), Some(c));
-        let rejected = |v: Verdict| match v {
-            Verdict::CertificateRejected { line: 1, why, .. } => why,
-            other => panic!("{other:?}"),
-        };
-
-        let good = cert(CA, true, &["n1.dc1", "n2.dc1"], valid, &[]);
-        assert!(matches!(
-            check("n2.dc1", &good),
-            Verdict::Known { line: 1, .. }
-        ));
-        // An empty principal list is valid for any host (PROTOCOL.certkeys).
-        let any = cert(CA, true, &[], valid, &[]);
-        assert!(matches!(
-            check("n9.dc1", &any),
-            Verdict::Known { line: 1, .. }
-        ));
-        assert!(
-            rejected(check("n3.dc1", &good))
-                .contains("n3.dc1 is not among its principals (n1.dc1, n2.dc1)")
-        );
-        let expired = cert(CA, true, &["n1.dc1"], (1_000, 2_000), &[]);
-        assert_eq!(
-            rejected(check("n1.dc1", &expired)),
-            "it expired at 1970-01-01T00:33:20Z"
-        );
-        let early = cert(CA, true, &["n1.dc1"], (now + 3600, now + 7200), &[]);
-        assert!(rejected(check("n1.dc1", &early)).starts_with("it is not valid before"));
-        let user = cert(CA, false, &["n1.dc1"], valid, &[]);
-        assert!(rejected(check("n1.dc1", &user)).contains("user certificate"));
-        let critical = cert(CA, true, &["n1.dc1"], valid, &["force-command"]);
-        assert!(rejected(check("n1.dc1", &critical)).contains("critical option \"force-command\""));
-        // A revoked CA is refused, whatever else vouches for the key.
-        assert!(matches!(
-            check("bad.dc1", &cert(CA, true, &["bad.dc1"], valid, &[])),
-            Verdict::Revoked {
-                line: 2,
-                ca: true,
-                ..
-            }
-        ));
-        // Another CA: the key inside is looked up like a plain key (as OpenSSH does).
-        let other = cert(OTHER_CA, true, &["n1.dc1"], valid, &[]);
-        assert_eq!(check("n1.dc1", &other), Verdict::Unknown);
-        // A rejected certificate whose key a plain line carries is accepted by that line.
-        let k2 = kh(&format!("@cert-authority * {CA_PUB}\nplain.dc1 {K1}\n"));
-        assert!(matches!(
-            k2.check("plain.dc1", 22, &key(K1), Some(&expired)),
-            Verdict::Known { line: 2, .. }
-        ));
-    }
-}
+mod tests;

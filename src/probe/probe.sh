@@ -325,17 +325,60 @@ entries /proc/driver/nvidia/gpus | while IFS= read -r g; do
   file "/proc/driver/nvidia/gpus/$g/information"
 done
 
-# PCI functions: the vendor of every one (so a cut-off scan is seen as such), then the device and
-# class of NVIDIA ones.
-dir /sys/bus/pci/devices
-entries /sys/bus/pci/devices | while IFS= read -r d; do
-  n=/sys/bus/pci/devices/$d
-  v=
-  begin file "$n/vendor"
-  if check "$n/vendor"; then
-    if v=$(cat "$P" 2>/dev/null); then printf '%s\n' "$v"; end ok; else end "error $?"; fi
+# PCI functions, summarized here (a node with thousands of SR-IOV functions stays within the
+# output cap; docs/domain.md "PCI summary"): one `meta /sys/bus/pci/devices` section that names
+# the NVIDIA functions and the physical network/RDMA functions (class 0x02: Ethernet,
+# InfiniBand) as `full BUS`, counts the virtual functions of each parent (`vfs BUS N`: its
+# virtfn links, the other side of each VF's physfn) and every other function, and names a
+# function whose vendor or class cannot be read (`unreadable BUS`: it could be a GPU); then the
+# vendor, device, class and driver of each `full` one. 256 functions in full and 256 parents or
+# unreadable ones at most; past that, `cut-full N`, `cut-unreadable N`, `cut-vfs N`. Builtins only per function
+# (read, test, set): no process per function.
+begin meta /sys/bus/pci/devices
+pci=
+if check /sys/bus/pci/devices; then
+  if [ ! -d "$P" ]; then end "error 20"
+  elif ! ls -1 "$P" >/dev/null 2>&1; then end "error 1"
+  else
+    pci=$(entries /sys/bus/pci/devices | {
+      nf=0 nl=0 cf=0 cu=0 cv=0 vf=0 other=0 all=0
+      while IFS= read -r d; do
+        all=$((all + 1))
+        n=/sys/bus/pci/devices/$d
+        v= c=
+        if confine "$n" && [ -h "$P/physfn" ]; then vf=$((vf + 1)); continue; fi
+        # No vendor file: not a function the kernel describes (as a missing file, not a GPU).
+        if confine "$n" && [ -d "$P" ] && [ ! -e "$P/vendor" ] && [ ! -h "$P/vendor" ]; then
+          other=$((other + 1)); continue
+        fi
+        if ! confine "$n" || ! { read -r v || [ -n "$v" ]; } <"$P/vendor" 2>/dev/null; then
+          if [ "$nl" -lt 256 ]; then printf 'unreadable %s\n' "$d"; nl=$((nl + 1)); else cu=$((cu + 1)); fi
+          continue
+        fi
+        { read -r c || :; } <"$P/class" 2>/dev/null
+        case $v:$c in
+          0x10de:* | *:0x02*)
+            if [ "$nf" -lt 256 ]; then printf 'full %s\n' "$d"; nf=$((nf + 1)); else cf=$((cf + 1)); fi ;;
+          *) other=$((other + 1)) ;;
+        esac
+        set -- "$P"/virtfn*
+        if [ -h "$1" ]; then
+          if [ "$nl" -lt 256 ]; then printf 'vfs %s %s\n' "$d" "$#"; nl=$((nl + 1)); else cv=$((cv + 1)); fi
+        fi
+      done
+      printf 'functions %s\nvf %s\nother %s\n' "$all" "$vf" "$other"
+      [ "$cf" -eq 0 ] || printf 'cut-full %s\n' "$cf"
+      [ "$cu" -eq 0 ] || printf 'cut-unreadable %s\n' "$cu"
+      [ "$cv" -eq 0 ] || printf 'cut-vfs %s\n' "$cv"
+    })
+    printf '%s\n' "$pci"
+    end ok
   fi
-  [ "$v" = 0x10de ] || continue
+fi
+printf '%s\n' "$pci" | while read -r k d; do
+  [ "$k" = full ] || continue
+  n=/sys/bus/pci/devices/$d
+  file "$n/vendor"
   file "$n/device"
   file "$n/class"
   link "$n/driver"

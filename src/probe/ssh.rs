@@ -14,7 +14,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use russh::client;
@@ -31,7 +31,7 @@ mod peer;
 use self::auth::authenticate;
 use self::peer::{PeerStart, Recording, handshake_failure, not_ssh, peer_start};
 use super::endpoint::{Endpoint, Hop};
-use super::known_hosts::{KnownHosts, Verdict, fingerprint};
+use super::known_hosts::{Candidates, KnownHosts, Verdict, fingerprint};
 use super::{COMMAND, ProbeSettings, RawRun, RunEnd, new_boundary, probe_stdin};
 use crate::model::Code;
 
@@ -102,7 +102,7 @@ impl Unreachable {
 /// Shared SSH state for one scan: the known_hosts files and the policy, and the identity files
 /// (each read once per scan).
 pub struct HostKeys {
-    pub db: Arc<Mutex<KnownHosts>>,
+    pub db: Arc<RwLock<KnownHosts>>,
     pub policy: HostKeyPolicy,
     /// Keys learned under `accept-new` during this scan, as messages for the user.
     pub learned: Mutex<Vec<String>>,
@@ -111,15 +111,62 @@ pub struct HostKeys {
     also: Vec<PathBuf>,
     /// The known_hosts files of servers with their own `UserKnownHostsFile`, by file list,
     /// each loaded once per scan.
-    per_server: Mutex<std::collections::HashMap<Vec<PathBuf>, Arc<Mutex<KnownHosts>>>>,
+    per_server: Mutex<std::collections::HashMap<Vec<PathBuf>, Arc<RwLock<KnownHosts>>>>,
     identities: auth::Identities,
+    /// Host lookups that go through many hashed or pattern lines run on the blocking pool, at
+    /// most this many at once (the cores but one), so they never starve the workers that carry
+    /// the handshakes in flight.
+    lookups: tokio::sync::Semaphore,
+}
+
+/// Lines a lookup goes through one by one (hashed, patterns) above which it leaves the worker.
+const HEAVY_LOOKUP: usize = 1_000;
+
+/// The blocking lookups allowed at once: the cores but one, at least one.
+fn lookup_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get().saturating_sub(1))
+        .max(1)
 }
 
 impl HostKeys {
+    /// The known_hosts lines that match `hop` in `db` ([`KnownHosts::candidates`]): local work,
+    /// done before the hop's connection and outside its time limits. A lookup through more than
+    /// [`HEAVY_LOOKUP`] hashed or pattern lines runs on the blocking pool, at most
+    /// [`lookup_threads`] at once.
+    async fn candidates(&self, db: &Arc<RwLock<KnownHosts>>, hop: &Hop) -> Candidates {
+        let heavy = db
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .one_by_one()
+            > HEAVY_LOOKUP;
+        let lookup = {
+            let (db, host, port) = (db.clone(), hop.host.clone(), hop.port);
+            move || {
+                db.read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .candidates(&host, port)
+            }
+        };
+        if !heavy {
+            return lookup();
+        }
+        let _permit = self.lookups.acquire().await;
+        match tokio::task::spawn_blocking(lookup).await {
+            Ok(c) => c,
+            // The pool is gone (the runtime shuts down): looked up here.
+            Err(_) => db
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .candidates(&hop.host, hop.port),
+        }
+    }
+
     pub fn new(db: KnownHosts, policy: HostKeyPolicy) -> HostKeys {
         HostKeys {
-            db: Arc::new(Mutex::new(db)),
+            db: Arc::new(RwLock::new(db)),
             policy,
+            lookups: tokio::sync::Semaphore::new(lookup_threads()),
             learned: Mutex::new(Vec::new()),
             also: Vec::new(),
             per_server: Mutex::new(std::collections::HashMap::new()),
@@ -140,7 +187,7 @@ impl HostKeys {
     ///
     /// Errors: a file that exists but cannot be read (`host-key-unknown`: no key can be
     /// checked).
-    fn db_for(&self, hop: &Hop) -> Result<Arc<Mutex<KnownHosts>>, Unreachable> {
+    fn db_for(&self, hop: &Hop) -> Result<Arc<RwLock<KnownHosts>>, Unreachable> {
         if hop.known_hosts.is_empty() {
             return Ok(self.db.clone());
         }
@@ -153,7 +200,7 @@ impl HostKeys {
         }
         let learn_to = self
             .db
-            .lock()
+            .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .learn_to
             .clone()
@@ -167,7 +214,7 @@ impl HostKeys {
                 format!("UserKnownHostsFile of {}: {e}", hop.target()),
             )
         })?;
-        let db = Arc::new(Mutex::new(db));
+        let db = Arc::new(RwLock::new(db));
         sets.insert(hop.known_hosts.clone(), db.clone());
         Ok(db)
     }
@@ -178,7 +225,9 @@ struct Handler {
     port: u16,
     keys: Arc<HostKeys>,
     /// The known_hosts of this server ([`HostKeys::db_for`]) and its policy.
-    db: Arc<Mutex<KnownHosts>>,
+    db: Arc<RwLock<KnownHosts>>,
+    /// The lines of `db` that match this server, looked up before its connection.
+    candidates: Candidates,
     policy: HostKeyPolicy,
     /// Why the key was refused, for the report.
     refused: Arc<Mutex<Option<Unreachable>>>,
@@ -200,12 +249,14 @@ impl client::Handler for Handler {
         };
         let fp = fingerprint(&key);
         let alg = key.algorithm().to_string();
-        let mut db = self
+        // The lines were looked up before the connection: this costs no HMAC.
+        let verdict = self
             .db
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .check_in(&self.candidates, &self.host, &key, cert);
         let refuse = |code, message: String| Some(Unreachable::new(code, message));
-        let why = match db.check(&self.host, self.port, &key, cert) {
+        let why = match verdict {
             Verdict::Known { .. } => None,
             Verdict::Changed { lines } => {
                 let at: Vec<String> = lines
@@ -240,7 +291,12 @@ impl client::Handler for Handler {
                 ),
             ),
             Verdict::Unknown if self.policy == HostKeyPolicy::AcceptNew => {
-                match db.learn(&self.host, self.port, &key) {
+                let learned = self
+                    .db
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .learn(&self.host, self.port, &key);
+                match learned {
                     Ok(file) => {
                         self.keys
                             .learned
@@ -260,7 +316,14 @@ impl client::Handler for Handler {
                 }
             }
             Verdict::Unknown => {
-                let files: Vec<String> = db.files.iter().map(|f| f.display().to_string()).collect();
+                let files: Vec<String> = self
+                    .db
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect();
                 let signed = cert.map_or(String::new(), |c| {
                     format!(
                         " (in a host certificate signed by CA {}, which no matching @cert-authority line names)",
@@ -398,13 +461,15 @@ async fn open_tcp(host: &str, port: u16, limit: Duration) -> Result<TcpStream, U
 trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
 
-/// The SSH handshake, host-key check (against `hop`'s known_hosts and policy) and login on
-/// `stream`, within `limit`. Errors as for [`connect`].
+/// The SSH handshake, host-key check (against `hop`'s known_hosts lines `looked` up before
+/// the connection, and its policy) and login on `stream`, within `limit`. Errors as for
+/// [`connect`].
 async fn handshake(
     hop: &Hop,
     stream: Box<dyn Io>,
     ssh: &SshSettings,
     keys: &Arc<HostKeys>,
+    looked: (Arc<RwLock<KnownHosts>>, Candidates),
     limit: Duration,
     tcp: bool,
 ) -> Result<client::Handle<Handler>, Unreachable> {
@@ -421,16 +486,17 @@ async fn handshake(
         },
     );
     let refused = Arc::new(Mutex::new(None));
-    let db = keys.db_for(hop)?;
+    let (db, candidates) = looked;
     let with_certificates = db
-        .lock()
+        .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .has_cert_authority(&hop.host, hop.port);
+        .has_cert_authority_in(&candidates);
     let handler = Handler {
         host: hop.host.clone(),
         port: hop.port,
         keys: keys.clone(),
         db,
+        candidates,
         policy: match hop.host_key_policy {
             Some(p) if !ssh.flags.host_key_policy => p,
             _ => keys.policy,
@@ -530,12 +596,27 @@ pub async fn connect(
         Some(t) if !ssh.flags.connect_timeout => t,
         _ => ssh.connect_timeout,
     };
+    let hops: Vec<&Hop> = ep.jump.iter().chain([&ep.target]).collect();
+    // Local work first, outside every time limit (they cover waiting on the network): each
+    // hop's known_hosts lines, looked up once (a large hashed file costs one HMAC a line).
+    let mut looked = Vec::with_capacity(hops.len());
+    for (i, hop) in hops.iter().enumerate() {
+        let db = keys.db_for(hop).map_err(|u| {
+            if i + 1 == hops.len() {
+                u
+            } else {
+                Unreachable::new(u.code, format!("jump host {}: {}", hop.target(), u.message))
+            }
+        })?;
+        let c = keys.candidates(&db, hop).await;
+        looked.push((db, c));
+    }
+    let mut looked = looked.into_iter();
     let whole = connect_timeout + ssh.auth_timeout;
     let deadline = tokio::time::Instant::now() + whole;
     let left = |limit: Duration| {
         limit.min(deadline.saturating_duration_since(tokio::time::Instant::now()))
     };
-    let hops: Vec<&Hop> = ep.jump.iter().chain([&ep.target]).collect();
     let mut handles: Vec<client::Handle<Handler>> = Vec::with_capacity(hops.len());
     for (i, hop) in hops.iter().enumerate() {
         let last = i + 1 == hops.len();
@@ -563,7 +644,8 @@ pub async fn connect(
                 }
             },
         };
-        let h = handshake(hop, stream, ssh, &keys, left(ssh.auth_timeout), tcp)
+        let Some(l) = looked.next() else { break };
+        let h = handshake(hop, stream, ssh, &keys, l, left(ssh.auth_timeout), tcp)
             .await
             .map_err(at_jump)?;
         handles.push(h);

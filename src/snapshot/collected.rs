@@ -13,10 +13,11 @@
 //! findings ([`Loaded::warnings`]), not errors.
 //!
 //! Memory: the files' text, and per node its name and where its winning report lies in that
-//! text (about 100 bytes); reports are parsed again one at a time as they are taken
-//! ([`Loaded::into_collected`]), so a caller that streams them holds one at a time.
+//! text (about 60 bytes: the map by name is a table of entry numbers, 4 bytes a slot, hashed
+//! by the name the entry holds); reports are parsed again one at a time as they are taken
+//! ([`Loaded::into_collected`]), so a caller that streams them holds one at a time
+//! (`snapshot --from` at 1,000,000 nodes: 1.7× the input, bench/README.md).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +30,39 @@ use crate::model::report::NodeReport;
 /// The clock-skew allowance by default: a report may say it was scanned up to 10 minutes after
 /// this machine's now (`[collected] clock_skew`, docs/domain.md "Collected snapshots").
 pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(600);
+
+/// The largest clock-skew allowance (a day), as for `[collected] clock_skew`.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(86_400);
+
+/// Parses a clock-skew allowance as `--clock-skew` takes it: whole seconds (`600`) or a
+/// duration with units as jiff's friendly format reads it (`10m`, `1h 30m`, `90s`), 0 to a day.
+///
+/// Errors: neither form, a negative or fractional-second duration, more than a day; in words.
+pub fn parse_clock_skew(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let d = match t.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => {
+            let d: jiff::SignedDuration = t.parse().map_err(|e| {
+                format!("{s:?} is not a duration: give seconds (600) or units (10m, 1h): {e}")
+            })?;
+            if d.is_negative() {
+                return Err(format!("{s:?}: a clock-skew allowance cannot be negative"));
+            }
+            if d.subsec_nanos() != 0 {
+                return Err(format!("{s:?}: give whole seconds"));
+            }
+            Duration::from_secs(d.as_secs().unsigned_abs())
+        }
+    };
+    if d > MAX_CLOCK_SKEW {
+        return Err(format!(
+            "{s:?}: at most a day ({} s)",
+            MAX_CLOCK_SKEW.as_secs()
+        ));
+    }
+    Ok(d)
+}
 
 /// At most this many findings are kept word for word; the rest are counted.
 pub const MAX_WARNINGS: usize = 1000;
@@ -89,6 +123,8 @@ pub struct Loaded {
     files: Vec<Arc<Path>>,
     texts: Vec<String>,
     entries: Vec<Entry>,
+    /// Each entry's node name (moved out of the merge's map once every file is read).
+    names: Vec<Box<str>>,
     warnings: Vec<String>,
     more_warnings: usize,
 }
@@ -102,6 +138,17 @@ impl Loaded {
     /// Whether there are none (never, from [`load_with`]: an empty file is an error).
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// The node names, in the order of [`Loaded::into_collected`].
+    pub fn names(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.names.iter().map(|n| &**n)
+    }
+
+    /// The node names, in the order of [`Loaded::into_collected`], taken out ([`Loaded::names`]
+    /// is empty after).
+    pub fn take_names(&mut self) -> Vec<Box<str>> {
+        std::mem::take(&mut self.names)
     }
 
     /// The merge findings, as `file:line: node `NAME`: …` (raw node text: escape it where it
@@ -166,42 +213,72 @@ pub fn load_with(files: &[PathBuf], opts: &Options) -> Result<Loaded, String> {
         files: Vec::with_capacity(files.len()),
         texts: Vec::with_capacity(files.len()),
         entries: Vec::new(),
+        names: Vec::new(),
         warnings: Vec::new(),
         more_warnings: 0,
     };
-    let mut by_name: HashMap<Box<str>, u32> = HashMap::new();
     let limit = opts
         .now
         .checked_add(
             jiff::SignedDuration::try_from(opts.clock_skew).unwrap_or(jiff::SignedDuration::MAX),
         )
         .unwrap_or(jiff::Timestamp::MAX);
-    for (fi, f) in files.iter().enumerate() {
+    // Every file is read first (their text is kept to the end anyway), so that the map and
+    // the list are sized once for every file's nodes (each report has one `"scanned_at"`; at
+    // most one per 64 bytes, whatever a file says): growing either by doubling, or reserving
+    // again per file, holds the old and the new tables at once (0.3x the input at 1,000,000
+    // nodes).
+    let mut hint = 0usize;
+    for f in files {
         let text = crate::limits::read_to_string(f, crate::limits::Kind::Snapshot)
             .map_err(|e| format!("{}: {e}", f.display()))?;
-        let fi = u32::try_from(fi).map_err(|_| "too many files".to_string())?;
-        let path: Arc<Path> = Arc::from(f.as_path());
-        // Room for this file's nodes at once (each report has one `"scanned_at"`; at most one
-        // per 64 bytes, whatever a file says): growing the map and the list by doubling would
-        // hold the old and the new tables at once, 0.3x the input at 1,000,000 nodes.
-        let hint = text.matches("\"scanned_at\"").count().min(text.len() / 64);
-        by_name.reserve(hint);
-        loaded.entries.reserve(hint);
-        // Each record is merged as it is read: nothing per record is kept but its entry.
-        parse_ranges(&text, f, &mut |r| {
-            merge(&mut loaded, &mut by_name, &text, f, fi, limit, opts, r)
-        })?;
-        loaded.files.push(path);
+        hint = hint.saturating_add(text.matches("\"scanned_at\"").count().min(text.len() / 64));
+        loaded.files.push(Arc::from(f.as_path()));
         loaded.texts.push(text);
     }
+    let mut by_name = ByName {
+        table: hashbrown::HashTable::with_capacity(hint),
+        state: std::hash::RandomState::new(),
+    };
+    loaded.entries.reserve_exact(hint);
+    loaded.names.reserve_exact(hint);
+    let texts = std::mem::take(&mut loaded.texts);
+    for (fi, (f, text)) in files.iter().zip(&texts).enumerate() {
+        let fi = u32::try_from(fi).map_err(|_| "too many files".to_string())?;
+        // Each record is merged as it is read: nothing per record is kept but its entry.
+        parse_ranges(text, f, &mut |r| {
+            merge(
+                &mut loaded,
+                &texts,
+                &mut by_name,
+                text,
+                f,
+                fi,
+                limit,
+                opts,
+                r,
+            )
+        })?;
+    }
+    loaded.texts = texts;
     Ok(loaded)
 }
 
-/// Merges record `r` of file number `fi` (`f`, its `text`) into `loaded` (see the module docs).
+/// The merge's map by name: entry numbers, hashed by the name they hold in [`Loaded::names`]
+/// (4 bytes a slot: a `HashMap<Box<str>, u32>` holds 24, and a copy of every name).
+struct ByName {
+    table: hashbrown::HashTable<u32>,
+    /// Keyed at random per process: node names are node text.
+    state: std::hash::RandomState,
+}
+
+/// Merges record `r` of file number `fi` (`f`, its `text`; every file's text in `texts`) into
+/// `loaded` (see the module docs).
 #[allow(clippy::too_many_arguments)]
 fn merge(
     loaded: &mut Loaded,
-    by_name: &mut HashMap<Box<str>, u32>,
+    texts: &[String],
+    by_name: &mut ByName,
     text: &str,
     f: &Path,
     fi: u32,
@@ -241,20 +318,32 @@ fn merge(
         class,
         time,
     };
-    match by_name.get(r.name.as_str()) {
+    use std::hash::BuildHasher;
+    let hash = by_name.state.hash_one(r.name.as_str());
+    let names = &loaded.names;
+    let found = by_name
+        .table
+        .find(hash, |&i| {
+            names.get(i as usize).is_some_and(|n| **n == *r.name)
+        })
+        .copied();
+    match found {
         None => {
             let at = u32::try_from(loaded.entries.len())
                 .map_err(|_| "more than 4294967295 nodes".to_string())?;
-            by_name.insert(r.name.into_boxed_str(), at);
+            let ByName { table, state } = by_name;
+            table.insert_unique(hash, at, |&i| {
+                state.hash_one(names.get(i as usize).map_or("", |n| &**n))
+            });
+            loaded.names.push(r.name.into_boxed_str());
             loaded.entries.push(e);
         }
-        Some(&at) => {
+        Some(at) => {
             let Some(old) = loaded.entries.get(at as usize).cloned() else {
                 return Ok(());
             };
             if old.file != fi {
-                let a = loaded
-                    .texts
+                let a = texts
                     .get(old.file as usize)
                     .and_then(|t| t.get(old.start..old.start + old.len as usize));
                 if a != text.get(e.start..e.start + e.len as usize) {
@@ -722,5 +811,42 @@ mod tests {
         )
         .unwrap();
         assert_eq!(loaded.warnings(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn clock_skew_takes_seconds_or_units_up_to_a_day() {
+        for (s, secs) in [
+            ("600", 600),
+            ("0", 0),
+            ("10m", 600),
+            ("90s", 90),
+            ("1h 30m", 5400),
+            ("24h", 86_400),
+        ] {
+            assert_eq!(parse_clock_skew(s), Ok(Duration::from_secs(secs)), "{s}");
+        }
+        for s in ["", "-1", "-5m", "1.5s", "86401", "25h", "10 parsecs", "2d"] {
+            assert!(parse_clock_skew(s).is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn names_come_in_the_order_of_the_reports() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.jsonl");
+        std::fs::write(
+            &a,
+            jsonl(&[
+                report("b", "2026-01-02T00:00:00Z", NodeStatus::Ready),
+                report("a", "2026-01-02T00:00:00Z", NodeStatus::Ready),
+                report("b", "2026-01-03T00:00:00Z", NodeStatus::Migrate),
+            ]),
+        )
+        .unwrap();
+        let loaded = load(&[a]).unwrap();
+        let names: Vec<String> = loaded.names().map(str::to_string).collect();
+        let got: Vec<String> = loaded.into_collected().map(|c| c.report.name).collect();
+        assert_eq!(names, ["b", "a"]);
+        assert_eq!(names, got);
     }
 }

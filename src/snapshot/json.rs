@@ -139,6 +139,10 @@ impl Sink for JsonSink<'_> {
         out.write_all(if first { b"]" } else { b"\n  ]" })?;
         out.write_all(b",\n  \"summary\": ")?;
         out.write_all(&nested(&end.summary, 2)?)?;
+        if let Some(w) = &end.merge_warnings {
+            out.write_all(b",\n  \"merge_warnings\": ")?;
+            out.write_all(&nested(w, 2)?)?;
+        }
         out.write_all(b"\n}\n")?;
         out.flush()?;
         drop(out);

@@ -52,6 +52,10 @@ pub struct End {
     pub generated_at: String,
     /// Node counts per status ([`summary`]).
     pub summary: BTreeMap<&'static str, usize>,
+    /// A snapshot of collected files (`--from`): the merge's findings (raw node text, as
+    /// [`collected::Loaded::warnings`] gives them), written as the JSON document's
+    /// `merge_warnings` and a JSON Lines `merge_warnings` record; `None`: a scan (no such field).
+    pub merge_warnings: Option<Vec<String>>,
 }
 
 impl End {
@@ -60,6 +64,7 @@ impl End {
         End {
             generated_at,
             summary: summary(statuses.iter().copied()),
+            merge_warnings: None,
         }
     }
 }
@@ -148,6 +153,16 @@ impl Sink for JsonlSink<'_> {
         self.out.flush()
     }
     fn finish(&mut self, end: &End) -> io::Result<()> {
+        if let Some(w) = &end.merge_warnings {
+            let json = json_string(
+                &Line {
+                    kind: "merge_warnings",
+                    data: w,
+                },
+                false,
+            )?;
+            writeln!(self.out, "{json}")?;
+        }
         let json = json_string(
             &Line {
                 kind: "summary",
@@ -167,11 +182,17 @@ pub fn csv_columns() -> Vec<&'static str> {
 }
 
 /// A CSV cell that a spreadsheet would run as a formula neutralized: a cell starting with `=`,
-/// `+`, `-`, `@`, tab or carriage return gets a leading `'` (OWASP, "CSV Injection"). Applied to
-/// the raw value, before [`terminal_safe`], so `\tx` becomes `'\tx` and then `'\\tx`. gpufleet
-/// reads no CSV of its own back, so nothing has to undo it.
+/// `+`, `-`, `@`, tab or carriage return (after leading whitespace too, and their fullwidth
+/// forms) gets a leading `'` (OWASP, "CSV Injection"). Applied to the raw value, before
+/// [`terminal_safe`], so `\tx` becomes `'\tx` and then `'\\tx`. gpufleet reads no CSV of its
+/// own back, so nothing has to undo it.
 pub fn csv_cell(s: &str) -> String {
-    let cell = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+    // Spreadsheets skip leading spaces before a formula (` =1+1`) and read the fullwidth signs
+    // (`＝`, `＋`, `－`, `＠`, U+FF1D and kin) as the ASCII ones.
+    const STARTS: [char; 10] = [
+        '=', '+', '-', '@', '\t', '\r', '\u{ff1d}', '\u{ff0b}', '\u{ff0d}', '\u{ff20}',
+    ];
+    let cell = if s.starts_with(STARTS) || s.trim_start().starts_with(STARTS) {
         format!("'{s}")
     } else {
         s.to_string()
@@ -489,6 +510,11 @@ mod tests {
             ("a=b", "a=b"),
             ("", ""),
             ("'quoted", "'quoted"),
+            (" =1+1", "' =1+1"),
+            ("  @SUM(A1)", "'  @SUM(A1)"),
+            ("\u{ff1d}1+1", "'\u{ff1d}1+1"),
+            ("\u{3000}\u{ff0b}x", "'\u{3000}\u{ff0b}x"),
+            ("a \u{ff1d} b", "a \u{ff1d} b"),
         ] {
             assert_eq!(csv_cell(raw), want, "{raw:?}");
         }

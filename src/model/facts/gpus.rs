@@ -44,9 +44,39 @@ pub struct Gpu {
     pub evidence: Evidence,
 }
 
+/// The functions the probe's PCI summary sent in full; what it could not read or send is
+/// pushed to `failed` (any of them could be a GPU).
+fn pci_summary_buses<'a>(text: &'a str, failed: &mut Vec<String>) -> Vec<&'a str> {
+    let s = sysfs::parse_pci_summary(text);
+    for bus in &s.unreadable {
+        failed.push(format!(
+            "/sys/bus/pci/devices/{bus}: its vendor could not be read"
+        ));
+    }
+    if s.cut_unreadable > 0 {
+        failed.push(format!(
+            "{} more PCI functions whose vendor could not be read",
+            s.cut_unreadable
+        ));
+    }
+    if s.cut_full > 0 {
+        failed.push(format!(
+            "{} NVIDIA or network PCI functions past the 256 the probe sends in full",
+            s.cut_full
+        ));
+    }
+    if s.functions.is_none() {
+        failed.push("the probe's PCI summary has no count of functions: cut short".into());
+    }
+    s.full
+}
+
 pub(super) fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
     const PCI: &str = "/sys/bus/pci/devices";
-    match read(out, Kind::Dir, PCI) {
+    // The probe's summary of the functions (`meta`: the ones sent in full, the rest counted),
+    // else, from an older probe, the folder's listing with every function's vendor.
+    let summary = out.get(Kind::Meta, PCI).is_some();
+    match read(out, if summary { Kind::Meta } else { Kind::Dir }, PCI) {
         Read::Absent => f.pci_gpus = Some(Vec::new()),
         Read::Failed(why) => f.unknown("gpus (PCI)", why),
         Read::Text(listing) => {
@@ -61,7 +91,16 @@ pub(super) fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
                     Read::Failed(why) => Err(why),
                 }
             };
-            for bus in listing.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let buses: Vec<&str> = if summary {
+                pci_summary_buses(&listing, &mut failed)
+            } else {
+                listing
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect()
+            };
+            for bus in buses {
                 let dev = attr(bus, "vendor").and_then(|vendor| {
                     if vendor != Some(0x10de) {
                         return Ok(None);

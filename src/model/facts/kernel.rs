@@ -111,13 +111,13 @@ pub(super) fn dma_buf_inputs(out: &ProbeOutput, f: &mut Facts) {
     if let Some(s) = out.get(Kind::Hex, GZ) {
         let decoded = match read(out, Kind::Hex, GZ) {
             Read::Text(t) => {
-                kconfig::decode_od_hex(&t).and_then(|bytes| kconfig::gunzip(&bytes, 16 << 20))
+                kconfig::decode_od_hex(&t).and_then(|bytes| kconfig::gunzip_parse(&bytes, 16 << 20))
             }
             _ => Err(why_not(GZ, s)),
         };
         match decoded {
-            Ok(text) => {
-                f.kernel.config = Some((GZ.to_string(), kconfig::parse(&text)));
+            Ok(config) => {
+                f.kernel.config = Some((GZ.to_string(), config));
                 return;
             }
             Err(why) => tried.push(why),

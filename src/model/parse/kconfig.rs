@@ -51,6 +51,64 @@ pub fn decode_od_hex(text: &str) -> Result<Vec<u8>, String> {
         .collect()
 }
 
+/// Longest config line kept while streaming (a kernel's are under 200 bytes; longer ones, such
+/// as a huge `CONFIG_…="…"` string, are dropped: no option gpufleet reads is one).
+const MAX_LINE: usize = 4096;
+
+/// Gunzips `/proc/config.gz` bytes and parses them as they come out ([`parse`], line by line):
+/// the decompressed text is never held whole (64 KiB and one line at a time, not `limit`
+/// bytes), and at most `limit` bytes of it are read.
+///
+/// Errors: not gzip, or more than `limit` bytes decompressed (then nothing is trusted).
+pub fn gunzip_parse(bytes: &[u8], limit: u64) -> Result<KernelConfig, String> {
+    let mut z = flate2::read::GzDecoder::new(bytes).take(limit.saturating_add(1));
+    let mut c = KernelConfig::default();
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut line: Vec<u8> = Vec::new();
+    let mut long = false;
+    let mut total = 0u64;
+    let keep = |line: &[u8], c: &mut KernelConfig| {
+        let text = String::from_utf8_lossy(line);
+        for (k, v) in parse(&text).options {
+            c.options.insert(k, v);
+        }
+    };
+    loop {
+        let n = z
+            .read(&mut chunk)
+            .map_err(|e| format!("/proc/config.gz: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        for part in chunk[..n].split_inclusive(|&b| b == b'\n') {
+            if !long {
+                line.extend_from_slice(part);
+                if line.len() > MAX_LINE {
+                    long = true;
+                    line.clear();
+                }
+            }
+            if part.ends_with(b"\n") {
+                if !long {
+                    keep(&line, &mut c);
+                }
+                line.clear();
+                long = false;
+            }
+        }
+    }
+    if total > limit {
+        return Err(format!(
+            "/proc/config.gz decompresses to more than {limit} bytes (cut at the cap: not trusted)"
+        ));
+    }
+    if !long {
+        keep(&line, &mut c);
+    }
+    Ok(c)
+}
+
 /// Gunzips `/proc/config.gz` bytes into text, reading at most `limit` bytes of output.
 pub fn gunzip(bytes: &[u8], limit: u64) -> Result<String, String> {
     let mut out = Vec::new();
@@ -96,5 +154,28 @@ mod tests {
         );
         assert!(decode_od_hex(" zz").is_err());
         assert!(gunzip(b"not gzip", 10).is_err());
+    }
+
+    #[test]
+    fn streamed_gunzip_parses_as_the_whole_text_does() {
+        use std::io::Write;
+        let mut text = String::new();
+        for i in 0..50_000 {
+            text.push_str(&format!("CONFIG_OPT_{i}=y\n# CONFIG_OFF_{i} is not set\n"));
+        }
+        text.push_str(&format!("CONFIG_HUGE=\"{}\"\n", "x".repeat(10_000)));
+        text.push_str("CONFIG_DMA_SHARED_BUFFER=y");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(text.as_bytes()).unwrap();
+        let gz = enc.finish().unwrap();
+        let got = gunzip_parse(&gz, 16 << 20).unwrap();
+        let mut want = parse(&text);
+        want.options.remove("CONFIG_HUGE");
+        assert_eq!(got, want);
+        assert_eq!(got.value("CONFIG_DMA_SHARED_BUFFER"), Some("y"));
+        assert_eq!(got.value("CONFIG_OFF_49999"), Some("n"));
+        let e = gunzip_parse(&gz, 1000).unwrap_err();
+        assert!(e.contains("more than 1000 bytes"), "{e}");
+        assert!(gunzip_parse(b"not gzip", 10).is_err());
     }
 }

@@ -92,6 +92,56 @@ pub fn parse_hex(text: &str) -> Option<u32> {
     u32::from_str_radix(hex, 16).ok()
 }
 
+/// The probe's PCI summary (`meta /sys/bus/pci/devices`, src/probe/probe.sh): the functions
+/// it sent in full (NVIDIA, physical network/RDMA), what it only counted, and what it could not
+/// read or name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PciSummary<'a> {
+    /// `full BUS`: their vendor, device, class and driver follow as their own sections.
+    pub full: Vec<&'a str>,
+    /// `unreadable BUS`: a function whose vendor could not be read (it could be a GPU).
+    pub unreadable: Vec<&'a str>,
+    /// `vfs BUS N`: a parent and its SR-IOV virtual functions.
+    pub vfs: Vec<(&'a str, u64)>,
+    /// `functions N`, `vf N`, `other N`: every function, the virtual ones, the others counted.
+    pub functions: Option<u64>,
+    pub vf: u64,
+    pub other: u64,
+    /// `cut-full N`: NVIDIA or network functions past the 256 sent in full.
+    pub cut_full: u64,
+    /// `cut-unreadable N`: unreadable functions past the 256 named.
+    pub cut_unreadable: u64,
+    /// `cut-vfs N`: parents past the 256 named (their VFs are in `vf`).
+    pub cut_vfs: u64,
+}
+
+/// Parses the PCI summary's lines (see [`PciSummary`]); unknown lines are skipped.
+pub fn parse_pci_summary(text: &str) -> PciSummary<'_> {
+    let mut s = PciSummary::default();
+    for line in text.lines() {
+        let mut w = line.split_ascii_whitespace();
+        let (Some(k), Some(v)) = (w.next(), w.next()) else {
+            continue;
+        };
+        let n = v.parse::<u64>().unwrap_or(0);
+        match k {
+            "full" => s.full.push(v),
+            "unreadable" => s.unreadable.push(v),
+            "vfs" => s
+                .vfs
+                .push((v, w.next().and_then(|c| c.parse().ok()).unwrap_or(0))),
+            "functions" => s.functions = v.parse().ok(),
+            "vf" => s.vf = n,
+            "other" => s.other = n,
+            "cut-full" => s.cut_full = n,
+            "cut-unreadable" => s.cut_unreadable = n,
+            "cut-vfs" => s.cut_vfs = n,
+            _ => {}
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +187,21 @@ mod tests {
         assert!(d(0x030000).is_gpu());
         assert!(!d(0x040300).is_gpu());
         assert!(!d(0x030100).is_gpu());
+    }
+
+    #[test]
+    fn pci_summary_lines() {
+        let s = parse_pci_summary(
+            "full 0000:18:00.0\nfull 0000:3b:00.0\nvfs 0000:3b:00.0 64\nunreadable 0000:00:1f.3\n\
+             functions 10000\nvf 9800\nother 197\ncut-full 3\nnonsense\n",
+        );
+        assert_eq!(s.full, ["0000:18:00.0", "0000:3b:00.0"]);
+        assert_eq!(s.vfs, [("0000:3b:00.0", 64)]);
+        assert_eq!(s.unreadable, ["0000:00:1f.3"]);
+        assert_eq!(
+            (s.functions, s.vf, s.other, s.cut_full),
+            (Some(10000), 9800, 197, 3)
+        );
+        assert_eq!((s.cut_unreadable, s.cut_vfs), (0, 0));
     }
 }

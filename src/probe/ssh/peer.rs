@@ -178,6 +178,32 @@ pub(super) fn handshake_failure(target: &str, e: &russh::Error, seen: &[u8]) -> 
                 "{target} closed the connection without sending an SSH identification line: not an SSH server, or an sshd turning connections away (MaxStartups, tcp wrappers)"
             ),
         ),
+        // An identification line russh refuses (over 255 bytes, malformed: RFC 4253 4.2), or
+        // one followed by bytes that are no SSH packet: the peer's protocol, not a refusal.
+        PeerStart::Ssh if matches!(e, russh::Error::Version) => Unreachable::new(
+            Code::SshProtocolError,
+            format!(
+                "{target} sent an SSH identification line that is not valid (over 255 bytes, or malformed: RFC 4253 4.2): it sent {}",
+                escaped_start(seen, PEER_BYTES_SHOWN)
+            ),
+        ),
+        PeerStart::Ssh
+            if matches!(
+                e,
+                russh::Error::IndexOutOfBounds
+                    | russh::Error::PacketSize(_)
+                    | russh::Error::Inconsistent
+                    | russh::Error::KexInit
+            ) =>
+        {
+            Unreachable::new(
+                Code::SshProtocolError,
+                format!(
+                    "{target} sent an SSH identification line, then bytes that are no SSH key exchange ({e}): it sent {}",
+                    escaped_start(seen, PEER_BYTES_SHOWN)
+                ),
+            )
+        }
         PeerStart::Ssh | PeerStart::Nothing => Unreachable::new(
             Code::SshRefused,
             format!("SSH handshake with {target}: {e}"),
@@ -250,5 +276,30 @@ mod tests {
                 "SSH handshake with h:22: Key exchange failed"
             )
         );
+    }
+
+    #[test]
+    fn garbage_after_the_banner_and_an_overlong_version_line_are_protocol_errors() {
+        let seen = b"SSH-2.0-x\r\n\x00\x00\x00\x05garbage";
+        for e in [
+            russh::Error::IndexOutOfBounds,
+            russh::Error::PacketSize(1 << 30),
+            russh::Error::Inconsistent,
+        ] {
+            let got = handshake_failure("h:22", &e, seen);
+            assert_eq!(got.code, Code::SshProtocolError, "{e}");
+            assert!(
+                got.message.starts_with(
+                    "h:22 sent an SSH identification line, then bytes that are no SSH key exchange"
+                ),
+                "{}",
+                got.message
+            );
+        }
+        let long = [b"SSH-2.0-".as_slice(), &[b'a'; 1 << 20]].concat();
+        let got = handshake_failure("h:22", &russh::Error::Version, &long);
+        assert_eq!(got.code, Code::SshProtocolError);
+        assert!(got.message.contains("over 255 bytes"), "{}", got.message);
+        assert!(got.message.len() < 400, "{}", got.message.len());
     }
 }
