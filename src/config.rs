@@ -103,6 +103,12 @@ pub struct UpgradeConfig {
     pub reboot_timeout: u64,
     /// Gates checked after the re-probe, before the uncordon (all of them).
     pub gates: Vec<Gate>,
+    /// A command run here (`sh -c`) when a node of a rollout fails, with the node and the
+    /// rollout only in its environment (`GPUFLEET_ROLLOUT`, `GPUFLEET_NODE`, `GPUFLEET_STEP`,
+    /// `GPUFLEET_STATE`, `GPUFLEET_REASON`), never in its text; journaled (`hook:on_failure`).
+    pub on_failure: Option<String>,
+    /// As `on_failure`, when a node was upgraded (`hook:on_success`).
+    pub on_success: Option<String>,
 }
 
 impl Default for UpgradeConfig {
@@ -114,6 +120,8 @@ impl Default for UpgradeConfig {
             step_timeout: 1800,
             reboot_timeout: 900,
             gates: Gate::ALL.to_vec(),
+            on_failure: None,
+            on_success: None,
         }
     }
 }
@@ -138,6 +146,11 @@ pub struct RecipeStep {
     /// The step reboots the node: its connection may drop; gpufleet then waits for SSH.
     #[serde(default)]
     pub reboot: bool,
+    /// Opt-in: past this many seconds (`600` or `"10m"`) the step's process group is killed on
+    /// the node (TERM, then KILL 10 s later) and the step fails, journaled. Without it a step
+    /// is never killed: past `step_timeout` gpufleet stops waiting, the step goes on there.
+    #[serde(default, deserialize_with = "crate::duration::de_opt_secs")]
+    pub kill_after: Option<u64>,
 }
 
 /// `[tui]`: the interactive fleet matrix.
