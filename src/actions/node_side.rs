@@ -353,7 +353,8 @@ if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
   echo "gpufleet-step running $p $a"; exit 0
 fi
 if command -v flock >/dev/null 2>&1 && ! flock -n "$L" true 2>/dev/null; then
-  echo "gpufleet-step running (the step lock is held)"; exit 0
+  h=$(head -c 300 "$L.holder" 2>/dev/null | head -n 1 | tr -cd '[:print:]')
+  echo "gpufleet-step running (the step lock is held by ${h:-an unknown holder})"; exit 0
 fi
 echo "gpufleet-step dead"; tail -c 4000 "$S.out" 2>/dev/null"#;
 

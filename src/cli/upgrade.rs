@@ -35,7 +35,7 @@ Examples:
   gpufleet upgrade -i fleet.toml --resume               after a crash or Ctrl-C";
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["canary", "wave", "resume", "abandon"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["canary", "wave", "resume", "abandon", "cancel"])))]
 pub struct UpgradeArgs {
     #[command(flatten)]
     pub scan: ScanArgs,
@@ -58,6 +58,32 @@ pub struct UpgradeArgs {
     /// Refused while the rollout's process still runs
     #[arg(long)]
     pub abandon: bool,
+
+    /// Stop the running recipe step of the rollout that did not finish, on its nodes (its
+    /// process group is killed; journaled); the nodes stay drained and locked for `--resume`
+    /// (which runs the step again) or `--abandon`. Works while that rollout's gpufleet runs
+    #[arg(long)]
+    pub cancel: bool,
+
+    /// With --wave: run wave after wave until every node is upgraded; each wave opens only when
+    /// the one before is healthy (every node `ready` when probed again after the soak)
+    #[arg(long, requires = "wave")]
+    pub until_done: bool,
+
+    /// With --until-done: wait this long between waves before checking the last one's health
+    /// (`600`, `600s`, `10m`, `1h`) [default: 0]
+    #[arg(long, value_name = "DURATION", requires = "until_done", value_parser = crate::duration::parse_secs)]
+    pub soak: Option<u64>,
+
+    /// With --until-done: ask before each next wave (a line on stdin: `y` goes on; anything
+    /// else, or end of input, stops between waves)
+    #[arg(long, requires = "until_done")]
+    pub pause_after_each: bool,
+
+    /// Append progress events to FILE as JSON Lines, one per journal entry and per wave:
+    /// {"time", "rollout", "node", "step", "state", "detail"} (for CI and notifications)
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<std::path::PathBuf>,
 
     /// Print the plan with the exact commands and change nothing
     #[arg(long)]
@@ -111,9 +137,31 @@ fn confirm(count: usize) -> anyhow::Result<bool> {
     Ok(line.trim() == count.to_string())
 }
 
-/// Runs `gpufleet upgrade`; returns the exit code (see [`UPGRADE_HELP`]). Parses, prints and
-/// prompts; the rollout itself is [`crate::fleet::rollout`].
+mod waves;
+
+/// Runs `gpufleet upgrade`; returns the exit code (see [`UPGRADE_HELP`]): `--cancel` and
+/// `--until-done` in [`waves`], one rollout in [`run_once`].
 pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
+    if args.cancel {
+        return waves::cancel(s, args);
+    }
+    let events = match &args.events {
+        Some(p) => Some(rollout::EventSink::open(p).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    if args.until_done {
+        return waves::run(s, args, events);
+    }
+    run_once(s, args, events.as_ref())
+}
+
+/// One rollout; returns the exit code (see [`UPGRADE_HELP`]). Parses, prints and prompts; the
+/// rollout itself is [`crate::fleet::rollout`]. `events`: where progress events go.
+fn run_once(
+    s: &Settings,
+    args: &UpgradeArgs,
+    events: Option<&rollout::EventSink>,
+) -> anyhow::Result<u8> {
     use crate::fleet::rollout::{Abandoned, Choice, Lock, RolloutError, Rollouts};
     let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
     let config = &s.config;
@@ -234,6 +282,9 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
         args.resume,
         Box::new(move |l| eprintln!("gpufleet: {}", safe(l))),
     )?;
+    if let Some(e) = events {
+        run.set_events(e.clone());
+    }
     let report = rt.block_on(run.finish());
     for (node, why) in report.skipped() {
         eprintln!("gpufleet: {} skipped: {}", safe(node), safe(why));
