@@ -24,6 +24,17 @@ operator (user@host, pid), and no other rollout passes it. Recipe steps run deta
 A node whose lock another rollout holds is skipped (the holder named: rollout, user@host, pid),
 not failed: the rest of the wave goes on.
 
+A recipe step is never killed unless it sets `kill_after` (seconds, or `10m`): past step_timeout
+gpufleet stops waiting and the step goes on there (--resume waits for it). --cancel stops the
+running step of the rollout that did not finish (its process group on the node, journaled); its
+nodes stay drained and locked for --resume or --abandon.
+
+--wave --until-done runs wave after wave, each opened only when the one before is healthy (every
+node ready, probed again after --soak); Ctrl-C between waves loses nothing (the same command goes
+on), during a wave it leaves a rollout for --resume. --events FILE appends JSON Lines progress
+events. [upgrade] on_failure / on_success run here per node, with GPUFLEET_NODE, GPUFLEET_ROLLOUT,
+GPUFLEET_STATE, GPUFLEET_STEP, GPUFLEET_REASON in their environment.
+
 Exit codes: 0 done (or nothing to do, or --dry-run; nodes skipped for another rollout's lock are
 listed), 1 a node failed (the rollout stopped) or a wave is blocked by its canaries, 2 usage, config, inventory or read-only errors, or nodes that
 cannot be planned (no recipe, no drain setting, …: every such node is listed, each with why).
@@ -32,7 +43,9 @@ Examples:
   gpufleet upgrade -i fleet.toml --canary --dry-run     the plan with the exact commands
   gpufleet upgrade -i fleet.toml --canary               then type the number of nodes to go
   gpufleet upgrade -i fleet.toml --wave --yes           the next wave, no prompt (scripts)
-  gpufleet upgrade -i fleet.toml --resume               after a crash or Ctrl-C";
+  gpufleet upgrade -i fleet.toml --resume               after a crash or Ctrl-C
+  gpufleet upgrade -i fleet.toml --cancel               stop a hung step (nodes stay drained)
+  gpufleet upgrade -i fleet.toml --wave --until-done --soak 10m --yes --events ev.jsonl";
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("what").required(true).args(["canary", "wave", "resume", "abandon", "cancel"])))]
