@@ -48,6 +48,14 @@ fn a_step_is_killed_at_its_kill_after() {
     );
     let f = UpgradeFleet::start(1, 60, "1", &extra);
     f.inventory(&["hang"], "");
+    let plan = f.run(&["upgrade", "--canary", "--dry-run"]);
+    assert!(
+        text(&plan).contains(
+            "killed on the node after 3 s of running (TERM to its process group, KILL 10 s later)"
+        ),
+        "{}",
+        text(&plan)
+    );
     let start = Instant::now();
     let out = f.run(&["upgrade", "--canary", "--yes"]);
     let took = start.elapsed();
@@ -237,5 +245,28 @@ fn cancel_while_the_rollout_runs_stops_its_node() {
         f.nodes[0]
             .join("root/var/lib/gpufleet/rollout.lock")
             .exists()
+    );
+}
+
+/// A `kill_after` that is not a duration is refused before anything runs, naming the forms.
+#[test]
+fn a_kill_after_that_is_not_a_duration_is_refused() {
+    let f = UpgradeFleet::start(1, 88, "1", &hang_recipe(", kill_after = \"soon\""));
+    f.inventory(&["hang"], "");
+    let out = f.run(&["upgrade", "--canary", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "\"soon\" is not a duration in seconds: write 600, 600s, 10m, 2h, 1d or 1h30m"
+        ),
+        "{}",
+        text(&out)
+    );
+    assert!(f.journal().is_empty());
+    let out = f.run(&["upgrade", "--cancel", "--dry-run"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--cancel changes nodes: no dry run of it"
     );
 }

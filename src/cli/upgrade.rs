@@ -75,7 +75,7 @@ pub struct UpgradeArgs {
     /// Stop the running recipe step of the rollout that did not finish, on its nodes (its
     /// process group is killed; journaled); the nodes stay drained and locked for `--resume`
     /// (which runs the step again) or `--abandon`. Works while that rollout's gpufleet runs
-    #[arg(long)]
+    #[arg(long, conflicts_with = "dry_run")]
     pub cancel: bool,
 
     /// With --wave: run wave after wave until every node is upgraded; each wave opens only when
