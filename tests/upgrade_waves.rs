@@ -226,3 +226,67 @@ fn an_unhealthy_wave_does_not_open_the_next() {
     );
     assert_eq!(f.status("node2"), "migrate", "the next wave did not open");
 }
+
+/// Ctrl-C (SIGINT) during the soak between waves: gpufleet ends with every rollout finished
+/// (nothing to `--resume`), and the same command goes on with the next wave.
+#[test]
+fn ctrl_c_between_waves_loses_nothing_and_the_same_command_goes_on() {
+    let f = UpgradeFleet::start(3, 92, "1", "");
+    f.inventory(&["switch"], "");
+    assert_eq!(
+        f.run(&["upgrade", "--canary", "--yes"]).status.code(),
+        Some(0)
+    );
+    let args = [
+        "upgrade",
+        "--wave",
+        "--until-done",
+        "--soak",
+        "10m",
+        "--max-unavailable",
+        "1",
+        "--yes",
+    ];
+    let child = f
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    // The wave's rollout ended (the canary's was the first): the soak has begun.
+    let ended = |f: &UpgradeFleet| {
+        f.journal()
+            .iter()
+            .filter(|e| e["node"] == "" && e["step"] == "rollout" && e["phase"] == "done")
+            .count()
+    };
+    let start = std::time::Instant::now();
+    while ended(&f) < 2 {
+        assert!(start.elapsed() < std::time::Duration::from_secs(90));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let st = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        text(&out).contains("soaking 600 s before checking it"),
+        "{}",
+        text(&out)
+    );
+    assert_ne!(out.status.code(), Some(0), "interrupted: {}", text(&out));
+    assert_eq!(f.status("node1"), "ready");
+    assert_eq!(f.status("node2"), "migrate");
+    let out = f.run(&["upgrade", "--resume", "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("nothing to resume"), "{}", text(&out));
+    let mut again = args.to_vec();
+    again[4] = "0";
+    let out = f.run(&again);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(f.status("node2"), "ready");
+}

@@ -114,6 +114,11 @@ impl Executor {
                 .kill_step(&plan.rollout, node, name, &files, *sudo, "cancel")
                 .await
             {
+                // It ended on its own meanwhile, or never started: nothing was stopped, and
+                // the journal does not say it was (`--resume` takes its status, or starts it).
+                Ok(said) if !(said.starts_with("killed") || said.starts_with("gone")) => {
+                    format!("nothing to stop: {said}")
+                }
                 Ok(said) => {
                     let why = format!(
                         "cancelled by the operator (gpufleet upgrade --cancel): {said}; the node stays drained and locked: `gpufleet upgrade --resume` runs the step again, `--abandon` gives the rollout up"
