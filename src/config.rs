@@ -86,7 +86,7 @@ impl Gate {
     }
 }
 
-/// `[upgrade]`: rollouts. Times in seconds.
+/// `[upgrade]`: rollouts. Times in seconds (`900` or `"15m"`: [`crate::duration::parse_secs`]).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpgradeConfig {
@@ -95,11 +95,14 @@ pub struct UpgradeConfig {
     /// Failed nodes tolerated before the rollout stops (0: the first failure stops it).
     pub max_failures: usize,
     /// How long a drain may take (900).
+    #[serde(deserialize_with = "crate::duration::de_secs")]
     pub drain_timeout: u64,
     /// How long one recipe step may run (1800).
+    #[serde(deserialize_with = "crate::duration::de_secs")]
     pub step_timeout: u64,
     /// Seconds a node may take after its reboot step to answer with a new boot identity (900);
     /// past it, the node stops there, drained (docs/domain.md, "Proven reboots").
+    #[serde(deserialize_with = "crate::duration::de_secs")]
     pub reboot_timeout: u64,
     /// Gates checked after the re-probe, before the uncordon (all of them).
     pub gates: Vec<Gate>,
@@ -596,6 +599,27 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upgrade_timeouts_and_kill_after_take_either_form() {
+        let u: UpgradeConfig = toml::from_str(
+            "drain_timeout = \"15m\"\nstep_timeout = 1200\nreboot_timeout = \"1h\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (u.drain_timeout, u.step_timeout, u.reboot_timeout),
+            (900, 1200, 3600)
+        );
+        let e = toml::from_str::<UpgradeConfig>("step_timeout = \"soon\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"soon\" is not a duration in seconds"), "{e}");
+        let s: RecipeStep =
+            toml::from_str("name = \"x\"\nrun = \"true\"\nkill_after = \"10m\"\n").unwrap();
+        assert_eq!(s.kill_after, Some(600));
+        let s: RecipeStep = toml::from_str("name = \"x\"\nrun = \"true\"\n").unwrap();
+        assert_eq!(s.kill_after, None);
+    }
 
     #[test]
     fn example_config_parses_to_defaults() {

@@ -67,6 +67,15 @@ where
     }
 }
 
+/// For serde: a duration in seconds, written as a number (`600`) or a string (`"10m"`,
+/// [`parse_secs`]).
+pub fn de_secs<'de, D>(d: D) -> Result<u64, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    de_opt_secs(d)?.ok_or_else(|| serde::de::Error::custom("a duration in seconds is needed"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
