@@ -86,7 +86,7 @@ impl Gate {
     }
 }
 
-/// `[upgrade]`: rollouts. Times in seconds.
+/// `[upgrade]`: rollouts. Times in seconds (`900` or `"15m"`: [`crate::duration::parse_secs`]).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpgradeConfig {
@@ -95,14 +95,23 @@ pub struct UpgradeConfig {
     /// Failed nodes tolerated before the rollout stops (0: the first failure stops it).
     pub max_failures: usize,
     /// How long a drain may take (900).
+    #[serde(deserialize_with = "crate::duration::de_secs")]
     pub drain_timeout: u64,
     /// How long one recipe step may run (1800).
+    #[serde(deserialize_with = "crate::duration::de_secs")]
     pub step_timeout: u64,
     /// Seconds a node may take after its reboot step to answer with a new boot identity (900);
     /// past it, the node stops there, drained (docs/domain.md, "Proven reboots").
+    #[serde(deserialize_with = "crate::duration::de_secs")]
     pub reboot_timeout: u64,
     /// Gates checked after the re-probe, before the uncordon (all of them).
     pub gates: Vec<Gate>,
+    /// A command run here (`sh -c`) when a node of a rollout fails, with the node and the
+    /// rollout only in its environment (`GPUFLEET_ROLLOUT`, `GPUFLEET_NODE`, `GPUFLEET_STEP`,
+    /// `GPUFLEET_STATE`, `GPUFLEET_REASON`), never in its text; journaled (`hook:on_failure`).
+    pub on_failure: Option<String>,
+    /// As `on_failure`, when a node was upgraded (`hook:on_success`).
+    pub on_success: Option<String>,
 }
 
 impl Default for UpgradeConfig {
@@ -114,6 +123,8 @@ impl Default for UpgradeConfig {
             step_timeout: 1800,
             reboot_timeout: 900,
             gates: Gate::ALL.to_vec(),
+            on_failure: None,
+            on_success: None,
         }
     }
 }
@@ -138,6 +149,11 @@ pub struct RecipeStep {
     /// The step reboots the node: its connection may drop; gpufleet then waits for SSH.
     #[serde(default)]
     pub reboot: bool,
+    /// Opt-in: past this many seconds (`600` or `"10m"`) the step's process group is killed on
+    /// the node (TERM, then KILL 10 s later) and the step fails, journaled. Without it a step
+    /// is never killed: past `step_timeout` gpufleet stops waiting, the step goes on there.
+    #[serde(default, deserialize_with = "crate::duration::de_opt_secs")]
+    pub kill_after: Option<u64>,
 }
 
 /// `[tui]`: the interactive fleet matrix.
@@ -594,6 +610,27 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upgrade_timeouts_and_kill_after_take_either_form() {
+        let u: UpgradeConfig = toml::from_str(
+            "drain_timeout = \"15m\"\nstep_timeout = 1200\nreboot_timeout = \"1h\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (u.drain_timeout, u.step_timeout, u.reboot_timeout),
+            (900, 1200, 3600)
+        );
+        let e = toml::from_str::<UpgradeConfig>("step_timeout = \"soon\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"soon\" is not a duration in seconds"), "{e}");
+        let s: RecipeStep =
+            toml::from_str("name = \"x\"\nrun = \"true\"\nkill_after = \"10m\"\n").unwrap();
+        assert_eq!(s.kill_after, Some(600));
+        let s: RecipeStep = toml::from_str("name = \"x\"\nrun = \"true\"\n").unwrap();
+        assert_eq!(s.kill_after, None);
+    }
 
     #[test]
     fn example_config_parses_to_defaults() {

@@ -44,6 +44,7 @@ pub mod columns;
 pub mod config;
 pub mod diag;
 pub mod diff;
+pub mod duration;
 pub mod fleet;
 pub mod inventory;
 pub mod limits;

@@ -6,11 +6,13 @@
 //!   since when. Taken under `flock lock.mutex` where flock exists, so that a takeover of an
 //!   abandoned rollout's lock is atomic too; without flock a takeover claims
 //!   `rollout.lock/taken-from-<id>` with `mkdir`, so two takers never both pass.
-//! - `steps/<rollout>/<step>.{out,rc,pid}` — a recipe step run detached from the SSH session
-//!   (its own session through `setsid`, else `nohup`; stdin from /dev/null, no tty): its output,
-//!   its exit status (written to a temporary file, then renamed) and its pid. The `.out` file is
-//!   created with `set -C` before the step starts: it is the claim that makes the step start
-//!   once. The step holds `step.lock` (flock) while it runs: steps run one at a time per node.
+//! - `steps/<rollout>/<step>.{out,rc,pid,boot,run}` — a recipe step run detached from the SSH
+//!   session (its own session through `setsid`, else `nohup`; stdin from /dev/null, no tty): its
+//!   output, its exit status (written to a temporary file, then renamed), its pid, the node's
+//!   boot identity at its launch (a pid from another boot is never the step) and when it started
+//!   ([`steps`]). The `.out` file is created with `set -C` before the step starts: it is the
+//!   claim that makes the step start once. The step holds `step.lock` (flock) while it runs,
+//!   naming itself in `step.lock.holder`: steps run one at a time per node.
 //!   Giving the node lock back removes step folders older than 30 days.
 
 use super::drain::quote_arg as quote;
@@ -219,161 +221,13 @@ pub fn parse_boot_id(output: &str) -> Result<BootIdentity, String> {
     }
 }
 
-/// Where one recipe step keeps its files on the node: `<prefix>.out`, `.rc`, `.pid`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StepFiles {
-    /// `<root>/var/lib/gpufleet/steps/<rollout>/<NN>-<name>`.
-    pub prefix: String,
-    /// `<root>/var/lib/gpufleet/step.lock`.
-    pub lock: String,
-}
-
-impl StepFiles {
-    /// The files of step number `seq` (its place in the node's plan) named `name`.
-    pub fn new(root: &str, rollout: &str, seq: usize, name: &str) -> StepFiles {
-        let safe = |s: &str| -> String {
-            s.chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect()
-        };
-        StepFiles {
-            prefix: format!(
-                "{}/steps/{}/{seq:02}-{}",
-                state_dir(root),
-                safe(rollout),
-                safe(name)
-            ),
-            lock: format!("{}/step.lock", state_dir(root)),
-        }
-    }
-}
-
-/// The detached runner: writes its pid, waits for the node's step lock, runs the step with its
-/// output in `.out`, then writes the exit status to `.rc` (temporary file, then rename).
-const RUNNER: &str = r#"echo $$ > "$1.pid.r" && mv -f "$1.pid.r" "$1.pid"
-if command -v flock >/dev/null 2>&1; then
-  exec 9>>"$2"
-  if ! flock -w "$3" 9; then echo busy > "$1.rc.t"; mv -f "$1.rc.t" "$1.rc"; exit 0; fi
-fi
-sh -c "$4" < /dev/null >> "$1.out" 2>&1
-echo $? > "$1.rc.t" && mv -f "$1.rc.t" "$1.rc""#;
-
-const LAUNCH: &str = r#"S=$1; L=$2; W=$3; C=$4; R=$5; RUNNER=$6
-mkdir -p "$(dirname "$S")" || exit 4
-if [ "$R" = retry ] && [ -e "$S.out" ]; then
-  ended=no
-  if [ -e "$S.rc" ] && [ "$(cat "$S.rc")" != 0 ]; then ended=yes; fi
-  if [ ! -e "$S.rc" ]; then
-    p=$(cat "$S.pid" 2>/dev/null)
-    if ! { [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }; then ended=yes; fi
-  fi
-  if [ $ended = yes ]; then
-    n=1; while [ -e "$S.try$n.out" ]; do n=$((n+1)); done
-    for x in out rc pid; do if [ -e "$S.$x" ]; then mv -f "$S.$x" "$S.try$n.$x"; fi; done
-  fi
-fi
-if ( set -C; : > "$S.out" ) 2>/dev/null; then
-  cd /
-  if command -v setsid >/dev/null 2>&1; then
-    setsid sh -c "$RUNNER" gpufleet-step "$S" "$L" "$W" "$C" < /dev/null > /dev/null 2>&1 &
-  else
-    nohup sh -c "$RUNNER" gpufleet-step "$S" "$L" "$W" "$C" < /dev/null > /dev/null 2>&1 &
-  fi
-  echo $! > "$S.pid.l" && mv -f "$S.pid.l" "$S.pid"
-  echo "gpufleet-step started"
-else
-  echo "gpufleet-step attached"
-fi"#;
-
-/// Starts the step `command` detached on the node, unless a sign says it started before
-/// (its `.out` exists): then it attaches to it. With `retry` (the journal says this step
-/// failed before and the operator resumed), an attempt that ended (non-zero status, or
-/// gone without one) is moved aside to `<prefix>.tryN.*` and the step starts again; one that
-/// succeeded or still runs is attached to. Prints `gpufleet-step started` or `… attached`.
-/// `wait_s`: how long the step may wait for the node's step lock.
-pub fn launch_command(files: &StepFiles, command: &str, wait_s: u64, retry: bool) -> String {
-    let args = [
-        files.prefix.as_str(),
-        files.lock.as_str(),
-        &wait_s.to_string(),
-        command,
-        if retry { "retry" } else { "once" },
-        RUNNER,
-    ];
-    let args: Vec<String> = args.iter().map(|a| quote(a)).collect();
-    format!("sh -c {} gpufleet-launch {}", quote(LAUNCH), args.join(" "))
-}
-
-const POLL: &str = r#"S=$1; L=$2
-if [ -e "$S.rc" ]; then
-  rc=$(cat "$S.rc")
-  if [ "$rc" = busy ]; then
-    rm -f "$S.out" "$S.rc" "$S.pid"
-    echo "gpufleet-step busy"; exit 0
-  fi
-  echo "gpufleet-step done $rc"; tail -c 4000 "$S.out" 2>/dev/null; exit 0
-fi
-if [ ! -e "$S.out" ]; then echo "gpufleet-step none"; exit 0; fi
-p=$(cat "$S.pid" 2>/dev/null)
-if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then echo "gpufleet-step running $p"; exit 0; fi
-if command -v flock >/dev/null 2>&1 && ! flock -n "$L" true 2>/dev/null; then
-  echo "gpufleet-step running (the step lock is held)"; exit 0
-fi
-echo "gpufleet-step dead"; tail -c 4000 "$S.out" 2>/dev/null"#;
-
-/// The read-only command that says where a step stands: its first line is
-/// `gpufleet-step done RC`, `running …`, `dead` (started, gone without an exit status),
-/// `busy` (the step lock stayed busy: it never ran; its files are removed) or `none`; the
-/// output's tail follows for `done` and `dead`.
-pub fn poll_command(files: &StepFiles) -> String {
-    format!(
-        "sh -c {} gpufleet-poll {} {}",
-        quote(POLL),
-        quote(&files.prefix),
-        quote(&files.lock)
-    )
-}
-
-/// Where a step stands, from [`poll_command`]'s output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StepState {
-    /// Ended with this exit status (the text of the `.rc` file), and the output's tail.
-    Done(String, String),
-    Running,
-    /// Started, but gone without an exit status (the node rebooted, or it was killed).
-    Dead(String),
-    /// The node's step lock stayed busy: the step never ran.
-    Busy,
-    /// No sign that it ever started.
-    None,
-}
-
-/// Reads [`poll_command`]'s output; `None` when it is not one.
-pub fn parse_poll(output: &str) -> Option<StepState> {
-    let (first, rest) = output.split_once('\n').unwrap_or((output, ""));
-    let state = first.trim().strip_prefix("gpufleet-step ")?;
-    let mut words = state.split_whitespace();
-    Some(match words.next()? {
-        "done" => StepState::Done(words.next().unwrap_or("").to_string(), rest.to_string()),
-        "running" => StepState::Running,
-        "dead" => StepState::Dead(rest.to_string()),
-        "busy" => StepState::Busy,
-        "none" => StepState::None,
-        _ => return None,
-    })
-}
+mod steps;
+pub use steps::*;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::process::Command;
-    use std::time::{Duration, Instant};
 
     fn sh(cmd: &str) -> (Option<i32>, String) {
         let out = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
@@ -469,69 +323,6 @@ mod tests {
         assert_eq!(passed, 1);
     }
 
-    fn poll(files: &StepFiles) -> StepState {
-        parse_poll(&sh(&poll_command(files)).1).unwrap()
-    }
-
-    fn wait_done(files: &StepFiles) -> StepState {
-        let start = Instant::now();
-        loop {
-            let s = poll(files);
-            if !matches!(s, StepState::Running) || start.elapsed() > Duration::from_secs(20) {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    #[test]
-    fn a_step_runs_detached_once_and_its_status_is_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().display().to_string();
-        let files = StepFiles::new(&root, "r-1", 2, "in stall");
-        assert!(
-            files
-                .prefix
-                .ends_with("/var/lib/gpufleet/steps/r-1/02-in_stall")
-        );
-        assert_eq!(poll(&files), StepState::None);
-        let marker = dir.path().join("ran");
-        let cmd = format!(
-            "sleep 1; echo ran >> {}; echo 'a b'; exit 7",
-            marker.display()
-        );
-        // The launching shell ends at once; the step goes on without it.
-        let (rc, said) = sh(&launch_command(&files, &cmd, 5, false));
-        assert_eq!((rc, said.trim()), (Some(0), "gpufleet-step started"));
-        assert_eq!(poll(&files), StepState::Running);
-        // A second launch attaches; it does not start the step again.
-        let (_, said) = sh(&launch_command(&files, &cmd, 5, false));
-        assert_eq!(said.trim(), "gpufleet-step attached");
-        match wait_done(&files) {
-            StepState::Done(rc, out) => assert_eq!((rc.as_str(), out.trim()), ("7", "a b")),
-            s => panic!("{s:?}"),
-        }
-        assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
-        // Attaching after the end reads the recorded status; nothing runs again.
-        assert_eq!(
-            sh(&launch_command(&files, &cmd, 5, false)).1.trim(),
-            "gpufleet-step attached"
-        );
-        assert!(matches!(poll(&files), StepState::Done(rc, _) if rc == "7"));
-        // A retry (the operator resumed after the failure) moves the attempt aside.
-        let (_, said) = sh(&launch_command(&files, "echo again", 5, true));
-        assert_eq!(said.trim(), "gpufleet-step started");
-        assert!(
-            matches!(wait_done(&files), StepState::Done(rc, out) if rc == "0" && out.trim() == "again")
-        );
-        assert!(std::path::Path::new(&format!("{}.try1.rc", files.prefix)).exists());
-        // A successful step is not run again on retry.
-        assert_eq!(
-            sh(&launch_command(&files, "echo third", 5, true)).1.trim(),
-            "gpufleet-step attached"
-        );
-    }
-
     #[test]
     fn unlocking_prunes_step_folders_older_than_30_days_only() {
         let dir = tempfile::tempdir().unwrap();
@@ -550,40 +341,6 @@ mod tests {
         assert_eq!(sh(&unlock_command(&root, "r-new")).0, Some(0));
         assert!(!steps.join("r-old").exists());
         assert!(steps.join("r-new/01-x.out").exists());
-    }
-
-    #[test]
-    fn steps_take_turns_on_the_step_lock() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().display().to_string();
-        let a = StepFiles::new(&root, "r", 1, "a");
-        let b = StepFiles::new(&root, "r", 2, "b");
-        let log = dir.path().join("log");
-        let l = log.display();
-        sh(&launch_command(
-            &a,
-            &format!("echo a1 >> {l}; sleep 1; echo a2 >> {l}"),
-            5,
-            false,
-        ));
-        std::thread::sleep(Duration::from_millis(200));
-        sh(&launch_command(&b, &format!("echo b >> {l}"), 5, false));
-        assert!(matches!(wait_done(&a), StepState::Done(..)));
-        assert!(matches!(wait_done(&b), StepState::Done(..)));
-        assert_eq!(std::fs::read_to_string(&log).unwrap(), "a1\na2\nb\n");
-        // A step that cannot get the lock in time never runs, and says so.
-        let c = StepFiles::new(&root, "r", 3, "c");
-        let d = StepFiles::new(&root, "r", 4, "d");
-        sh(&launch_command(&c, "sleep 2", 5, false));
-        std::thread::sleep(Duration::from_millis(200));
-        sh(&launch_command(&d, &format!("echo d >> {l}"), 0, false));
-        assert_eq!(wait_done(&d), StepState::Busy);
-        assert_eq!(
-            poll(&d),
-            StepState::None,
-            "its files are gone: it may start later"
-        );
-        assert!(!std::fs::read_to_string(&log).unwrap().contains('d'));
     }
 
     #[test]
@@ -643,21 +400,5 @@ mod tests {
         ] {
             assert_eq!(BootIdentity::parse(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn a_step_gone_without_status_is_dead() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().display().to_string();
-        let f = StepFiles::new(&root, "r", 1, "x");
-        std::fs::create_dir_all(std::path::Path::new(&f.prefix).parent().unwrap()).unwrap();
-        std::fs::write(format!("{}.out", f.prefix), "half\n").unwrap();
-        std::fs::write(format!("{}.pid", f.prefix), "999999999\n").unwrap();
-        assert_eq!(poll(&f), StepState::Dead("half\n".into()));
-        assert_eq!(
-            parse_poll("gpufleet-step running 12\n"),
-            Some(StepState::Running)
-        );
-        assert_eq!(parse_poll("hello"), None);
     }
 }

@@ -229,6 +229,14 @@ fn show(s: &Settings, args: &ShowArgs) -> anyhow::Result<Vec<(String, String, Or
         ("step_timeout", format!("{} s", u.step_timeout)),
         ("reboot_timeout", format!("{} s", u.reboot_timeout)),
         (
+            "on_failure",
+            u.on_failure.clone().unwrap_or_else(|| "none".into()),
+        ),
+        (
+            "on_success",
+            u.on_success.clone().unwrap_or_else(|| "none".into()),
+        ),
+        (
             "gates",
             u.gates
                 .iter()

@@ -24,6 +24,17 @@ operator (user@host, pid), and no other rollout passes it. Recipe steps run deta
 A node whose lock another rollout holds is skipped (the holder named: rollout, user@host, pid),
 not failed: the rest of the wave goes on.
 
+A recipe step is never killed unless it sets `kill_after` (seconds, or `10m`): past step_timeout
+gpufleet stops waiting and the step goes on there (--resume waits for it). --cancel stops the
+running step of the rollout that did not finish (its process group on the node, journaled); its
+nodes stay drained and locked for --resume or --abandon.
+
+--wave --until-done runs wave after wave, each opened only when the one before is healthy (every
+node ready, probed again after --soak); Ctrl-C between waves loses nothing (the same command goes
+on), during a wave it leaves a rollout for --resume. --events FILE appends JSON Lines progress
+events. [upgrade] on_failure / on_success run here per node, with GPUFLEET_NODE, GPUFLEET_ROLLOUT,
+GPUFLEET_STATE, GPUFLEET_STEP, GPUFLEET_REASON in their environment.
+
 Exit codes: 0 done (or nothing to do, or --dry-run; nodes skipped for another rollout's lock are
 listed), 1 a node failed (the rollout stopped) or a wave is blocked by its canaries, 2 usage, config, inventory or read-only errors, or nodes that
 cannot be planned (no recipe, no drain setting, …: every such node is listed, each with why).
@@ -32,10 +43,12 @@ Examples:
   gpufleet upgrade -i fleet.toml --canary --dry-run     the plan with the exact commands
   gpufleet upgrade -i fleet.toml --canary               then type the number of nodes to go
   gpufleet upgrade -i fleet.toml --wave --yes           the next wave, no prompt (scripts)
-  gpufleet upgrade -i fleet.toml --resume               after a crash or Ctrl-C";
+  gpufleet upgrade -i fleet.toml --resume               after a crash or Ctrl-C
+  gpufleet upgrade -i fleet.toml --cancel               stop a hung step (nodes stay drained)
+  gpufleet upgrade -i fleet.toml --wave --until-done --soak 10m --yes --events ev.jsonl";
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["canary", "wave", "resume", "abandon"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["canary", "wave", "resume", "abandon", "cancel"])))]
 pub struct UpgradeArgs {
     #[command(flatten)]
     pub scan: ScanArgs,
@@ -58,6 +71,32 @@ pub struct UpgradeArgs {
     /// Refused while the rollout's process still runs
     #[arg(long)]
     pub abandon: bool,
+
+    /// Stop the running recipe step of the rollout that did not finish, on its nodes (its
+    /// process group is killed; journaled); the nodes stay drained and locked for `--resume`
+    /// (which runs the step again) or `--abandon`. Works while that rollout's gpufleet runs
+    #[arg(long, conflicts_with = "dry_run")]
+    pub cancel: bool,
+
+    /// With --wave: run wave after wave until every node is upgraded; each wave opens only when
+    /// the one before is healthy (every node `ready` when probed again after the soak)
+    #[arg(long, requires = "wave")]
+    pub until_done: bool,
+
+    /// With --until-done: wait this long between waves before checking the last one's health
+    /// (`600`, `600s`, `10m`, `1h`) [default: 0]
+    #[arg(long, value_name = "DURATION", requires = "until_done", value_parser = crate::duration::parse_secs)]
+    pub soak: Option<u64>,
+
+    /// With --until-done: ask before each next wave (a line on stdin: `y` goes on; anything
+    /// else, or end of input, stops between waves)
+    #[arg(long, requires = "until_done")]
+    pub pause_after_each: bool,
+
+    /// Append progress events to FILE as JSON Lines, one per journal entry and per wave:
+    /// {"time", "rollout", "node", "step", "state", "detail"} (for CI and notifications)
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<std::path::PathBuf>,
 
     /// Print the plan with the exact commands and change nothing
     #[arg(long)]
@@ -111,9 +150,31 @@ fn confirm(count: usize) -> anyhow::Result<bool> {
     Ok(line.trim() == count.to_string())
 }
 
-/// Runs `gpufleet upgrade`; returns the exit code (see [`UPGRADE_HELP`]). Parses, prints and
-/// prompts; the rollout itself is [`crate::fleet::rollout`].
+mod waves;
+
+/// Runs `gpufleet upgrade`; returns the exit code (see [`UPGRADE_HELP`]): `--cancel` and
+/// `--until-done` in [`waves`], one rollout in [`run_once`].
 pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
+    if args.cancel {
+        return waves::cancel(s, args);
+    }
+    let events = match &args.events {
+        Some(p) => Some(rollout::EventSink::open(p).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    if args.until_done {
+        return waves::run(s, args, events);
+    }
+    run_once(s, args, events.as_ref())
+}
+
+/// One rollout; returns the exit code (see [`UPGRADE_HELP`]). Parses, prints and prompts; the
+/// rollout itself is [`crate::fleet::rollout`]. `events`: where progress events go.
+fn run_once(
+    s: &Settings,
+    args: &UpgradeArgs,
+    events: Option<&rollout::EventSink>,
+) -> anyhow::Result<u8> {
     use crate::fleet::rollout::{Abandoned, Choice, Lock, RolloutError, Rollouts};
     let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
     let config = &s.config;
@@ -234,6 +295,9 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
         args.resume,
         Box::new(move |l| eprintln!("gpufleet: {}", safe(l))),
     )?;
+    if let Some(e) = events {
+        run.set_events(e.clone());
+    }
     let report = rt.block_on(run.finish());
     for (node, why) in report.skipped() {
         eprintln!("gpufleet: {} skipped: {}", safe(node), safe(why));

@@ -460,6 +460,101 @@ impl Run {
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
+
+    /// Sends every journal entry of the run to `sink` as a progress event too (`--events`).
+    pub fn set_events(&self, sink: rollout::EventSink) {
+        self.executor.set_events(sink);
+    }
+}
+
+/// What `gpufleet upgrade --cancel` did.
+pub struct CancelReport {
+    /// The unfinished rollout's id.
+    pub rollout: String,
+    /// Its gpufleet process, when it still runs (what the state folder's lock says): it sees
+    /// its step killed and stops the node itself.
+    pub running: Option<String>,
+    /// Each node: what was stopped, or why nothing was.
+    pub nodes: Vec<rollout::Cancelled>,
+}
+
+impl Rollouts {
+    /// `gpufleet upgrade --cancel`: stops the running recipe step of each node of the unfinished
+    /// rollout on the node ([`Executor::cancel`]: journaled), leaving the node drained and
+    /// locked for `--resume` or `--abandon`. Works while the rollout's own process runs (it
+    /// then sees the step killed) and after it died.
+    ///
+    /// Errors: nothing unfinished; the state folder's lock cannot be read; the journal cannot be
+    /// written.
+    pub async fn cancel(
+        &self,
+        permit: WritePermit,
+        scan: Arc<Scan>,
+        log: Box<dyn Fn(&str) + Send + Sync>,
+    ) -> Result<CancelReport, RolloutError> {
+        let (session, running) = match self.open(Lock::Take) {
+            Ok(s) => (s, None),
+            Err(RolloutError::Lock(LocalLockError::Held { holder, .. })) => {
+                (self.open(Lock::None)?, Some(holder))
+            }
+            Err(e) => return Err(e),
+        };
+        let (plan, progress) = session.resume().map_err(|e| match e {
+            RolloutError::NothingUnfinished { journal, .. } => RolloutError::NothingUnfinished {
+                what: "cancel",
+                journal,
+            },
+            e => e,
+        })?;
+        let journal = journal::Journal::open(&session.state_dir)
+            .map_err(|e| RolloutError::Journal(e.to_string()))?;
+        let executor = Executor::new(permit, journal, scan, &self.cfg, progress, log);
+        let nodes = executor.cancel(&plan, &self.nodes).await;
+        drop(session);
+        Ok(CancelReport {
+            rollout: plan.rollout,
+            running,
+            nodes,
+        })
+    }
+
+    /// Probes the nodes named `names` now (read-only): each that is not `ready`, with its
+    /// status (a node the probe gave no report for is `unreachable`). For multi-wave runs: a
+    /// wave opens only when the one before it is healthy after its soak.
+    ///
+    /// Errors: a name not in [`Rollouts::nodes`]; the probe could not run.
+    pub async fn not_ready(
+        &self,
+        scan: Arc<Scan>,
+        names: &[String],
+    ) -> Result<Vec<(String, crate::model::NodeStatus)>, RolloutError> {
+        let nodes = names
+            .iter()
+            .map(|n| self.node(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let source = Source::Fleet(Fleet {
+            scan,
+            nodes,
+            journal: None,
+        });
+        let reports: HashMap<String, crate::model::NodeStatus> = source
+            .reports(std::future::pending())
+            .await
+            .map_err(|e| RolloutError::Refused(e.to_string()))?
+            .into_iter()
+            .map(|r| (r.name.clone(), r.status))
+            .collect();
+        Ok(names
+            .iter()
+            .filter_map(|n| {
+                let st = reports
+                    .get(n)
+                    .copied()
+                    .unwrap_or(crate::model::NodeStatus::Unreachable);
+                (st != crate::model::NodeStatus::Ready).then(|| (n.clone(), st))
+            })
+            .collect())
+    }
 }
 
 impl Report {

@@ -21,7 +21,11 @@ use crate::probe::ssh;
 mod node;
 use node::Stop;
 pub use node::summarize;
+mod kill;
 mod reboot;
+pub use kill::Cancelled;
+mod notify;
+pub use notify::{EventSink, HOOK_TIMEOUT_S};
 
 /// Runs plans: owns the journal and the write permit.
 pub struct Executor {
@@ -47,6 +51,10 @@ pub struct Executor {
     /// Each node step's last phase: `progress`, then every entry this run writes (what the
     /// report says of a node's drain comes from it: [`drained_state`]).
     phases: Mutex<Progress>,
+    /// Where every journal entry also goes as a progress event (`--events FILE`).
+    events: Mutex<Option<EventSink>>,
+    /// `[upgrade] on_failure` and `on_success`.
+    hooks: (Option<String>, Option<String>),
 }
 
 /// Why a node stopped.
@@ -207,6 +215,8 @@ impl Executor {
             at: Mutex::new(HashMap::new()),
             boots: Mutex::new(HashMap::new()),
             phases: Mutex::new(progress_copy),
+            events: Mutex::new(None),
+            hooks: (cfg.on_failure.clone(), cfg.on_success.clone()),
         }
     }
 
@@ -237,6 +247,14 @@ impl Executor {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert((node.to_string(), seq), phase);
+        }
+        if let Some(ev) = self
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            ev.emit(rollout, node, step, notify::state_word(phase), outcome);
         }
         self.journal
             .lock()
@@ -311,9 +329,15 @@ impl Executor {
             let h = set.spawn(async move { ex.run_node(&id, &node, &np).await });
             names.insert(h.id(), name);
         }
+        for o in &outcomes {
+            self.hook(&plan.rollout, o).await;
+        }
         while let Some(r) = set.join_next_with_id().await {
             match r {
-                Ok((_, o)) => outcomes.push(o),
+                Ok((_, o)) => {
+                    self.hook(&plan.rollout, &o).await;
+                    outcomes.push(o)
+                }
                 Err(e) => {
                     let node = names.get(&e.id()).cloned().unwrap_or_default();
                     let why = if e.is_panic() {
@@ -334,7 +358,9 @@ impl Executor {
                         Some((s, l)) => (Some(s), l),
                         None => (None, "rollout".to_string()),
                     };
-                    outcomes.push(self.node_failed(plan, &node, seq, &label, why));
+                    let o = self.node_failed(plan, &node, seq, &label, why);
+                    self.hook(&plan.rollout, &o).await;
+                    outcomes.push(o);
                 }
             }
         }
@@ -362,7 +388,10 @@ impl Executor {
 
     /// One recipe step: started detached on the node (or attached to, when an earlier run
     /// started it), then polled over this SSH session until its exit status is recorded on
-    /// the node, within `timeout_s`. A reboot step succeeds when the node goes away.
+    /// the node, within `timeout_s` (past it the step goes on there: `--resume` waits for it).
+    /// With `kill_after` its process group is killed once it ran that long, as the node says
+    /// (journaled `kill:<name>`), and the step fails. A reboot step succeeds when the node goes
+    /// away.
     #[allow(clippy::too_many_arguments)]
     async fn recipe_step(
         &self,
@@ -375,6 +404,7 @@ impl Executor {
         sudo: bool,
         root: &str,
         timeout_s: u64,
+        kill_after: Option<u64>,
     ) -> Result<String, String> {
         let files = StepFiles::new(root, rollout, seq, name);
         let retry = self.progress.get(&(node.name.clone(), seq)) == Some(&Phase::Failed);
@@ -457,7 +487,22 @@ impl Executor {
                     ));
                 }
                 Err(_) => continue,
-                Ok(StepState::Running) if over => {
+                Ok(StepState::Running(age))
+                    if kill_after
+                        .is_some_and(|k| age.unwrap_or(start.elapsed().as_secs()) >= k) =>
+                {
+                    if let Some(s) = session.take() {
+                        s.close().await;
+                    }
+                    let k = kill_after.unwrap_or_default();
+                    let said = self
+                        .kill_step(rollout, node, name, &files, sudo, "kill_after")
+                        .await?;
+                    return Err(format!(
+                        "killed at its kill_after of {k} s ({said}); `gpufleet upgrade --resume` runs it again"
+                    ));
+                }
+                Ok(StepState::Running(_)) if over => {
                     if let Some(s) = session.take() {
                         s.close().await;
                     }
@@ -465,7 +510,21 @@ impl Executor {
                         "still running on the node after {timeout_s} s; it goes on there: `gpufleet upgrade --resume` waits for it again"
                     ));
                 }
-                Ok(StepState::Running) => {}
+                Ok(StepState::Running(_)) => {}
+                Ok(StepState::Done(rc, out)) if node_side::killed_status(&rc).is_some() => {
+                    if let Some(s) = session.take() {
+                        s.close().await;
+                    }
+                    let why = match node_side::killed_status(&rc) {
+                        Some("cancel") => "cancelled by the operator (gpufleet upgrade --cancel)",
+                        Some("kill_after") => "killed at its kill_after",
+                        _ => "killed on the node",
+                    };
+                    return Err(format!(
+                        "{why}: the step was killed on the node{recorded}: {}; `gpufleet upgrade --resume` runs it again",
+                        excerpt(out.as_bytes())
+                    ));
+                }
                 Ok(StepState::Done(rc, out)) => {
                     if let Some(s) = session.take() {
                         s.close().await;
@@ -499,10 +558,15 @@ impl Executor {
                         excerpt(out.as_bytes())
                     ));
                 }
-                Ok(StepState::Busy) => {
+                Ok(StepState::Busy(holder)) => {
                     return Err(format!(
-                        "another step held the node's step lock ({}) for {timeout_s} s: this step did not run; `gpufleet upgrade --resume` starts it once the lock is free",
-                        files.lock
+                        "another step held the node's step lock ({}; held by {}) for {timeout_s} s: this step did not run; `gpufleet upgrade --resume` starts it once the lock is free",
+                        files.lock,
+                        if holder.is_empty() {
+                            "an unknown holder"
+                        } else {
+                            holder.as_str()
+                        }
                     ));
                 }
                 Ok(StepState::None) => {
@@ -610,9 +674,19 @@ impl Executor {
                 sudo,
                 root,
                 timeout_s,
+                kill_after_s,
             } => {
                 self.recipe_step(
-                    rollout, seq, node, name, run, *reboot, *sudo, root, *timeout_s,
+                    rollout,
+                    seq,
+                    node,
+                    name,
+                    run,
+                    *reboot,
+                    *sudo,
+                    root,
+                    *timeout_s,
+                    *kill_after_s,
                 )
                 .await
             }

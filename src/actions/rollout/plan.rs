@@ -100,6 +100,10 @@ pub enum Step {
         sudo: bool,
         root: String,
         timeout_s: u64,
+        /// Opt-in: the step's process group is killed on the node past this many seconds of
+        /// running ([`node_side::kill_command`]); absent: never killed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kill_after_s: Option<u64>,
     },
     /// Read the node's boot identity ([`node_side::boot_id_command`]) before the reboot step
     /// `before`, so that its reboot can be proven (read-only).
@@ -197,7 +201,18 @@ impl Step {
                 v.extend(until.iter().map(|c| format!("until drained: {c}")));
                 v
             }
-            Step::Recipe { run, .. } => vec![run.clone()],
+            Step::Recipe {
+                run, kill_after_s, ..
+            } => {
+                let mut v = vec![run.clone()];
+                if let Some(k) = kill_after_s {
+                    v.push(format!(
+                        "killed on the node after {k} s of running (TERM to its process group, KILL {} s later)",
+                        node_side::KILL_GRACE_S
+                    ));
+                }
+                v
+            }
             Step::BootId { root, .. } => vec![format!(
                 "read the boot identity {}/{} (else btime of {}/proc/stat), to prove the reboot",
                 root.trim_end_matches('/'),
@@ -447,6 +462,7 @@ pub fn node_plan(
             sudo: recipe.sudo,
             root: root.clone(),
             timeout_s: cfg.step_timeout,
+            kill_after_s: s.kill_after,
         });
         if s.reboot {
             steps.push(Step::WaitSsh {

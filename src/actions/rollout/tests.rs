@@ -78,11 +78,13 @@ fn recipes() -> BTreeMap<String, Recipe> {
                     name: "install".into(),
                     run: "apt-get install -y nvidia-driver-{branch}-open".into(),
                     reboot: false,
+                    kill_after: None,
                 },
                 RecipeStep {
                     name: "reboot".into(),
                     run: "systemctl reboot".into(),
                     reboot: true,
+                    kill_after: None,
                 },
             ],
         },
@@ -570,6 +572,7 @@ fn hostile_names_are_refused_in_the_plan() {
                 name: "tag".into(),
                 run: "tag-node {node} {root}".into(),
                 reboot: false,
+                kill_after: None,
             }],
         },
     );
