@@ -3,7 +3,8 @@
 //! (`--soak`, a recipe step's `kill_after`); millisecond ones (the simulator's `--latency`)
 //! keep their own unit and parser.
 
-/// Seconds in `text`: `600`, `600s`, `10m`, `2h`, `1d`, `1h30m` (whitespace around it ignored).
+/// Seconds in `text`: `600`, `600s`, `10m`, `2h`, `1d`, `1h30m` or `1h 30m` (whitespace around
+/// it ignored).
 ///
 /// Errors: empty text, a unit other than `s`, `m`, `h`, `d`, a number without digits, or a
 /// total past `u64` seconds; the message names the text and the accepted forms.
@@ -22,6 +23,10 @@ pub fn parse_secs(text: &str) -> Result<u64, String> {
     for c in t.chars() {
         if c.is_ascii_digit() {
             number.push(c);
+            continue;
+        }
+        if c == ' ' && number.is_empty() {
+            // `1h 30m`: a space between parts (never inside one: `10 m` is refused).
             continue;
         }
         let unit: u64 = match c {
@@ -89,6 +94,7 @@ mod tests {
             (" 2h ", 7200),
             ("1d", 86_400),
             ("1h30m", 5400),
+            ("1h 30m", 5400),
             ("0", 0),
         ] {
             assert_eq!(parse_secs(t), Ok(want), "{t}");
@@ -98,6 +104,7 @@ mod tests {
             "m",
             "10x",
             "1h30",
+            "10 m",
             "-5",
             "1.5m",
             "99999999999999999999d",

@@ -35,26 +35,12 @@ pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(600);
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(86_400);
 
 /// Parses a clock-skew allowance as `--clock-skew` takes it: whole seconds (`600`) or a
-/// duration with units as jiff's friendly format reads it (`10m`, `1h 30m`, `90s`), 0 to a day.
+/// duration with units (`10m`, `1h 30m`, `90s`; [`crate::duration::parse_secs`]), 0 to a day.
 ///
-/// Errors: neither form, a negative or fractional-second duration, more than a day; in words.
+/// Errors: neither form (a negative or fractional duration among them), more than a day; in
+/// words.
 pub fn parse_clock_skew(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let d = match t.parse::<u64>() {
-        Ok(secs) => Duration::from_secs(secs),
-        Err(_) => {
-            let d: jiff::SignedDuration = t.parse().map_err(|e| {
-                format!("{s:?} is not a duration: give seconds (600) or units (10m, 1h): {e}")
-            })?;
-            if d.is_negative() {
-                return Err(format!("{s:?}: a clock-skew allowance cannot be negative"));
-            }
-            if d.subsec_nanos() != 0 {
-                return Err(format!("{s:?}: give whole seconds"));
-            }
-            Duration::from_secs(d.as_secs().unsigned_abs())
-        }
-    };
+    let d = Duration::from_secs(crate::duration::parse_secs(s)?);
     if d > MAX_CLOCK_SKEW {
         return Err(format!(
             "{s:?}: at most a day ({} s)",
