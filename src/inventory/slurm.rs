@@ -24,12 +24,14 @@ pub fn load(arg: Option<&str>) -> Result<(Vec<NodeSpec>, Vec<String>), Inventory
         Some(a) => {
             let parts = run_tool(&["sinfo", "-a", "-h", "-o", "%R"], TOOL_TIMEOUT).map_err(err)?;
             let partitions: BTreeSet<&str> = parts.lines().map(str::trim).collect();
-            let flag = if partitions.contains(a) { "-p" } else { "-n" };
-            let names = run_tool(
-                &["sinfo", "-a", "-h", "-N", "-o", "%N", flag, a],
-                TOOL_TIMEOUT,
-            )
-            .map_err(|e| {
+            // `-a` lists hidden partitions (and their nodes); sinfo refuses it beside `-p`,
+            // which shows the partition it names, hidden or not.
+            let args: &[&str] = if partitions.contains(a) {
+                &["sinfo", "-h", "-N", "-o", "%N", "-p", a]
+            } else {
+                &["sinfo", "-a", "-h", "-N", "-o", "%N", "-n", a]
+            };
+            let names = run_tool(args, TOOL_TIMEOUT).map_err(|e| {
                 err(format!(
                     "{e} (not a partition: {})",
                     partitions.iter().copied().collect::<Vec<_>>().join(", ")

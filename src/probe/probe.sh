@@ -330,7 +330,8 @@ done
 # the NVIDIA functions and the physical network/RDMA functions (class 0x02: Ethernet,
 # InfiniBand) as `full BUS`, counts the virtual functions of each parent (`vfs BUS N`: its
 # virtfn links, the other side of each VF's physfn) and every other function, and names a
-# function whose vendor or class cannot be read (`unreadable BUS`: it could be a GPU); then the
+# function whose vendor or class cannot be read (`unreadable BUS`: it could be a GPU; `not-regular
+# BUS`: its vendor is a FIFO, socket or device, never opened); then the
 # vendor, device, class and driver of each `full` one. 256 functions in full and 256 parents or
 # unreadable ones at most; past that, `cut-full N`, `cut-unreadable N`, `cut-vfs N`. Builtins only per function
 # (read, test, set): no process per function.
@@ -351,11 +352,16 @@ if check /sys/bus/pci/devices; then
         if confine "$n" && [ -d "$P" ] && [ ! -e "$P/vendor" ] && [ ! -h "$P/vendor" ]; then
           other=$((other + 1)); continue
         fi
+        # Regular files only: a FIFO, socket or device there is never opened (it could block).
+        if confine "$n" && [ ! -f "$P/vendor" ]; then
+          if [ "$nl" -lt 256 ]; then printf 'not-regular %s\n' "$d"; nl=$((nl + 1)); else cu=$((cu + 1)); fi
+          continue
+        fi
         if ! confine "$n" || ! { read -r v || [ -n "$v" ]; } <"$P/vendor" 2>/dev/null; then
           if [ "$nl" -lt 256 ]; then printf 'unreadable %s\n' "$d"; nl=$((nl + 1)); else cu=$((cu + 1)); fi
           continue
         fi
-        { read -r c || :; } <"$P/class" 2>/dev/null
+        [ -f "$P/class" ] && { read -r c || :; } <"$P/class" 2>/dev/null
         case $v:$c in
           0x10de:* | *:0x02*)
             if [ "$nf" -lt 256 ]; then printf 'full %s\n' "$d"; nf=$((nf + 1)); else cf=$((cf + 1)); fi ;;

@@ -53,6 +53,11 @@ fn pci_summary_buses<'a>(text: &'a str, failed: &mut Vec<String>) -> Vec<&'a str
             "/sys/bus/pci/devices/{bus}: its vendor could not be read"
         ));
     }
+    for bus in &s.not_regular {
+        failed.push(format!(
+            "/sys/bus/pci/devices/{bus}/vendor: a FIFO, socket or device, not a file (not read)"
+        ));
+    }
     if s.cut_unreadable > 0 {
         failed.push(format!(
             "{} more PCI functions whose vendor could not be read",

@@ -101,6 +101,9 @@ pub struct PciSummary<'a> {
     pub full: Vec<&'a str>,
     /// `unreadable BUS`: a function whose vendor could not be read (it could be a GPU).
     pub unreadable: Vec<&'a str>,
+    /// `not-regular BUS`: a function whose vendor is a FIFO, socket or device, never opened (it
+    /// could be a GPU).
+    pub not_regular: Vec<&'a str>,
     /// `vfs BUS N`: a parent and its SR-IOV virtual functions.
     pub vfs: Vec<(&'a str, u64)>,
     /// `functions N`, `vf N`, `other N`: every function, the virtual ones, the others counted.
@@ -127,6 +130,7 @@ pub fn parse_pci_summary(text: &str) -> PciSummary<'_> {
         match k {
             "full" => s.full.push(v),
             "unreadable" => s.unreadable.push(v),
+            "not-regular" => s.not_regular.push(v),
             "vfs" => s
                 .vfs
                 .push((v, w.next().and_then(|c| c.parse().ok()).unwrap_or(0))),
@@ -193,11 +197,13 @@ mod tests {
     fn pci_summary_lines() {
         let s = parse_pci_summary(
             "full 0000:18:00.0\nfull 0000:3b:00.0\nvfs 0000:3b:00.0 64\nunreadable 0000:00:1f.3\n\
+             not-regular 0000:00:1f.4\n\
              functions 10000\nvf 9800\nother 197\ncut-full 3\nnonsense\n",
         );
         assert_eq!(s.full, ["0000:18:00.0", "0000:3b:00.0"]);
         assert_eq!(s.vfs, [("0000:3b:00.0", 64)]);
         assert_eq!(s.unreadable, ["0000:00:1f.3"]);
+        assert_eq!(s.not_regular, ["0000:00:1f.4"]);
         assert_eq!(
             (s.functions, s.vf, s.other, s.cut_full),
             (Some(10000), 9800, 197, 3)
