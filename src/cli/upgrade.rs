@@ -67,9 +67,16 @@ pub struct UpgradeArgs {
     #[arg(long, short = 'y')]
     pub yes: bool,
 
-    /// Nodes upgraded at once [default: 1, or the config's [upgrade] max_unavailable]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
-    pub max_unavailable: Option<u64>,
+    /// Nodes out of service at once, N or P% of the selected nodes (at least 1); nodes already
+    /// drained or down and nodes locked by other rollouts count against it [default: 1, or the
+    /// config's [upgrade] max_unavailable]
+    #[arg(long, value_name = "N|P%")]
+    pub max_unavailable: Option<crate::config::MaxUnavailable>,
+
+    /// Upgrade nodes already out of service too (drained, down, cordoned or reserved by someone
+    /// else; skipped by default): gpufleet never gives them back (no uncordon, RESUME or UNDRAIN)
+    #[arg(long)]
+    pub include_drained: bool,
 
     /// Refuse to run (read-only fleet view)
     #[arg(long)]
@@ -128,8 +135,9 @@ pub fn run(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
         .ok_or_else(|| anyhow::anyhow!("upgrade needs an inventory (-i FILE)"))?;
     let mut cfg = config.upgrade.clone();
     if let Some(m) = args.max_unavailable {
-        cfg.max_unavailable = m as usize;
+        cfg.max_unavailable = m;
     }
+    cfg.include_drained = args.include_drained;
     let rollouts = Rollouts {
         nodes: inv.nodes.clone(),
         cfg,

@@ -16,6 +16,7 @@
 //! lock), `locks` (reading and breaking node locks from here). The use case that strings them
 //! together (probe, plan, confirm, execute, report) is [`crate::fleet::rollout`].
 
+mod budget;
 mod exec;
 mod gates;
 mod history;
@@ -25,7 +26,9 @@ mod locks;
 mod plan;
 #[cfg(test)]
 mod tests;
+mod waves;
 
+pub use budget::*;
 pub use exec::*;
 pub use gates::*;
 pub use history::*;
@@ -33,3 +36,4 @@ pub use live::*;
 pub use local::*;
 pub use locks::*;
 pub use plan::*;
+pub use waves::*;
