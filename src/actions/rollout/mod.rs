@@ -17,6 +17,8 @@
 //! together (probe, plan, confirm, execute, report) is [`crate::fleet::rollout`].
 
 mod budget;
+#[cfg(test)]
+mod budget_tests;
 mod exec;
 mod gates;
 mod history;

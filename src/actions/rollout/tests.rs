@@ -12,7 +12,7 @@ use crate::model::Code;
 use crate::model::NodeStatus;
 use crate::model::report::NodeReport;
 
-fn node(name: &str, canary: bool) -> Node {
+pub(super) fn node(name: &str, canary: bool) -> Node {
     Node {
         canary,
         recipe: Some("r".into()),
@@ -47,7 +47,7 @@ fn entry(rollout: &str, node: &str, step: &str, phase: Phase) -> Entry {
     }
 }
 
-fn report(name: &str, status: NodeStatus) -> NodeReport {
+pub(super) fn report(name: &str, status: NodeStatus) -> NodeReport {
     let mut r = NodeReport::unreachable(
         name.into(),
         Code::SshTimeout,
@@ -67,7 +67,7 @@ fn report(name: &str, status: NodeStatus) -> NodeReport {
     r
 }
 
-fn recipes() -> BTreeMap<String, Recipe> {
+pub(super) fn recipes() -> BTreeMap<String, Recipe> {
     let mut m = BTreeMap::new();
     m.insert(
         "r".into(),
