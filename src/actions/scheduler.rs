@@ -432,10 +432,13 @@ pub fn slurm_give_back(
         };
         return (None, Ok(said));
     }
-    let ours = n
-        .reason
-        .as_deref()
-        .is_some_and(|r| Some(r) == back.reason.as_deref() || r.starts_with(UNEXPECTED_REBOOT));
+    // gpufleet's own: this rollout's Reason, or an abandoned rollout's whose node lock it took
+    // over (it holds the node's lock now, so no other rollout runs on it).
+    let ours = n.reason.as_deref().is_some_and(|r| {
+        Some(r) == back.reason.as_deref()
+            || rollout_of_reason(r).is_some()
+            || r.starts_with(UNEXPECTED_REBOOT)
+    });
     if !n.drain_flag() && !n.down() {
         return (
             None,
@@ -538,9 +541,12 @@ async fn run_all(
 
 /// Before draining a node planned in service: its state read again, refused when someone took
 /// it out of service since the plan (gpufleet would overwrite their Reason, and give it back).
-pub async fn still_in_service(read: &StateRead) -> Result<(), String> {
+///
+/// A Slurm Reason naming `rollout` is this rollout's own drain (an earlier run of it).
+pub async fn still_in_service(read: &StateRead, rollout: &str) -> Result<(), String> {
     match read_with(read).await {
         Ok(State::InService) | Ok(State::NotRead { .. }) => Ok(()),
+        Ok(State::Taken(t)) if t.rollout.as_deref() == Some(rollout) => Ok(()),
         Ok(State::Taken(t)) => Err(format!(
             "taken out of service since the plan, not by this rollout: {}; not drained, not upgraded (`--include-drained` takes such a node, and leaves it drained)",
             t.words()

@@ -574,8 +574,10 @@ impl Executor {
                 recheck,
             } => {
                 let timeout = Duration::from_secs(*timeout_s);
-                if let Some(r) = recheck {
-                    crate::actions::scheduler::still_in_service(r).await?;
+                // Read again unless an earlier run of this rollout started this drain.
+                let started = self.progress.contains_key(&(node.name.clone(), seq));
+                if let Some(r) = recheck.as_ref().filter(|_| !started) {
+                    crate::actions::scheduler::still_in_service(r, rollout).await?;
                 }
                 if let Some(g) = guard {
                     let out = drain::run(&self.permit, g, Duration::from_secs(60)).await?;

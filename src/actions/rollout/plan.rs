@@ -472,12 +472,14 @@ pub fn node_plan(
     rollout: &str,
     takeover: &[String],
 ) -> Result<NodePlan, String> {
-    node_plan_in(node, report, recipe, cfg, rollout, takeover, None)
+    node_plan_in(node, report, recipe, cfg, rollout, takeover, None, true)
 }
 
 /// [`node_plan`] of a node out of service before this rollout when `pre` says so
 /// (`--include-drained`): not drained by gpufleet, never given back (docs/domain.md, "Drains
-/// that respect what was there").
+/// that respect what was there"). `recheck`: its state is read again before its drain (not for
+/// a node locked by another rollout: if its lock is taken over, that rollout's drain is
+/// gpufleet's own).
 #[allow(clippy::too_many_arguments)]
 pub fn node_plan_in(
     node: &Node,
@@ -487,6 +489,7 @@ pub fn node_plan_in(
     rollout: &str,
     takeover: &[String],
     pre: Option<&Taken>,
+    recheck: bool,
 ) -> Result<NodePlan, String> {
     let reason = format!("gpufleet rollout {rollout}");
     let timeout = Duration::from_secs(cfg.drain_timeout);
@@ -532,7 +535,7 @@ pub fn node_plan_in(
             check,
             timeout_s: cfg.drain_timeout,
             pre: kept.clone(),
-            recheck: read.clone().filter(|_| pre.is_none()),
+            recheck: read.clone().filter(|_| recheck && pre.is_none()),
         });
     }
     for s in &recipe.steps {
@@ -617,8 +620,18 @@ pub(super) fn plan_node(
     takeover: &[String],
     note: Option<Again>,
     pre: Option<&Taken>,
+    recheck: bool,
 ) -> Result<NodePlan, String> {
-    let p = node_plan_in(n, r, recipe_for(n, recipes)?, cfg, rollout, takeover, pre)?;
+    let p = node_plan_in(
+        n,
+        r,
+        recipe_for(n, recipes)?,
+        cfg,
+        rollout,
+        takeover,
+        pre,
+        recheck,
+    )?;
     Ok(NodePlan { note, ..p })
 }
 

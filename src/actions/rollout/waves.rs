@@ -84,7 +84,7 @@ pub fn plan_in(
             }
             Sched::Plan { pre, charged } => (pre, charged),
         };
-        match plan_node(n, r, recipes, cfg, rollout, &takeover, note, pre) {
+        match plan_node(n, r, recipes, cfg, rollout, &takeover, note, pre, charged) {
             Err(e) => problems.push(e),
             Ok(p) if !charged || free > 0 => {
                 free -= usize::from(charged);
@@ -176,8 +176,8 @@ pub fn plan_selected_in(
     let takeover = abandoned(journal);
     let mut nodes = Vec::new();
     let mut problems = Vec::new();
-    for (n, r, note, pre, _) in eligible {
-        match plan_node(n, r, recipes, cfg, rollout, &takeover, note, pre) {
+    for (n, r, note, pre, charged) in eligible {
+        match plan_node(n, r, recipes, cfg, rollout, &takeover, note, pre, charged) {
             Ok(p) => nodes.push(p),
             Err(e) => problems.push(e),
         }
