@@ -90,8 +90,10 @@ impl Gate {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpgradeConfig {
-    /// Nodes of one wave, upgraded at once (1).
-    pub max_unavailable: usize,
+    /// Nodes out of service at once (1): `N`, or `"P%"` of the selected nodes (at least 1);
+    /// nodes already drained or down and nodes locked by other rollouts count against it
+    /// (docs/domain.md, "The unavailability budget").
+    pub max_unavailable: MaxUnavailable,
     /// Failed nodes tolerated before the rollout stops (0: the first failure stops it).
     pub max_failures: usize,
     /// How long a drain may take (900).
@@ -112,12 +114,92 @@ pub struct UpgradeConfig {
     pub on_failure: Option<String>,
     /// As `on_failure`, when a node was upgraded (`hook:on_success`).
     pub on_success: Option<String>,
+    /// Kubernetes taint keys that take a node out of service, besides the
+    /// `node.kubernetes.io/*` condition taints (empty): a node carrying one is left alone like
+    /// a cordoned one (docs/domain.md, "Drains that respect what was there").
+    pub unavailable_taints: Vec<String>,
+    /// `--include-drained`: nodes already out of service are upgraded too, and never given back
+    /// (not a config key).
+    #[serde(skip)]
+    pub include_drained: bool,
+}
+
+/// `max_unavailable`: a count, or a percentage of the selected nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxUnavailable {
+    /// At most this many nodes (at least 1).
+    Count(usize),
+    /// At most this percent (1-100) of the selected nodes, rounded down, at least 1.
+    Percent(u8),
+}
+
+impl MaxUnavailable {
+    /// The budget for `selected` nodes: the count, or the percentage rounded down, at least 1.
+    pub fn of(self, selected: usize) -> usize {
+        match self {
+            MaxUnavailable::Count(n) => n.max(1),
+            MaxUnavailable::Percent(p) => (selected * p as usize / 100).max(1),
+        }
+    }
+}
+
+impl From<usize> for MaxUnavailable {
+    fn from(n: usize) -> Self {
+        MaxUnavailable::Count(n)
+    }
+}
+
+impl std::fmt::Display for MaxUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MaxUnavailable::Count(n) => write!(f, "{n}"),
+            MaxUnavailable::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+impl std::str::FromStr for MaxUnavailable {
+    type Err = String;
+
+    /// `N` (1 to 10000) or `P%` (1 to 100).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if let Some(p) = s.strip_suffix('%') {
+            match p.trim().parse::<u8>() {
+                Ok(p) if (1..=100).contains(&p) => Ok(MaxUnavailable::Percent(p)),
+                _ => Err(format!("{s:?}: a percentage is 1% to 100%")),
+            }
+        } else {
+            match s.parse::<usize>() {
+                Ok(n) if (1..=10_000).contains(&n) => Ok(MaxUnavailable::Count(n)),
+                _ => Err(format!(
+                    "{s:?}: a number of nodes (1 to 10000) or a percentage of them (\"25%\")"
+                )),
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MaxUnavailable {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(i64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => n.to_string().parse(),
+            Raw::S(s) => s.parse(),
+        }
+        .map_err(serde::de::Error::custom)
+    }
 }
 
 impl Default for UpgradeConfig {
     fn default() -> Self {
         UpgradeConfig {
-            max_unavailable: 1,
+            max_unavailable: MaxUnavailable::Count(1),
             max_failures: 0,
             drain_timeout: 900,
             step_timeout: 1800,
@@ -125,6 +207,8 @@ impl Default for UpgradeConfig {
             gates: Gate::ALL.to_vec(),
             on_failure: None,
             on_success: None,
+            unavailable_taints: Vec::new(),
+            include_drained: false,
         }
     }
 }
@@ -493,7 +577,7 @@ impl Config {
                 cfg.collected.clock_skew
             )));
         }
-        if cfg.upgrade.max_unavailable == 0 {
+        if cfg.upgrade.max_unavailable == MaxUnavailable::Count(0) {
             return Err(ConfigError(format!(
                 "{}: [upgrade] max_unavailable must be at least 1",
                 path.display()

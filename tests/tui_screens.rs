@@ -357,6 +357,7 @@ fn tiny_terminals_do_not_panic() {
             note: None,
         }],
         skipped: vec![],
+        budget: None,
     };
     a.update(Msg::UpgradePlanned(Ok((
         vec!["plan".into(); 50],
@@ -606,6 +607,7 @@ fn the_confirmed_plan_shows_long_commands_whole() {
             note: None,
         }],
         skipped: vec![],
+        budget: None,
     };
     let long = format!(
         "    step:install  $ ssh x 'apt-get install -y {} nvidia-open-END'",

@@ -390,7 +390,7 @@ fn kubernetes_drain_refuses_nodes_the_gpu_operator_upgrades_or_skips_recording_k
         std::fs::write(
             bin.join("kubectl"),
             format!(
-                "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\ncase \"$*\" in *upgrade-state*) printf '{labels}' ;; *unschedulable*) echo true ;; esac\n",
+                "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\ncase \"$*\" in *range*) echo unschedulable= ;; *upgrade-state*) printf '{labels}' ;; *unschedulable*) echo true ;; esac\n",
                 log.display()
             ),
         )
@@ -418,6 +418,9 @@ fn kubernetes_drain_refuses_nodes_the_gpu_operator_upgrades_or_skips_recording_k
     }
 }
 
+/// The scheduler state read (tests/upgrade_drained.rs), as the kubectl stand-in logs it.
+const STATE_READ: &str = r#"--context=prod get node -o jsonpath=unschedulable={.spec.unschedulable}{"\n"}{range .spec.taints[*]}{.key}{"\t"}{.effect}{"\t"}{.value}{"\n"}{end} -- node0.k8s.local"#;
+
 #[test]
 fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
     let f = UpgradeFleet::start(1, 190, "1", "");
@@ -428,7 +431,7 @@ fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
     std::fs::write(
         bin.join("kubectl"),
         format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\ncase \"$*\" in *unschedulable*) echo true ;; esac\n",
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\ncase \"$*\" in *range*) echo unschedulable= ;; *unschedulable*) echo true ;; esac\n",
             log.display()
         ),
     )
@@ -451,6 +454,8 @@ fn kubernetes_drain_against_a_recording_kubectl_stand_in() {
     assert_eq!(
         calls.lines().collect::<Vec<_>>(),
         [
+            STATE_READ,
+            STATE_READ,
             r#"--context=prod get node -o jsonpath={.metadata.labels.nvidia\.com/gpu-driver-upgrade-state}{"\n"}{.metadata.labels.nvidia\.com/gpu-driver-upgrade\.skip}{"\n"} -- node0.k8s.local"#,
             "--context=prod cordon -- node0.k8s.local",
             "--context=prod drain --ignore-daemonsets --delete-emptydir-data --timeout=900s -- node0.k8s.local",

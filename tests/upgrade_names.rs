@@ -107,6 +107,17 @@ fn hostile_names_are_refused(f: &UpgradeFleet, bin: &Path, backend: &str, drain:
     }
 }
 
+const STATE_READ: &str = r#"jsonpath=unschedulable={.spec.unschedulable}{"\n"}{range .spec.taints[*]}{.key}{"\t"}{.effect}{"\t"}{.value}{"\n"}{end}"#;
+
+/// A recording `scontrol` that keeps one node's state as real Slurm would for these calls:
+/// `-o show node X` prints its line (State, and Reason once set), `update … State=DRAIN
+/// Reason=…` drains it, `State=RESUME` gives it back.
+const SCONTROL: &str = r#"st="$(dirname "$0")/slurm-state"
+case "$1" in
+-o) printf 'NodeName=%s Arch=x86_64 State=%s' "$4" "$(cat "$st" 2>/dev/null || echo IDLE)"; if [ -f "$st.reason" ]; then printf ' Reason=%s' "$(cat "$st.reason")"; fi; echo ;;
+update) case "$3" in State=DRAIN) echo IDLE+DRAIN > "$st"; printf '%s [root@2026-12-03T00:00:00]' "${4#Reason=}" > "$st.reason" ;; State=RESUME) echo IDLE > "$st"; rm -f "$st.reason" ;; esac ;;
+esac"#;
+
 #[test]
 fn kubernetes_hostile_node_names_never_reach_kubectl_recording_stand_in() {
     let f = UpgradeFleet::start(1, 200, "1", "");
@@ -115,7 +126,7 @@ fn kubernetes_hostile_node_names_never_reach_kubectl_recording_stand_in() {
         &f,
         &[(
             "kubectl",
-            "case \"$*\" in *upgrade-state*) printf '\\n\\n' ;; *unschedulable*) echo true ;; esac",
+            "case \"$*\" in *range*) echo unschedulable= ;; *upgrade-state*) printf '\\n\\n' ;; *unschedulable*) echo true ;; esac",
         )],
     );
     hostile_names_are_refused(&f, &bin, "kubernetes", ", context = \"prod\"");
@@ -134,9 +145,14 @@ fn kubernetes_hostile_node_names_never_reach_kubectl_recording_stand_in() {
     );
     let out = upgrade(&f, &bin, &["--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // The state read before the plan, and again before the cordon.
+    let read =
+        format!("kubectl[--context=prod][get][node][-o][{STATE_READ}][--][node0.k8s-1.local]");
     assert_eq!(
         calls(&bin),
         [
+            read.as_str(),
+            read.as_str(),
             r#"kubectl[--context=prod][get][node][-o][jsonpath={.metadata.labels.nvidia\.com/gpu-driver-upgrade-state}{"\n"}{.metadata.labels.nvidia\.com/gpu-driver-upgrade\.skip}{"\n"}][--][node0.k8s-1.local]"#,
             "kubectl[--context=prod][cordon][--][node0.k8s-1.local]",
             "kubectl[--context=prod][drain][--ignore-daemonsets][--delete-emptydir-data][--timeout=900s][--][node0.k8s-1.local]",
@@ -150,7 +166,7 @@ fn kubernetes_hostile_node_names_never_reach_kubectl_recording_stand_in() {
 fn slurm_hostile_node_names_never_reach_scontrol_recording_stand_in() {
     let f = UpgradeFleet::start(1, 201, "1", "");
     f.inventory(&["switch"], "");
-    let bin = stand_ins(&f, &[("scontrol", "exit 0"), ("sinfo", "echo drained")]);
+    let bin = stand_ins(&f, &[("scontrol", SCONTROL), ("sinfo", "echo drained")]);
     hostile_names_are_refused(&f, &bin, "slurm", "");
     for name in ["gpu 1", "x=y", "gpu\"1"] {
         f.set_drain(&format!(
@@ -165,17 +181,21 @@ fn slurm_hostile_node_names_never_reach_scontrol_recording_stand_in() {
     let out = upgrade(&f, &bin, &["--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let got = calls(&bin);
-    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(got.len(), 6, "{got:?}");
+    let show = "scontrol[-o][show][node][gpu-node0.c1]";
+    assert_eq!(got[0], show, "the state read before the plan");
+    assert_eq!(got[1], show, "read again before the drain");
     assert!(
-        got[0].starts_with(
+        got[2].starts_with(
             "scontrol[update][NodeName=gpu-node0.c1][State=DRAIN][Reason=gpufleet rollout r-"
-        ) && got[0].ends_with(']')
-            && got[0].matches('[').count() == 4,
+        ) && got[2].ends_with(']')
+            && got[2].matches('[').count() == 4,
         "{got:?}"
     );
-    assert_eq!(got[1], "sinfo[-h][-N][-n][gpu-node0.c1][-o][%T]");
+    assert_eq!(got[3], "sinfo[-h][-N][-n][gpu-node0.c1][-o][%T]");
+    assert_eq!(got[4], show, "read before it is given back");
     assert_eq!(
-        got[2],
+        got[5],
         "scontrol[update][NodeName=gpu-node0.c1][State=RESUME]"
     );
 }

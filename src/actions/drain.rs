@@ -61,7 +61,7 @@ pub fn scheduler_name(spec: &DrainSpec, node: &Node) -> String {
         .map_or_else(|| node.name.clone(), |p| p.replace("{name}", &node.name))
 }
 
-fn kubectl(spec: &DrainSpec, args: &[&str]) -> Local {
+pub(crate) fn kubectl(spec: &DrainSpec, args: &[&str]) -> Local {
     let mut v = vec!["kubectl".to_string()];
     if let Some(k) = &spec.kubeconfig {
         v.push(format!("--kubeconfig={k}"));
@@ -196,6 +196,17 @@ pub fn uncordon_commands(spec: &DrainSpec, node: &Node) -> Vec<Local> {
     }
 }
 
+/// Slurm: `scontrol update NodeName=X State=UNDRAIN`: the DRAIN flag off, the base state (DOWN)
+/// and its Reason kept (Slurm 20.11 and later).
+pub fn undrain_command(spec: &DrainSpec, node: &Node) -> Local {
+    Local::Argv(vec![
+        "scontrol".into(),
+        "update".into(),
+        format!("NodeName={}", scheduler_name(spec, node)),
+        "State=UNDRAIN".into(),
+    ])
+}
+
 /// Kubernetes only: `kubectl get node NAME -o jsonpath=…` printing the upgrade state label,
 /// a newline, the skip label and a newline (empty lines when unset).
 pub fn operator_guard_command(spec: &DrainSpec, node: &Node) -> Option<Local> {
@@ -258,12 +269,40 @@ pub struct LocalOutput {
     pub output: String,
 }
 
+/// The most bytes read of a local command's stdout, and of its stderr (1 MiB each): a
+/// scheduler tool that prints more (a hostile or broken kubectl, sinfo, status command) is
+/// stopped and its output is not read as an answer.
+pub const OUTPUT_CAP: u64 = 1 << 20;
+
 /// Runs `cmd` here, killed after `timeout`. Needs the write permit.
 pub async fn run(
     _permit: &WritePermit,
     cmd: &Local,
     timeout: Duration,
 ) -> Result<LocalOutput, String> {
+    capped(cmd, timeout).await
+}
+
+/// Runs a read-only `cmd` here (a scheduler state read: [`crate::actions::scheduler`]), as
+/// [`run`] does; it needs no permit, since it changes nothing.
+pub async fn read_only(cmd: &Local, timeout: Duration) -> Result<LocalOutput, String> {
+    capped(cmd, timeout).await
+}
+
+/// All of `r` up to [`OUTPUT_CAP`] + 1 bytes (more than the cap: over it).
+async fn read_cap<R: tokio::io::AsyncRead + Unpin>(r: Option<R>) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    if let Some(r) = r {
+        r.take(OUTPUT_CAP + 1).read_to_end(&mut buf).await?;
+    }
+    Ok(buf)
+}
+
+/// `cmd` run with stdin from /dev/null, its stdout and stderr each read through
+/// [`OUTPUT_CAP`] + 1 bytes; killed (its process group) after `timeout` or once an output
+/// passes the cap, which is then an error (the output is not an answer).
+async fn capped(cmd: &Local, timeout: Duration) -> Result<LocalOutput, String> {
     let mut c = match cmd {
         Local::Argv(a) => {
             let mut c = Command::new(&a[0]);
@@ -276,16 +315,41 @@ pub async fn run(
             c
         }
     };
-    c.kill_on_drop(true).stdin(std::process::Stdio::null());
-    let out = tokio::time::timeout(timeout, c.output())
-        .await
-        .map_err(|_| format!("`{cmd}` did not finish within {} s", timeout.as_secs()))?
-        .map_err(|e| format!("`{cmd}`: {e}"))?;
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    c.kill_on_drop(true)
+        .process_group(0)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().map_err(|e| format!("`{cmd}`: {e}"))?;
+    let pgid = child.id();
+    let (mut so, mut se) = (child.stdout.take(), child.stderr.take());
+    let work = async {
+        let (o, e) = tokio::join!(read_cap(so.take()), read_cap(se.take()));
+        let (o, e) = (o.map_err(|e| e.to_string())?, e.map_err(|e| e.to_string())?);
+        if o.len() as u64 > OUTPUT_CAP || e.len() as u64 > OUTPUT_CAP {
+            return Err(format!(
+                "`{cmd}` printed more than {} MiB: stopped, its output not read",
+                OUTPUT_CAP >> 20
+            ));
+        }
+        let st = child.wait().await.map_err(|e| format!("`{cmd}`: {e}"))?;
+        Ok((st, o, e))
+    };
+    let res = tokio::time::timeout(timeout, work).await;
+    // Whatever it left behind in its process group goes with it.
+    if let Some(pg) = pgid {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pg as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let (status, out, err) =
+        res.map_err(|_| format!("`{cmd}` did not finish within {} s", timeout.as_secs()))??;
+    let mut text = String::from_utf8_lossy(&out).into_owned();
+    text.push_str(&String::from_utf8_lossy(&err));
     Ok(LocalOutput {
-        success: out.status.success(),
-        code: out.status.code(),
+        success: status.success(),
+        code: status.code(),
         output: text.trim().to_string(),
     })
 }

@@ -7,3 +7,4 @@ pub mod names;
 pub mod node_side;
 pub mod permit;
 pub mod rollout;
+pub mod scheduler;

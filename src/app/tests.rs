@@ -285,6 +285,7 @@ fn upgrade_needs_the_typed_node_count_and_read_only_refuses_it() {
             })
             .collect(),
         skipped: vec![],
+        budget: None,
     });
     a.update(Msg::UpgradePlanned(Ok((
         vec!["plan".into()],

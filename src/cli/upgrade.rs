@@ -106,9 +106,16 @@ pub struct UpgradeArgs {
     #[arg(long, short = 'y')]
     pub yes: bool,
 
-    /// Nodes upgraded at once [default: 1, or the config's [upgrade] max_unavailable]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
-    pub max_unavailable: Option<u64>,
+    /// Nodes out of service at once, N or P% of the selected nodes (at least 1); nodes already
+    /// drained or down and nodes locked by other rollouts count against it [default: 1, or the
+    /// config's [upgrade] max_unavailable]
+    #[arg(long, value_name = "N|P%")]
+    pub max_unavailable: Option<crate::config::MaxUnavailable>,
+
+    /// Upgrade nodes already out of service too (drained, down, cordoned or reserved by someone
+    /// else; skipped by default): gpufleet never gives them back (no uncordon, RESUME or UNDRAIN)
+    #[arg(long)]
+    pub include_drained: bool,
 
     /// Refuse to run (read-only fleet view)
     #[arg(long)]
@@ -175,30 +182,10 @@ fn run_once(
     args: &UpgradeArgs,
     events: Option<&rollout::EventSink>,
 ) -> anyhow::Result<u8> {
-    use crate::fleet::rollout::{Abandoned, Choice, Lock, RolloutError, Rollouts};
+    use crate::fleet::rollout::{Abandoned, Choice, Lock, RolloutError};
     let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
-    let config = &s.config;
-    if args.scan.local || args.scan.root.is_some() {
-        anyhow::bail!(
-            "--local and --root do not apply to upgrades: a rollout works on an inventory's nodes over SSH"
-        );
-    }
+    let (rollouts, inv) = rollouts(s, args)?;
     let settings = s.probe(&args.scan)?;
-    let inv = s
-        .inventory(&args.scan)?
-        .ok_or_else(|| anyhow::anyhow!("upgrade needs an inventory (-i FILE)"))?;
-    let mut cfg = config.upgrade.clone();
-    if let Some(m) = args.max_unavailable {
-        cfg.max_unavailable = m as usize;
-    }
-    let rollouts = Rollouts {
-        nodes: inv.nodes.clone(),
-        cfg,
-        recipes: config.recipes.clone(),
-        state_dir: s.state_dir()?,
-        read_only: s.read_only(args.read_only, Some(&inv)),
-        inventory: Some(inv.path.display().to_string()),
-    };
     // Refused before anything else when read-only, dry run included: nothing may start.
     let permit = rollouts.permit()?;
     let mut session = rollouts.open(match (args.dry_run, args.abandon) {
@@ -314,4 +301,37 @@ fn run_once(
     // Node output is in it (a failed step's excerpt): escaped here, once.
     crate::outln!("{}", safe(&report.summary));
     Ok(if failed == 0 { 0 } else { 1 })
+}
+
+/// The rollout use case for `args`: the inventory's nodes, the `[upgrade]` config with the
+/// flags over it (`--max-unavailable`, `--include-drained`), the recipes, the state folder.
+///
+/// Errors: `--local`/`--root` (a rollout works over SSH), no inventory, an inventory or state
+/// folder that cannot be read.
+fn rollouts(
+    s: &Settings,
+    args: &UpgradeArgs,
+) -> anyhow::Result<(crate::fleet::rollout::Rollouts, crate::inventory::Inventory)> {
+    if args.scan.local || args.scan.root.is_some() {
+        anyhow::bail!(
+            "--local and --root do not apply to upgrades: a rollout works on an inventory's nodes over SSH"
+        );
+    }
+    let inv = s
+        .inventory(&args.scan)?
+        .ok_or_else(|| anyhow::anyhow!("upgrade needs an inventory (-i FILE)"))?;
+    let mut cfg = s.config.upgrade.clone();
+    if let Some(m) = args.max_unavailable {
+        cfg.max_unavailable = m;
+    }
+    cfg.include_drained = args.include_drained;
+    let r = crate::fleet::rollout::Rollouts {
+        nodes: inv.nodes.clone(),
+        cfg,
+        recipes: s.config.recipes.clone(),
+        state_dir: s.state_dir()?,
+        read_only: s.read_only(args.read_only, Some(&inv)),
+        inventory: Some(inv.path.display().to_string()),
+    };
+    Ok((r, inv))
 }

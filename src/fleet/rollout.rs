@@ -233,6 +233,8 @@ impl Rollouts {
                 .iter()
                 .map(|n| CanaryNow::of(&n.name, reports.get(&n.name))),
         );
+        // Each selected node's scheduler state, read-only, before anything is planned.
+        let around = rollout::Around::read(chosen, &self.cfg).await;
         let (journal, id) = (&session.entries, &rollout::new_id());
         match choice {
             Choice::Next(mode) => {
@@ -240,7 +242,7 @@ impl Rollouts {
                     rollout::canaries_done(&canaries, &rollout::last_upgrades(journal))
                         .map_err(RolloutError::CanariesFirst)?;
                 }
-                rollout::plan(
+                rollout::plan_in(
                     mode,
                     &with,
                     &canaries,
@@ -248,11 +250,18 @@ impl Rollouts {
                     &self.cfg,
                     &self.recipes,
                     id,
+                    &around,
                 )
             }
-            Choice::Exactly => {
-                rollout::plan_selected(&with, &canaries, journal, &self.cfg, &self.recipes, id)
-            }
+            Choice::Exactly => rollout::plan_selected_in(
+                &with,
+                &canaries,
+                journal,
+                &self.cfg,
+                &self.recipes,
+                id,
+                &around,
+            ),
         }
         .map_err(RolloutError::Refused)
     }

@@ -170,7 +170,7 @@ steps = [{{ name = "mark", run = "echo start >> {{root}}/../ran; sleep 8; echo e
         let log = self.drain_log.display();
         let mut text = format!(
             "[defaults]\nuser = \"{}\"\nidentity_file = \"{}\"\n{extra_defaults}\n\
-             drain = {{ backend = \"command\", drain = \"echo drain {{node}} >> {log}\", status = \"grep -q 'drain {{node}}' {log}\", uncordon = \"echo uncordon {{node}} >> {log}\" }}\n",
+             drain = {{ backend = \"command\", drain = \"echo drain {{node}} >> {log}\", status = \"grep -E '^(drain|uncordon) {{node}}$' {log} | tail -n 1 | grep -q '^drain'\", uncordon = \"echo uncordon {{node}} >> {log}\" }}\n",
             local_user(),
             self.fleet.user_key.display()
         );

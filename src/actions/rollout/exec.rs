@@ -634,13 +634,26 @@ impl Executor {
                 until,
                 check,
                 timeout_s,
+                pre,
+                recheck,
             } => {
                 let timeout = Duration::from_secs(*timeout_s);
+                // Read again unless an earlier run of this rollout started this drain.
+                let started = self.progress.contains_key(&(node.name.clone(), seq));
+                if let Some(r) = recheck.as_ref().filter(|_| !started) {
+                    crate::actions::scheduler::still_in_service(r, rollout).await?;
+                }
                 if let Some(g) = guard {
                     let out = drain::run(&self.permit, g, Duration::from_secs(60)).await?;
                     drain::operator_guard(&out)?;
                 }
-                let said = self.here(commands, timeout).await?;
+                let mut said = self.here(commands, timeout).await?;
+                if let Some(p) = pre {
+                    said.insert(
+                        0,
+                        format!("not drained by gpufleet (out of service before: {p})"),
+                    );
+                }
                 if let Some(status) = until {
                     let start = Instant::now();
                     loop {
@@ -663,10 +676,16 @@ impl Executor {
             Step::Uncordon {
                 commands,
                 timeout_s,
-            } => Ok(self
-                .here(commands, Duration::from_secs(*timeout_s))
-                .await?
-                .join(" / ")),
+                back,
+            } => {
+                crate::actions::scheduler::give_back(
+                    &self.permit,
+                    commands,
+                    back.as_ref(),
+                    Duration::from_secs(*timeout_s),
+                )
+                .await
+            }
             Step::Recipe {
                 name,
                 run,

@@ -16,6 +16,9 @@
 //! lock), `locks` (reading and breaking node locks from here). The use case that strings them
 //! together (probe, plan, confirm, execute, report) is [`crate::fleet::rollout`].
 
+mod budget;
+#[cfg(test)]
+mod budget_tests;
 mod exec;
 mod gates;
 mod history;
@@ -25,7 +28,9 @@ mod locks;
 mod plan;
 #[cfg(test)]
 mod tests;
+mod waves;
 
+pub use budget::*;
 pub use exec::*;
 pub use gates::*;
 pub use history::*;
@@ -33,3 +38,4 @@ pub use live::*;
 pub use local::*;
 pub use locks::*;
 pub use plan::*;
+pub use waves::*;

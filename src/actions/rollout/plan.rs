@@ -1,15 +1,16 @@
-//! The rollout plan, typed, and planning (pure): canaries, waves, the plan for people.
+//! The rollout plan, typed, and each node's steps (pure); the plan for people. Which nodes go
+//! in a wave is [`super::waves`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::history::abandoned;
-use super::live::{Again, CanaryNow, Verdict, canaries_done, last_upgrades, verdict};
+use super::budget::Budget;
+use super::live::Again;
 use crate::actions::drain::{self, Local};
-use crate::actions::journal::Entry;
 use crate::actions::node_side::{self, StepFiles};
+use crate::actions::scheduler::{self, GiveBack, StateRead, Taken};
 use crate::config::{Gate, Recipe, UpgradeConfig};
 use crate::inventory::{DrainBackend, DrainSpec, Node};
 use crate::model::NodeStatus;
@@ -47,6 +48,9 @@ pub enum DrainCheck {
     Kubernetes,
     /// The command succeeds.
     ExitStatus,
+    /// `sinfo -o %T` says `drained` or `down` (a node out of service before this rollout,
+    /// which gpufleet does not drain: [`Step::Drain`]'s `pre`).
+    SlurmOut,
 }
 
 impl DrainCheck {
@@ -63,6 +67,14 @@ impl DrainCheck {
             DrainCheck::Slurm => drain::slurm_drained(output),
             DrainCheck::Kubernetes => success && output.trim() == "true",
             DrainCheck::ExitStatus => success,
+            DrainCheck::SlurmOut => {
+                drain::slurm_drained(output)
+                    || output.lines().any(|l| {
+                        l.trim()
+                            .trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-'])
+                            == "down"
+                    })
+            }
         }
     }
 }
@@ -89,6 +101,15 @@ pub enum Step {
         until: Option<Local>,
         check: DrainCheck,
         timeout_s: u64,
+        /// The node was out of service before this rollout (the state found, in words):
+        /// gpufleet does not drain it (no command sends it; `until` waits for it to be idle)
+        /// and never gives it back (`--include-drained`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pre: Option<String>,
+        /// Run first (a node planned in service): its scheduler state read again; refused when
+        /// someone took it out of service since the plan ([`scheduler::still_in_service`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        recheck: Option<StateRead>,
     },
     /// One recipe step, run detached on the node ([`node_side::launch_command`]).
     Recipe {
@@ -126,6 +147,11 @@ pub enum Step {
     Uncordon {
         commands: Vec<Local>,
         timeout_s: u64,
+        /// How it is given back beyond `commands`: Slurm reads the node first (RESUME, UNDRAIN
+        /// or nothing); a node gpufleet did not drain is never given back
+        /// ([`scheduler::give_back`]). Absent: `commands`, as in journals older than it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        back: Option<GiveBack>,
     },
     /// Give the node lock back (only if this rollout holds it).
     Unlock { root: String, sudo: bool },
@@ -189,14 +215,27 @@ impl Step {
                 guard,
                 commands,
                 until,
+                pre,
+                recheck,
                 ..
             } => {
-                let mut v: Vec<String> = guard
+                let mut v: Vec<String> = pre
                     .iter()
-                    .map(|g| {
-                        format!("refused while the GPU Operator upgrades the node or skips it: {g}")
+                    .map(|p| {
+                        format!(
+                            "not drained by gpufleet, out of service before: {p}; never given back"
+                        )
                     })
                     .collect();
+                v.extend(recheck.iter().map(|r| {
+                    format!(
+                        "refused if someone took it out of service since the plan: {}",
+                        r.command
+                    )
+                }));
+                v.extend(guard.iter().map(|g| {
+                    format!("refused while the GPU Operator upgrades the node or skips it: {g}")
+                }));
                 v.extend(commands.iter().map(|c| c.to_string()));
                 v.extend(until.iter().map(|c| format!("until drained: {c}")));
                 v
@@ -232,7 +271,29 @@ impl Step {
                         .join(", "),
                 ]
             }
-            Step::Uncordon { commands, .. } => commands.iter().map(|c| c.to_string()).collect(),
+            Step::Uncordon { commands, back, .. } => {
+                let mut v = Vec::new();
+                if let Some(k) = back.as_ref().and_then(|b| b.kept.as_ref()) {
+                    v.push(format!(
+                        "never given back: gpufleet did not drain it ({k}); its state is only read"
+                    ));
+                }
+                if let Some(r) = back.as_ref().and_then(|b| b.read.as_ref()) {
+                    v.push(format!("read first: {}", r.command));
+                }
+                let kept = back.as_ref().is_some_and(|b| b.kept.is_some());
+                if let Some(b) = back.as_ref().filter(|b| b.read.is_some() && !kept) {
+                    v.extend(commands.iter().map(|c| {
+                        format!("{c}    (only while this rollout's drain, or slurmctld's DOWN after the reboot, holds it)")
+                    }));
+                    v.extend(b.undrain.iter().map(|u| {
+                        format!("{u}    (instead, when it is DOWN for another reason: reported still down)")
+                    }));
+                } else if !kept {
+                    v.extend(commands.iter().map(|c| c.to_string()));
+                }
+                v
+            }
             Step::Unlock { root, .. } => vec![format!(
                 "remove the node lock {}/{} if rollout {rollout} holds it",
                 root.trim_end_matches('/'),
@@ -331,9 +392,14 @@ pub struct Plan {
     pub rollout: String,
     pub mode: Mode,
     pub nodes: Vec<NodePlan>,
-    /// Nodes left out, with why (already ready, blocked, not reachable, done before).
+    /// Nodes left out, with why (already ready, blocked, not reachable, done before, out of
+    /// service before, past the budget).
     #[serde(default)]
     pub skipped: Vec<(String, String)>,
+    /// The unavailability budget it was planned in ([`Budget`]); absent in journals older
+    /// than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 pub(super) fn quote(s: &str) -> String {
@@ -421,6 +487,25 @@ pub fn node_plan(
     rollout: &str,
     takeover: &[String],
 ) -> Result<NodePlan, String> {
+    node_plan_in(node, report, recipe, cfg, rollout, takeover, None, true)
+}
+
+/// [`node_plan`] of a node out of service before this rollout when `pre` says so
+/// (`--include-drained`): not drained by gpufleet, never given back (docs/domain.md, "Drains
+/// that respect what was there"). `recheck`: its state is read again before its drain (not for
+/// a node locked by another rollout: if its lock is taken over, that rollout's drain is
+/// gpufleet's own).
+#[allow(clippy::too_many_arguments)]
+pub fn node_plan_in(
+    node: &Node,
+    report: &NodeReport,
+    recipe: &Recipe,
+    cfg: &UpgradeConfig,
+    rollout: &str,
+    takeover: &[String],
+    pre: Option<&Taken>,
+    recheck: bool,
+) -> Result<NodePlan, String> {
     let reason = format!("gpufleet rollout {rollout}");
     let timeout = Duration::from_secs(cfg.drain_timeout);
     let root = node.root.clone();
@@ -439,13 +524,33 @@ pub fn node_plan(
         )
     })?;
     let drains = spec.backend != DrainBackend::None;
+    let read = scheduler::state_read(spec, node, &cfg.unavailable_taints);
+    // Kubernetes: a node only tainted (not cordoned) is cordoned by gpufleet, so it is its own
+    // to uncordon; a cordoned one, a Slurm or command node out of service, are not.
+    let kept = pre
+        .filter(|t| spec.backend != DrainBackend::Kubernetes || t.cordoned)
+        .map(Taken::words);
     if drains {
+        let (commands, check) = match (&kept, spec.backend) {
+            (None, b) => (
+                drain::drain_commands(spec, node, timeout, &reason),
+                DrainCheck::of(b),
+            ),
+            (Some(_), DrainBackend::Kubernetes) => (
+                drain::drain_commands(spec, node, timeout, &reason),
+                DrainCheck::Kubernetes,
+            ),
+            (Some(_), DrainBackend::Slurm) => (Vec::new(), DrainCheck::SlurmOut),
+            (Some(_), _) => (Vec::new(), DrainCheck::ExitStatus),
+        };
         steps.push(Step::Drain {
             guard: drain::operator_guard_command(spec, node),
-            commands: drain::drain_commands(spec, node, timeout, &reason),
+            commands,
             until: drain::status_command(spec, node),
-            check: DrainCheck::of(spec.backend),
+            check,
             timeout_s: cfg.drain_timeout,
+            pre: kept.clone(),
+            recheck: read.clone().filter(|_| recheck && pre.is_none()),
         });
     }
     for s in &recipe.steps {
@@ -477,9 +582,21 @@ pub fn node_plan(
         gates: cfg.gates.clone(),
     });
     if drains {
+        let slurm = spec.backend == DrainBackend::Slurm;
+        let back = (slurm || kept.is_some()).then(|| GiveBack {
+            read: read.filter(|_| slurm),
+            reason: slurm.then(|| reason.clone()),
+            undrain: slurm.then(|| drain::undrain_command(spec, node)),
+            kept: kept.clone(),
+        });
         steps.push(Step::Uncordon {
-            commands: drain::uncordon_commands(spec, node),
+            commands: if kept.is_some() && !slurm {
+                Vec::new()
+            } else {
+                drain::uncordon_commands(spec, node)
+            },
             timeout_s: cfg.drain_timeout,
+            back,
         });
     }
     steps.push(Step::Unlock {
@@ -508,8 +625,9 @@ fn recipe_for<'a>(n: &Node, recipes: &'a BTreeMap<String, Recipe>) -> Result<&'a
     })
 }
 
-/// The plan of `n`: its recipe ([`recipe_for`]) through [`node_plan`], with `note`.
-fn plan_node(
+/// The plan of `n`: its recipe ([`recipe_for`]) through [`node_plan_in`], with `note`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn plan_node(
     n: &Node,
     r: &NodeReport,
     recipes: &BTreeMap<String, Recipe>,
@@ -517,14 +635,25 @@ fn plan_node(
     rollout: &str,
     takeover: &[String],
     note: Option<Again>,
+    pre: Option<&Taken>,
+    recheck: bool,
 ) -> Result<NodePlan, String> {
-    let p = node_plan(n, r, recipe_for(n, recipes)?, cfg, rollout, takeover)?;
+    let p = node_plan_in(
+        n,
+        r,
+        recipe_for(n, recipes)?,
+        cfg,
+        rollout,
+        takeover,
+        pre,
+        recheck,
+    )?;
     Ok(NodePlan { note, ..p })
 }
 
 /// One error for every node that cannot be planned (each `node: why`, one per line), so an
 /// operator fixes them all in one pass; `Ok` when there are none.
-fn none_unplannable(problems: Vec<String>) -> Result<(), String> {
+pub(super) fn none_unplannable(problems: Vec<String>) -> Result<(), String> {
     match problems.len() {
         0 => Ok(()),
         n => Err(format!(
@@ -534,131 +663,6 @@ fn none_unplannable(problems: Vec<String>) -> Result<(), String> {
             problems.join("\n  ")
         )),
     }
-}
-
-/// Plans the next rollout of `mode` (pure). `nodes` pairs each selected node with a fresh
-/// report; `canaries` is every canary of the inventory as probed now. What is upgraded is
-/// decided from the node as probed now over the journal ([`verdict`]): `migrate` nodes (one the
-/// journal calls upgraded too, said so), and `ready` ones whose upgrade was never proven; the
-/// others are skipped with the reason. Every such node is planned, those of later waves too:
-/// when some cannot be (no recipe, a recipe not in the config, no drain setting, `{branch}` of
-/// an unknown driver), the error names each of them with its reason.
-pub fn plan(
-    mode: Mode,
-    nodes: &[(Node, NodeReport)],
-    canaries: &[CanaryNow],
-    journal: &[Entry],
-    cfg: &UpgradeConfig,
-    recipes: &BTreeMap<String, Recipe>,
-    rollout: &str,
-) -> Result<Plan, String> {
-    let last = last_upgrades(journal);
-    let takeover = abandoned(journal);
-    if mode == Mode::Wave {
-        canaries_done(canaries, &last)?;
-    }
-    let mut skipped = Vec::new();
-    let mut chosen = Vec::new();
-    let mut problems = Vec::new();
-    for (n, r) in nodes
-        .iter()
-        .filter(|(n, _)| n.canary == (mode == Mode::Canary))
-    {
-        if operator_managed(r) {
-            skipped.push((n.name.clone(), OPERATOR_SKIP.into()));
-            continue;
-        }
-        let note = match verdict(r, last.get(&n.name)) {
-            Verdict::Skip(why) => {
-                skipped.push((n.name.clone(), why));
-                continue;
-            }
-            Verdict::Plan(note) => note,
-        };
-        match plan_node(n, r, recipes, cfg, rollout, &takeover, note) {
-            Err(e) => problems.push(e),
-            Ok(p) if chosen.len() < cfg.max_unavailable.max(1) => chosen.push(p),
-            Ok(_) => {
-                skipped.push((n.name.clone(), "in a later wave (max_unavailable)".into()));
-            }
-        }
-    }
-    none_unplannable(problems)?;
-    Ok(Plan {
-        rollout: rollout.to_string(),
-        mode,
-        nodes: chosen,
-        skipped,
-    })
-}
-
-/// Plans an upgrade of `chosen` (the TUI's marked nodes), as one wave: nodes that are not to be
-/// upgraded ([`verdict`], or managed by the GPU Operator) are skipped with the reason, as the
-/// CLI does; of the others, non-canary nodes only once every canary of `canaries` is done
-/// ([`canaries_done`]), canaries and other nodes never together, at most max_unavailable.
-pub fn plan_selected(
-    chosen: &[(Node, NodeReport)],
-    canaries: &[CanaryNow],
-    journal: &[Entry],
-    cfg: &UpgradeConfig,
-    recipes: &BTreeMap<String, Recipe>,
-    rollout: &str,
-) -> Result<Plan, String> {
-    let last = last_upgrades(journal);
-    let mut skipped = Vec::new();
-    let mut eligible = Vec::new();
-    for (n, r) in chosen {
-        if operator_managed(r) {
-            skipped.push((n.name.clone(), OPERATOR_SKIP.into()));
-            continue;
-        }
-        match verdict(r, last.get(&n.name)) {
-            Verdict::Skip(why) => skipped.push((
-                n.name.clone(),
-                format!("{why}; only migrate nodes are upgraded"),
-            )),
-            Verdict::Plan(note) => eligible.push((n, r, note)),
-        }
-    }
-    if eligible.is_empty() {
-        let why: Vec<String> = skipped.iter().map(|(n, w)| format!("{n}: {w}")).collect();
-        return Err(format!("nothing to upgrade: {}", why.join("; ")));
-    }
-    let with_canary = eligible.iter().any(|(n, _, _)| n.canary);
-    let with_other = eligible.iter().any(|(n, _, _)| !n.canary);
-    if with_canary && with_other {
-        return Err("canaries go alone: mark only canaries, or only other nodes".into());
-    }
-    if with_other {
-        canaries_done(canaries, &last)?;
-    }
-    if eligible.len() > cfg.max_unavailable.max(1) {
-        return Err(format!(
-            "{} nodes chosen, more than max_unavailable ({}): choose fewer",
-            eligible.len(),
-            cfg.max_unavailable
-        ));
-    }
-    let takeover = abandoned(journal);
-    let mut nodes = Vec::new();
-    let mut problems = Vec::new();
-    for (n, r, note) in eligible {
-        match plan_node(n, r, recipes, cfg, rollout, &takeover, note) {
-            Ok(p) => nodes.push(p),
-            Err(e) => problems.push(e),
-        }
-    }
-    none_unplannable(problems)?;
-    Ok(Plan {
-        rollout: rollout.to_string(),
-        mode: if with_canary {
-            Mode::Canary
-        } else {
-            Mode::Wave
-        },
-        nodes,
-        skipped,
-    })
 }
 
 /// The plan as lines for people: each node, its steps with where they run, and every exact
@@ -679,6 +683,9 @@ pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
             ""
         }
     )];
+    if let Some(b) = &plan.budget {
+        out.push(format!("  {}", safe(&b.line())));
+    }
     for n in &plan.nodes {
         out.push(format!("  {}", safe(&n.node)));
         if let Some(note) = &n.note {

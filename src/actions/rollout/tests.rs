@@ -12,7 +12,7 @@ use crate::model::Code;
 use crate::model::NodeStatus;
 use crate::model::report::NodeReport;
 
-fn node(name: &str, canary: bool) -> Node {
+pub(super) fn node(name: &str, canary: bool) -> Node {
     Node {
         canary,
         recipe: Some("r".into()),
@@ -47,7 +47,7 @@ fn entry(rollout: &str, node: &str, step: &str, phase: Phase) -> Entry {
     }
 }
 
-fn report(name: &str, status: NodeStatus) -> NodeReport {
+pub(super) fn report(name: &str, status: NodeStatus) -> NodeReport {
     let mut r = NodeReport::unreachable(
         name.into(),
         Code::SshTimeout,
@@ -67,7 +67,7 @@ fn report(name: &str, status: NodeStatus) -> NodeReport {
     r
 }
 
-fn recipes() -> BTreeMap<String, Recipe> {
+pub(super) fn recipes() -> BTreeMap<String, Recipe> {
     let mut m = BTreeMap::new();
     m.insert(
         "r".into(),
@@ -95,7 +95,7 @@ fn recipes() -> BTreeMap<String, Recipe> {
 #[test]
 fn canaries_first_then_waves_of_max_unavailable() {
     let cfg = UpgradeConfig {
-        max_unavailable: 2,
+        max_unavailable: 2.into(),
         ..Default::default()
     };
     let nodes: Vec<(Node, NodeReport)> = vec![
@@ -284,7 +284,7 @@ fn gpu_operator_nodes_are_skipped_by_host_recipes() {
         (node("host", false), report("host", NodeStatus::Migrate)),
     ];
     let cfg = UpgradeConfig {
-        max_unavailable: 5,
+        max_unavailable: 5.into(),
         ..UpgradeConfig::default()
     };
     let p = plan(Mode::Wave, &nodes, &[], &[], &cfg, &recipes(), "r-1").unwrap();
@@ -482,7 +482,7 @@ fn drained_by_follows_drains_and_uncordons_per_node() {
 #[test]
 fn every_node_that_cannot_be_planned_is_named_at_once() {
     let cfg = UpgradeConfig {
-        max_unavailable: 1,
+        max_unavailable: 1.into(),
         ..UpgradeConfig::default()
     };
     let no_recipe = Node {
@@ -539,7 +539,7 @@ fn every_node_that_cannot_be_planned_is_named_at_once() {
     );
     // The TUI's marked nodes: the same, for the nodes of its one wave.
     let cfg = UpgradeConfig {
-        max_unavailable: 5,
+        max_unavailable: 5.into(),
         ..cfg
     };
     let err = plan_selected(&nodes[..3], &[], &[], &cfg, &recipes(), "r1").unwrap_err();

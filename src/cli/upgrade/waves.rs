@@ -11,34 +11,6 @@ use std::io::BufRead;
 use super::*;
 use crate::fleet::rollout::{Lock, Rollouts};
 
-/// The rollouts of this command's inventory and state folder.
-fn rollouts(
-    s: &Settings,
-    args: &UpgradeArgs,
-) -> anyhow::Result<(Rollouts, crate::inventory::Inventory)> {
-    if args.scan.local || args.scan.root.is_some() {
-        anyhow::bail!(
-            "--local and --root do not apply to upgrades: a rollout works on an inventory's nodes over SSH"
-        );
-    }
-    let inv = s
-        .inventory(&args.scan)?
-        .ok_or_else(|| anyhow::anyhow!("upgrade needs an inventory (-i FILE)"))?;
-    let mut cfg = s.config.upgrade.clone();
-    if let Some(m) = args.max_unavailable {
-        cfg.max_unavailable = m as usize;
-    }
-    let r = Rollouts {
-        nodes: inv.nodes.clone(),
-        cfg,
-        recipes: s.config.recipes.clone(),
-        state_dir: s.state_dir()?,
-        read_only: s.read_only(args.read_only, Some(&inv)),
-        inventory: Some(inv.path.display().to_string()),
-    };
-    Ok((r, inv))
-}
-
 /// The last rollout started in the state folder: its id and its nodes (from its plan).
 fn last_rollout(r: &Rollouts) -> anyhow::Result<Option<(String, Vec<String>)>> {
     let session = r.open(Lock::None)?;
@@ -70,7 +42,7 @@ pub(super) fn run(
         eprintln!("gpufleet: --dry-run with --until-done shows the next wave only");
         return run_once(s, args, events.as_ref());
     }
-    let (r, inv) = rollouts(s, args)?;
+    let (r, inv) = super::rollouts(s, args)?;
     let soak = args.soak.unwrap_or(0);
     let emit = |id: &str, state: &str, detail: &str| {
         if let Some(e) = &events {
@@ -144,7 +116,7 @@ pub(super) fn run(
 pub(super) fn cancel(s: &Settings, args: &UpgradeArgs) -> anyhow::Result<u8> {
     let safe = |t: &str| crate::model::text::terminal_safe(t).into_owned();
     let settings = s.probe(&args.scan)?;
-    let (r, inv) = rollouts(s, args)?;
+    let (r, inv) = super::rollouts(s, args)?;
     let permit = r.permit()?;
     let (scan, _) = s.scan(&args.scan, &inv, settings)?;
     let rt = crate::rt::build()?;
