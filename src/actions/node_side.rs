@@ -229,7 +229,8 @@ mod tests {
     use super::*;
     use std::process::Command;
 
-    fn sh(cmd: &str) -> (Option<i32>, String) {
+    /// Runs `cmd` with sh: its exit code and its stdout then stderr (steps.rs's tests too).
+    pub(super) fn sh(cmd: &str) -> (Option<i32>, String) {
         let out = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
         let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
         s.push_str(&String::from_utf8_lossy(&out.stderr));

@@ -353,7 +353,7 @@ if check /sys/bus/pci/devices; then
           other=$((other + 1)); continue
         fi
         # Regular files only: a FIFO, socket or device there is never opened (it could block).
-        if confine "$n" && [ ! -f "$P/vendor" ]; then
+        if confine "$n" && [ ! -f "$P/vendor" ] && [ ! -d "$P/vendor" ]; then
           if [ "$nl" -lt 256 ]; then printf 'not-regular %s\n' "$d"; nl=$((nl + 1)); else cu=$((cu + 1)); fi
           continue
         fi

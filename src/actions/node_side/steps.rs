@@ -246,15 +246,8 @@ pub fn killed_status(rc: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
+    use crate::actions::node_side::tests::sh;
     use std::time::{Duration, Instant};
-
-    fn sh(cmd: &str) -> (Option<i32>, String) {
-        let out = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
-        let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
-        s.push_str(&String::from_utf8_lossy(&out.stderr));
-        (out.status.code(), s)
-    }
 
     fn poll(files: &StepFiles) -> StepState {
         parse_poll(&sh(&poll_command(files)).1).unwrap()
