@@ -24,8 +24,8 @@ pub fn load(arg: Option<&str>) -> Result<(Vec<NodeSpec>, Vec<String>), Inventory
         Some(a) => {
             let parts = run_tool(&["sinfo", "-a", "-h", "-o", "%R"], TOOL_TIMEOUT).map_err(err)?;
             let partitions: BTreeSet<&str> = parts.lines().map(str::trim).collect();
-            // `-a` lists hidden partitions (and their nodes); sinfo refuses it beside `-p`,
-            // which shows the partition it names, hidden or not.
+            // `-a` lists hidden partitions too (sinfo(1)), so a hidden partition's name is
+            // known as one; sinfo refuses `-a` beside `-p` ("Conflicting options").
             let args: &[&str] = if partitions.contains(a) {
                 &["sinfo", "-h", "-N", "-o", "%N", "-p", a]
             } else {
