@@ -525,7 +525,9 @@ fn oversized_inventories_and_ssh_configs_are_refused_at_their_cap() {
 
 #[test]
 fn slurm_inventory_from_a_real_slurm_cluster() {
-    let slurm = Slurm::start(2, 21);
+    // A hidden partition (sinfo lists it only with -a): named with -i slurm:hid, it is a
+    // partition, not a node list.
+    let slurm = Slurm::start_with(2, 21, "PartitionName=hid Nodes=gpu2 Hidden=YES State=UP\n");
     let conf = slurm.conf.display().to_string();
     let list = |src: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
@@ -564,6 +566,9 @@ fn slurm_inventory_from_a_real_slurm_cluster() {
     assert_eq!(nodes[0]["source"], "scontrol show nodes --oneliner:1");
     // A partition, then a Slurm node list.
     assert_eq!(list_json(&list("slurm:gpu")).len(), 2);
+    let hidden = list_json(&list("slurm:hid"));
+    let hidden: Vec<&str> = hidden.iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(hidden, ["gpu2"], "the hidden partition's one node");
     let one = list_json(&list("slurm:gpu2"));
     assert_eq!(one.len(), 1);
     assert_eq!(one[0]["name"], "gpu2");

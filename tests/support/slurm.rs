@@ -30,6 +30,11 @@ impl Slurm {
     }
 
     pub fn start(nodes: usize, subnet: u8) -> Slurm {
+        Slurm::start_with(nodes, subnet, "")
+    }
+
+    /// As [`Slurm::start`], with `extra` appended to slurm.conf (more partitions, say).
+    pub fn start_with(nodes: usize, subnet: u8, extra: &str) -> Slurm {
         let dir = tempfile::tempdir().unwrap();
         let tag = format!("g{}{subnet}", std::process::id() % 10000);
         let p = dir.path();
@@ -77,7 +82,7 @@ impl Slurm {
                  ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n\
                  ReturnToService=2\nSchedulerType=sched/builtin\nSelectType=select/linear\nMpiDefault=none\n\
                  SlurmctldLogFile={d}/slurmctld.log\nSlurmdLogFile={d}/slurmd-%n.log\n{node_lines}\
-                 PartitionName=gpu Nodes={} Default=YES State=UP\n",
+                 PartitionName=gpu Nodes={} Default=YES State=UP\n{extra}",
                 free_port("127.0.0.1"),
                 names.join(",")
             ),
@@ -126,7 +131,8 @@ impl Slurm {
 
     pub fn states(&self) -> Vec<String> {
         let out = Command::new(sbin("sinfo"))
-            .args(["-h", "-N", "-o", "%T"])
+            // One line a node: every node is in `gpu`; another partition would repeat it.
+            .args(["-h", "-N", "-p", "gpu", "-o", "%T"])
             .env("SLURM_CONF", &self.conf)
             .output()
             .unwrap();
@@ -138,7 +144,7 @@ impl Slurm {
 
     pub fn state(&self, node: &str) -> String {
         let out = Command::new(sbin("sinfo"))
-            .args(["-h", "-N", "-n", node, "-o", "%T"])
+            .args(["-h", "-N", "-p", "gpu", "-n", node, "-o", "%T"])
             .env("SLURM_CONF", &self.conf)
             .output()
             .unwrap();
