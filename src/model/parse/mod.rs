@@ -65,9 +65,7 @@ pub(crate) fn read<'a>(out: &'a ProbeOutput, kind: Kind, name: &str) -> Read<'a>
     match out.get(kind, name) {
         None if out.complete => Read::Failed(format!("{name}: not in the probe output")),
         None => Read::Failed(match out.output_cap {
-            Some(cap) => format!(
-                "{name}: never arrived: the probe's output reached gpufleet's {cap}-byte output cap before it"
-            ),
+            Some(cap) => format!("{name}: never arrived (cut by gpufleet's {cap}-byte output cap)"),
             None => format!("{name}: the probe stopped before reading it"),
         }),
         Some(s) => match s.status {
