@@ -55,7 +55,7 @@ pub fn reason(code: Code) -> Advice {
             "Verify the SHA256 fingerprint in the message, then add the key (`ssh-keyscan -p PORT HOST >> ~/.ssh/known_hosts`) or scan once with `--host-key-policy accept-new` to learn new keys.",
         ),
         ProbeOutputInvalid => a(
-            "the probe printed nothing usable: over the 1 MiB output cap, nothing before the deadline, or not the probe's format",
+            "the probe printed nothing usable: the 1 MiB output cap reached before its header, nothing before the deadline, or not the probe's format",
             "Make sure the login prints nothing before the command runs (rc files, a forced command in authorized_keys), then run the probe by hand (docs/operators.md, \"Try it without a fleet\", shows how with `ssh`).",
         ),
         DriverLibraryMismatch => a(
@@ -147,8 +147,8 @@ pub fn reason(code: Code) -> Advice {
             "Nothing to do on a CPU node; `snapshot --check --allow-no-driver` lets such nodes pass.",
         ),
         ProbeIncomplete => a(
-            "the probe's trailer is missing: the message says after which section it stopped and why",
-            "Raise `--deadline` for slow nodes, or find what hung on the node (the section named); the facts after it are unknown.",
+            "the probe's trailer is missing: the message says after which section it stopped and why (the deadline, a dropped connection, the 1 MiB output cap)",
+            "Raise `--deadline` for slow nodes, or find what hung on the node (the section named); at the output cap, find why that section is so large (the section named). The facts after it are unknown.",
         ),
         KernelBelowGuideline => a(
             "the kernel release is below 6.0 (a rule of thumb; 5.12 is the documented minimum)",

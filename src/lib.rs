@@ -10,6 +10,8 @@
 //! - [`config`]: the config file (`config.toml`), paths, recipes and gates.
 //! - [`limits`]: the size caps on files read whole, and the one reader that keeps them.
 //! - [`diag`]: line/column, suggestions and TOML error messages (a leaf).
+//! - [`glob`]: shell-style `*`/`?` patterns in polynomial time (known_hosts, node selectors; a
+//!   leaf).
 //! - [`nccl`]: `gpufleet nccl`: a job's NCCL_DEBUG=INFO log → how GPUDirect RDMA ran, per host.
 //! - [`diff`]: what changed between two snapshots (`gpufleet diff`, the TUI's `--compare`).
 //! - [`columns`]: the one column registry of the matrix, the table and the CSV.
@@ -46,6 +48,7 @@ pub mod diag;
 pub mod diff;
 pub mod duration;
 pub mod fleet;
+pub mod glob;
 pub mod inventory;
 pub mod limits;
 pub mod model;

@@ -579,6 +579,63 @@ fn slurm_inventory_from_a_real_slurm_cluster() {
         "{}",
         text(&out)
     );
+    // A drain reason (free text: a health check may write its output there) that writes
+    // fields: its text, never gpu1's state, name or partitions (before: `slurm.state` read
+    // `IDLE sda1 read-only` for a drained node).
+    let st = std::process::Command::new(support::slurm::sbin("scontrol"))
+        .args([
+            "update",
+            "NodeName=gpu1",
+            "State=DRAIN",
+            "Reason=disk check failed:\nState=IDLE NodeName=evil Partitions=all sda1",
+        ])
+        .env("SLURM_CONF", &conf)
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{}", text(&st));
+    let nodes = list_json(&list("slurm:"));
+    let names: Vec<&str> = nodes.iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["gpu1", "gpu2"]);
+    assert_eq!(
+        nodes[0]["labels"]["slurm.state"], "IDLE+DRAIN",
+        "{:#}",
+        nodes[0]
+    );
+    assert_eq!(nodes[0]["groups"], serde_json::json!(["gpu"]));
+    // That output saved, with a line that is no node among its lines (`-i FILE
+    // --inventory-format slurm`): the line is a warning and both nodes are kept (before: the
+    // whole inventory refused, "no NodeName=").
+    let shown = std::process::Command::new(support::slurm::sbin("scontrol"))
+        .args(["show", "nodes", "--oneliner"])
+        .env("SLURM_CONF", &conf)
+        .output()
+        .unwrap();
+    let saved = String::from_utf8(shown.stdout).unwrap();
+    let (first, rest) = saved.split_once('\n').unwrap();
+    let file = slurm.dir.path().join("nodes.txt");
+    std::fs::write(&file, format!("{first}\nState=IDLE sda1 \u{1b}[2J\n{rest}")).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args([
+            "inventory",
+            "list",
+            "--inventory-format",
+            "slurm",
+            "--format",
+            "json",
+            "-i",
+        ])
+        .arg(&file)
+        .env("GPUFLEET_SSH_CONFIG", "none")
+        .output()
+        .unwrap();
+    let nodes = list_json(&out);
+    let names: Vec<&str> = nodes.iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["gpu1", "gpu2"], "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:2: no NodeName=", file.display())) && err.contains("left out"),
+        "{err}"
+    );
 }
 
 /// What `kubectl get nodes -o json` printed on a real cluster (two GPU nodes with NVIDIA's GPU
@@ -679,6 +736,39 @@ fn k8s_inventory_through_a_recording_kubectl_stand_in() {
         args,
         "get nodes -o json\nget nodes -o json -l nvidia.com/gpu.present=true\n"
     );
+    // An item that is not a node (no name; labels that are not strings) is that item's warning,
+    // the other nodes kept (before: the whole list refused, "not a kubectl node list").
+    let mut odd: serde_json::Value = serde_json::from_str(NODE_LIST).unwrap();
+    let items = odd["items"].as_array_mut().unwrap();
+    items.insert(
+        1,
+        serde_json::json!({"kind": "Node", "metadata": {"labels": {}}}),
+    );
+    items.push(serde_json::json!({"metadata": {"name": "gpu-odd", "labels": {"x": 7}}}));
+    items.push(serde_json::json!({"metadata": {"name": "gpu\u{1b}[2J"}}));
+    std::fs::write(&json, odd.to_string()).unwrap();
+    let out = run("k8s:");
+    let nodes = list_json(&out);
+    let names: Vec<&str> = nodes.iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["cp-1", "gpu-h100-01"], "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("items[1]: not a kubectl node: missing field `name`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("items[3] (`gpu-odd`): not a kubectl node"),
+        "{err}"
+    );
+    // A name with a control character: left out, shown escaped once.
+    assert!(
+        err.contains(
+            r"node name `gpu\x1b[2J` has whitespace or control characters; that node is left out"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    std::fs::write(&json, NODE_LIST).unwrap();
     // A kubectl that fails: its message, exit 2.
     std::fs::write(
         &kubectl,

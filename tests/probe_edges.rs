@@ -244,8 +244,11 @@ fn a_read_that_never_ends_keeps_the_sections_before_the_deadline() {
     assert!(codes(n).contains(&"verdict-incomplete".to_string()));
 }
 
+/// A section that overflows the output cap (a 2 MiB /proc/modules): the sections before it keep
+/// their facts, the cut one and those after it are unknown by the cap, and the report names the
+/// cut section (before: the whole node `unreachable`, `probe-output-invalid`, every fact lost).
 #[test]
-fn output_over_the_cap_marks_the_node_probe_output_invalid() {
+fn a_section_over_the_output_cap_is_named_and_the_sections_before_it_kept() {
     let (_t, node) = scratch("h200-open-580-k6.18-real");
     let line = "nvidia_uvm 1830912 - - Live 0xffffffffc080c000 (O)\n";
     std::fs::write(
@@ -253,8 +256,12 @@ fn output_over_the_cap_marks_the_node_probe_output_invalid() {
         line.repeat((2 << 20) / line.len()),
     )
     .unwrap();
-    let out = gpufleet(&node, &default_path(&node), &["--format", "json"]);
-    // No node answered (the one node's output was cut): exit 2, the snapshot still written.
+    let out = gpufleet(
+        &node,
+        &default_path(&node),
+        &["--format", "json", "--check"],
+    );
+    // The node's verdict rests on unknown facts: `--check` exits 2, the snapshot still written.
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -263,9 +270,37 @@ fn output_over_the_cap_marks_the_node_probe_output_invalid() {
     );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let n = &doc["nodes"][0];
-    assert_eq!(n["status"], "unreachable");
-    assert_eq!(codes(n), vec!["probe-output-invalid"]);
-    assert_eq!(n["kernel"], Value::Null);
+    assert_eq!(n["status"], "unknown", "{n:#}");
+    // Read before /proc/modules: the kernel and the loaded driver.
+    assert_eq!(n["kernel"]["release"], "6.18.44-fc-v657-gpu", "{n:#}");
+    assert_eq!(n["driver"]["version"], "580.159.04", "{n:#}");
+    let said = |code: &str| -> String {
+        n["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["code"] == code)
+            .map(|r| r["message"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let cut = said("probe-incomplete");
+    assert!(
+        cut.contains("1048576-byte output cap") && cut.contains("file /proc/modules (cut off)"),
+        "{cut}"
+    );
+    let unknown = said("fact-unknown");
+    assert!(
+        unknown.contains("/proc/modules: cut off by gpufleet's 1048576-byte output cap"),
+        "{unknown}"
+    );
+    // After the cut: unknown by the cap, never absent.
+    assert_eq!(n["peermem"]["configured"], Value::Null, "{n:#}");
+    assert!(unknown.contains("never arrived"), "{unknown}");
+    assert!(
+        !codes(n).contains(&"probe-output-invalid".to_string()),
+        "{n:#}"
+    );
 }
 
 #[test]

@@ -325,3 +325,48 @@ fn one_set_of_selector_flags_and_brackets_are_ranges() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("read from `sim-00[12]*`"), "{err}");
 }
+
+/// Issue 21 (lows): lines of the rollout journal that are not entries (garbage, NUL bytes a file
+/// system left after a crash, a planted escape sequence) are said by `gpufleet rollouts` and
+/// `gpufleet journal`, with the file and each line's number, escaped; the real entries are
+/// still read (before: `rollouts` said nothing, `journal` only a count).
+#[test]
+fn garbage_and_nul_lines_in_the_journal_are_said_with_their_line() {
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let journal = state.join("journal.jsonl");
+    let entry = |phase: &str| {
+        format!(
+            "{{\"ts\":\"2026-11-30T10:00:00Z\",\"who\":\"ops@laptop\",\"rollout\":\"r-1\",\"node\":\"\",\"step\":\"rollout\",\"phase\":\"{phase}\",\"outcome\":\"\"}}\n"
+        )
+    };
+    let mut text = entry("start").into_bytes();
+    text.extend_from_slice(b"\0\0\0\0\0\0\0\0\n");
+    text.extend_from_slice(b"garbage \x1b[2J\n");
+    text.extend_from_slice(entry("done").as_bytes());
+    std::fs::write(&journal, &text).unwrap();
+    let state_arg = state.display().to_string();
+    for cmd in ["rollouts", "journal"] {
+        let out = gpufleet(&["--state-dir", &state_arg, cmd], home.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {err}");
+        assert!(
+            err.contains(&format!("journal {}: 2 line(s)", journal.display())),
+            "{cmd}: {err}"
+        );
+        assert!(
+            err.contains(r#"line 2 "\x00\x00\x00\x00\x00\x00\x00\x00", line 3 "garbage \x1b[2J""#),
+            "{cmd}: {err}"
+        );
+        assert!(
+            !err.contains('\x1b'),
+            "{cmd}: raw escape on the terminal: {err:?}"
+        );
+        // The entries around the bad lines are read.
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("r-1"),
+            "{cmd}: {out:?}"
+        );
+    }
+}

@@ -429,8 +429,11 @@ fn an_http_server_is_ssh_protocol_error_with_what_it_sent() {
     let (doc, _) = scan_peers(56, &[("web", "127.0.0.56", port)]);
     let (code, msg) = unreachable_reason(&doc, "web");
     assert_eq!(code, "ssh-protocol-error", "{msg}");
+    // What it sent, as characters (each output escapes it once where it reaches a person).
     assert!(
-        msg.contains(r#"not an SSH server: it sent "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"#),
+        msg.contains(
+            "not an SSH server: it sent \"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
+        ),
         "{msg}"
     );
     // At most 80 characters of it, and cut visibly.
@@ -438,7 +441,20 @@ fn an_http_server_is_ssh_protocol_error_with_what_it_sent() {
         msg.ends_with('…') && !msg.contains("Bad Request\"…"),
         "{msg}"
     );
-    assert!(!msg.chars().any(char::is_control), "{msg:?}");
+}
+
+/// The table of a saved snapshot, `gpufleet snapshot --from FILE --format table`.
+fn table_of(doc: &serde_json::Value) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("doc.json");
+    std::fs::write(&file, serde_json::to_vec(doc).unwrap()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["snapshot", "--format", "table", "--from"])
+        .arg(&file)
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// Fault matrix: a peer that sends terminal escape sequences and bytes that are not UTF-8, then
@@ -462,22 +478,32 @@ fn garbage_from_a_peer_is_ssh_protocol_error_and_shown_escaped() {
     );
     let (code, msg) = unreachable_reason(&doc, "garbage");
     assert_eq!(code, "ssh-protocol-error", "{msg}");
+    // JSON keeps what the peer sent (bytes that are not UTF-8 as U+FFFD).
     assert!(
         msg.ends_with(
-            r#"is not an SSH server: it sent "\x1b[2J\x1b]0;owned\x07hello \xff\xfe\r\n""#
+            "is not an SSH server: it sent \"\x1b[2J\x1b]0;owned\x07hello \u{fffd}\u{fffd}\r\n\""
         ),
-        "{msg}"
+        "{msg:?}"
     );
     let (code, msg) = unreachable_reason(&doc, "garbage-then-silence");
     assert_eq!(code, "ssh-protocol-error", "{msg}");
     assert!(
-        msg.ends_with(r#"is not an SSH server: it sent "\x1b[31mwelcome""#),
-        "{msg}"
+        msg.ends_with("is not an SSH server: it sent \"\x1b[31mwelcome\""),
+        "{msg:?}"
     );
     assert!(took < Duration::from_secs(12), "took {took:?}");
-    // The table escapes node text too; the message must reach it with no raw control byte.
-    let raw = serde_json::to_string(&doc).unwrap();
-    assert!(!raw.contains('\u{1b}'), "{raw}");
+    // The table escapes it once: an ESC is `\x1b` there, never `\\x1b` (before: escaped in
+    // the message and again by the table) and never raw.
+    let table = table_of(&doc);
+    assert!(
+        table.contains(r#"it sent "\x1b[2J\x1b]0;owned\x07hello ��\r\n""#),
+        "{table}"
+    );
+    assert!(table.contains(r#"it sent "\x1b[31mwelcome""#), "{table}");
+    assert!(
+        !table.contains(r"\\x1b") && !table.contains('\u{1b}'),
+        "{table}"
+    );
 }
 
 /// Fault matrix: a peer that sends an SSH identification line and then bytes that are no SSH
@@ -510,7 +536,10 @@ fn garbage_after_the_banner_and_a_huge_version_line_are_ssh_protocol_errors() {
         msg.contains("sent an SSH identification line, then bytes that are no SSH key exchange"),
         "{msg}"
     );
-    assert!(msg.contains(r#"\xff\xff\xff\xff\x1b[2Jgarbage"#), "{msg}");
+    assert!(
+        msg.contains("\u{fffd}\u{fffd}\u{fffd}\u{fffd}\x1b[2Jgarbage"),
+        "{msg:?}"
+    );
     let (code, msg) = unreachable_reason(&doc, "long-version");
     assert_eq!(code, "ssh-protocol-error", "{msg}");
     assert!(msg.contains("over 255 bytes"), "{msg}");

@@ -116,25 +116,87 @@ fn last_byte(file: &mut File) -> std::io::Result<Option<u8>> {
     Ok(Some(b[0]))
 }
 
-/// Every entry of the journal at `path` (missing file: none), and how many lines were not
-/// entries (a torn line from a crash, a line damaged by hand): those are skipped, so one bad
-/// line never locks the operator out of resuming.
-pub fn read(path: &Path) -> std::io::Result<(Vec<Entry>, usize)> {
+/// The lines of a journal that are not entries (a torn line from a crash, a line damaged or
+/// planted by hand, NUL bytes a file system left after a crash): how many, and the first
+/// [`Skipped::SHOWN`] of them by line number (1-based) with their first bytes, lossily decoded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Skipped {
+    pub count: usize,
+    pub first: Vec<(usize, String)>,
+}
+
+impl Skipped {
+    /// Lines named in a warning; the rest are counted.
+    pub const SHOWN: usize = 5;
+    /// Bytes of a line shown in a warning.
+    const SHOWN_BYTES: usize = 60;
+
+    /// The warning for the journal at `path`, naming the file and each line (its text escaped
+    /// for the terminal): `gpufleet: warning: journal /s/journal.jsonl: line 3 is not a journal
+    /// entry (skipped): "garbage"`; `None` when no line was skipped.
+    pub fn warning(&self, path: &Path) -> Option<String> {
+        if self.count == 0 {
+            return None;
+        }
+        let lines: Vec<String> = self
+            .first
+            .iter()
+            .map(|(n, text)| {
+                format!(
+                    "line {n} \"{}\"",
+                    crate::model::text::terminal_safe(text).replace('"', "\\\"")
+                )
+            })
+            .collect();
+        let more = self.count - self.first.len();
+        Some(format!(
+            "gpufleet: warning: journal {}: {} line(s) that are not journal entries were skipped (a crash while writing, or the file was edited): {}{}",
+            crate::model::text::terminal_safe(&path.display().to_string()),
+            self.count,
+            lines.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ))
+    }
+
+    fn push(&mut self, line_no: usize, line: &[u8]) {
+        self.count += 1;
+        if self.first.len() < Self::SHOWN {
+            let shown = &line[..line.len().min(Self::SHOWN_BYTES)];
+            let mut text = String::from_utf8_lossy(shown).into_owned();
+            if line.len() > Self::SHOWN_BYTES {
+                text.push('…');
+            }
+            self.first.push((line_no, text));
+        }
+    }
+}
+
+/// Every entry of the journal at `path` (missing file: none), and the lines that were not
+/// entries ([`Skipped`]): those are skipped, so one bad line never locks the operator out of
+/// resuming, and said by every command that reads the journal for the operator
+/// ([`Skipped::warning`]), so tampering is never unnoticed.
+pub fn read(path: &Path) -> std::io::Result<(Vec<Entry>, Skipped)> {
     let f = match File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((Vec::new(), Skipped::default()));
+        }
         Err(e) => return Err(e),
     };
     let mut out = Vec::new();
-    let mut skipped = 0;
-    for l in BufReader::new(f).split(b'\n') {
+    let mut skipped = Skipped::default();
+    for (i, l) in BufReader::new(f).split(b'\n').enumerate() {
         let l = l?;
         if l.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         match serde_json::from_slice(&l) {
             Ok(e) => out.push(e),
-            Err(_) => skipped += 1,
+            Err(_) => skipped.push(i + 1, &l),
         }
     }
     Ok((out, skipped))
@@ -172,16 +234,60 @@ mod tests {
             .write_all(b"{\"ts\":\"2026")
             .unwrap();
         let (e, skipped) = read(&path).unwrap();
-        assert_eq!((e.len(), skipped), (2, 1));
+        assert_eq!((e.len(), skipped.count), (2, 1));
         // The next run (after the crash that tore it) starts a line of its own.
         drop(j);
         let mut j = Journal::open(&dir.path().join("state")).unwrap();
         j.append(&entry("uncordon", Phase::Start)).unwrap();
         let (e, skipped) = read(&path).unwrap();
-        assert_eq!((e.len(), skipped), (3, 1));
+        assert_eq!((e.len(), skipped.count), (3, 1));
         assert_eq!(e[2].step, "uncordon");
         // A damaged line in the middle is skipped, not fatal.
         std::fs::write(&path, "garbage\n{}\n").unwrap();
-        assert_eq!(read(&path).unwrap(), (vec![], 2));
+        let (e, skipped) = read(&path).unwrap();
+        assert_eq!((e.len(), skipped.count), (0, 2));
+    }
+
+    /// Garbage, NUL bytes and an escape sequence among real entries: each entry is kept, each
+    /// other line is counted and named in the warning with its line number, escaped (before:
+    /// `gpufleet rollouts` said nothing, `upgrade` and `journal` only a count).
+    #[test]
+    fn garbage_and_nul_lines_are_named_in_the_warning_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(&dir.path().join("state")).unwrap();
+        j.append(&entry("drain", Phase::Start)).unwrap();
+        let path = dir.path().join("state/journal.jsonl");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"\0\0\0\0\ngarbage \x1b[2J\n\n").unwrap();
+        drop(f);
+        j.append(&entry("drain", Phase::Done)).unwrap();
+        let (e, skipped) = read(&path).unwrap();
+        assert_eq!(e.len(), 2);
+        assert_eq!(skipped.count, 2);
+        assert_eq!(
+            skipped.first,
+            [
+                (2, "\0\0\0\0".to_string()),
+                (3, "garbage \x1b[2J".to_string())
+            ]
+        );
+        let w = skipped.warning(&path).unwrap();
+        assert!(w.contains(&path.display().to_string()), "{w}");
+        assert!(
+            w.contains(r#"line 2 "\x00\x00\x00\x00", line 3 "garbage \x1b[2J""#),
+            "{w}"
+        );
+        assert!(!w.contains('\x1b') && !w.contains('\0'), "{w}");
+        // Many bad lines: the first five named, the rest counted.
+        std::fs::write(&path, "x\n".repeat(8)).unwrap();
+        let w = read(&path).unwrap().1.warning(&path).unwrap();
+        assert!(
+            w.contains("8 line(s)") && w.contains("line 5 \"x\" and 3 more"),
+            "{w}"
+        );
+        assert_eq!(Skipped::default().warning(&path), None);
     }
 }

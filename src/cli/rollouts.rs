@@ -63,7 +63,11 @@ pub struct JournalArgs {
 pub fn rollouts(s: &Settings, args: &RolloutsArgs) -> anyhow::Result<u8> {
     use crate::actions::{journal, rollout};
     let state = s.state_dir()?;
-    let (entries, _) = journal::read(&state.join("journal.jsonl"))?;
+    let path = state.join("journal.jsonl");
+    let (entries, skipped) = journal::read(&path)?;
+    if let Some(w) = skipped.warning(&path) {
+        eprintln!("{w}");
+    }
     let holder = rollout::local_holder(&state);
     let mut list = rollout::rollouts(&entries);
     for r in list.iter_mut().filter(|r| r.state == "unfinished") {
@@ -300,11 +304,8 @@ pub fn unlock(s: &Settings, args: &UnlockArgs) -> anyhow::Result<u8> {
 pub fn journal(s: &Settings, args: &JournalArgs) -> anyhow::Result<u8> {
     let path = s.state_dir()?.join("journal.jsonl");
     let (entries, skipped_lines) = crate::actions::journal::read(&path)?;
-    if skipped_lines > 0 {
-        eprintln!(
-            "gpufleet: warning: {}: {skipped_lines} line(s) that are not journal entries were skipped",
-            path.display()
-        );
+    if let Some(w) = skipped_lines.warning(&path) {
+        eprintln!("{w}");
     }
     let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
     // With --node: the rollouts that touched that node.

@@ -193,12 +193,8 @@ fn run_once(
         (false, true) => Lock::Abandon,
         (false, false) => Lock::Take,
     })?;
-    if session.skipped_lines > 0 {
-        eprintln!(
-            "gpufleet: warning: {}: {} line(s) that are not journal entries were skipped",
-            session.journal_path.display(),
-            session.skipped_lines
-        );
+    if let Some(w) = session.skipped_lines.warning(&session.journal_path) {
+        eprintln!("{w}");
     }
     if args.abandon {
         match session.abandon()? {

@@ -107,7 +107,7 @@ pub struct Session {
     /// The journal's entries.
     pub entries: Vec<Entry>,
     /// Lines of the journal that are not entries (skipped; said as a warning).
-    pub skipped_lines: usize,
+    pub skipped_lines: journal::Skipped,
     /// The journal's path.
     pub journal_path: PathBuf,
     state_dir: PathBuf,

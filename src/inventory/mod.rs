@@ -562,17 +562,9 @@ fn split_list(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// A node selector pattern against a name, case-sensitively, in polynomial time ([`crate::glob`]).
 fn glob(pattern: &str, s: &str) -> bool {
-    fn go(p: &[u8], s: &[u8]) -> bool {
-        match (p.first(), s.first()) {
-            (None, None) => true,
-            (Some(b'*'), _) => go(&p[1..], s) || (!s.is_empty() && go(p, &s[1..])),
-            (Some(b'?'), Some(_)) => go(&p[1..], &s[1..]),
-            (Some(a), Some(b)) if a == b => go(&p[1..], &s[1..]),
-            _ => false,
-        }
-    }
-    go(pattern.as_bytes(), s.as_bytes())
+    crate::glob::matches(pattern.as_bytes(), s.as_bytes(), false)
 }
 
 impl Selection {

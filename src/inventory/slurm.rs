@@ -52,16 +52,18 @@ pub fn load(arg: Option<&str>) -> Result<(Vec<NodeSpec>, Vec<String>), Inventory
         }
     };
     let text = run_tool(&SCONTROL, TOOL_TIMEOUT).map_err(err)?;
-    let nodes = parse_nodes(&text, &SCONTROL.join(" "), wanted.as_ref())?;
+    let (nodes, warnings) = parse_nodes(&text, &SCONTROL.join(" "), wanted.as_ref())?;
     if nodes.is_empty() {
         return Err(err("Slurm lists no node".into()));
     }
-    Ok((nodes, Vec::new()))
+    Ok((nodes, warnings))
 }
 
 /// The `Key=value` fields of one `scontrol show nodes --oneliner` line. A value runs until the
 /// next word that starts a `Key=` (an upper-case letter, letters, `=`), so values with spaces
-/// (`OS=Linux 6.1.0 #1 SMP …`) stay whole.
+/// (`OS=Linux 6.1.0 #1 SMP …`) stay whole. Slurm prints each key once, so a key seen again is
+/// text of the value before it: a drain `Reason=` (free text; `--oneliner` turns its line breaks
+/// into spaces) that says `State=IDLE NodeName=x` changes no field.
 pub fn fields(line: &str) -> BTreeMap<&str, String> {
     let mut out: BTreeMap<&str, String> = BTreeMap::new();
     let mut key: Option<&str> = None;
@@ -69,6 +71,7 @@ pub fn fields(line: &str) -> BTreeMap<&str, String> {
         let starts_key = word.split_once('=').is_some_and(|(k, _)| {
             k.starts_with(|c: char| c.is_ascii_uppercase())
                 && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !out.contains_key(k)
         });
         if starts_key && let Some((k, v)) = word.split_once('=') {
             out.insert(k, v.to_string());
@@ -84,24 +87,30 @@ pub fn fields(line: &str) -> BTreeMap<&str, String> {
 }
 
 /// Nodes from `scontrol show nodes --oneliner` output (`source` names it in origins and
-/// errors), only those in `wanted` when given. Errors: a line without `NodeName=`.
+/// errors), only those in `wanted` when given, and a warning for each line that is not a node
+/// (no `NodeName=`): that line is left out, the other nodes kept. Errors: no line is a node
+/// (the text is not `scontrol` output).
 pub fn parse_nodes(
     text: &str,
     source: &str,
     wanted: Option<&BTreeSet<String>>,
-) -> Result<Vec<NodeSpec>, InventoryError> {
+) -> Result<(Vec<NodeSpec>, Vec<String>), InventoryError> {
     let mut out = Vec::new();
+    let mut warnings = Vec::new();
+    let mut named = 0usize;
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let f = fields(line);
-        let name = f.get("NodeName").cloned().ok_or_else(|| {
-            InventoryError(format!(
-                "{source}:{}: no NodeName= (expected `scontrol show nodes --oneliner` output)",
+        let Some(name) = f.get("NodeName").cloned() else {
+            warnings.push(format!(
+                "{source}:{}: no NodeName= (expected `scontrol show nodes --oneliner` output); that line is left out",
                 i + 1
-            ))
-        })?;
+            ));
+            continue;
+        };
+        named += 1;
         if wanted.is_some_and(|w| !w.contains(&name)) {
             continue;
         }
@@ -144,7 +153,12 @@ pub fn parse_nodes(
             ..Default::default()
         });
     }
-    Ok(out)
+    if named == 0
+        && let Some(first) = warnings.first()
+    {
+        return Err(InventoryError(first.replace("; that line is left out", "")));
+    }
+    Ok((out, warnings))
 }
 
 #[cfg(test)]
@@ -166,7 +180,13 @@ NodeName=gpu2 Arch=x86_64 AvailableFeatures=(null) ActiveFeatures=(null) Gres=(n
         assert_eq!(f["CfgTRES"], "cpu=1,mem=100M,billing=1");
         assert_eq!(f["AllocTRES"], "");
         assert_eq!(f["Reason"], "kernel update [root@2026-01-01T00:00:00]");
-        let n = parse_nodes(OUT, "scontrol show nodes --oneliner", None).unwrap();
+        // A reason that writes fields: its text, not fields.
+        let f = fields("NodeName=gpu1 State=IDLE+DRAIN Reason=x State=IDLE NodeName=evil");
+        assert_eq!(f["State"], "IDLE+DRAIN");
+        assert_eq!(f["NodeName"], "gpu1");
+        assert_eq!(f["Reason"], "x State=IDLE NodeName=evil");
+        let (n, w) = parse_nodes(OUT, "scontrol show nodes --oneliner", None).unwrap();
+        assert!(w.is_empty(), "{w:?}");
         assert_eq!(n.len(), 2);
         assert_eq!(n[0].host.as_deref(), Some("198.18.20.2"));
         assert_eq!(n[0].groups, ["gpu", "all"]);
@@ -183,8 +203,27 @@ NodeName=gpu2 Arch=x86_64 AvailableFeatures=(null) ActiveFeatures=(null) Gres=(n
             "scontrol show nodes --oneliner:2"
         );
         let only: BTreeSet<String> = ["gpu2".to_string()].into();
-        assert_eq!(parse_nodes(OUT, "s", Some(&only)).unwrap().len(), 1);
+        assert_eq!(parse_nodes(OUT, "s", Some(&only)).unwrap().0.len(), 1);
         let e = parse_nodes("\nState=IDLE\n", "s", None).unwrap_err().0;
         assert!(e.starts_with("s:2: no NodeName="), "{e}");
+    }
+
+    /// One odd line among nodes is that line's warning, the other nodes kept (before: the whole
+    /// inventory refused with `s:2: no NodeName=`).
+    #[test]
+    fn a_line_that_is_not_a_node_is_left_out_with_a_warning() {
+        let text = format!(
+            "{}\nState=IDLE \u{1b}[2J\n{}",
+            OUT.lines().next().unwrap(),
+            OUT.lines().nth(1).unwrap()
+        );
+        let (n, w) = parse_nodes(&text, "s", None).unwrap();
+        let names: Vec<&str> = n.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["gpu1", "gpu2"]);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("s:2: no NodeName=") && w[0].ends_with("left out"),
+            "{w:?}"
+        );
     }
 }

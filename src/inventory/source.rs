@@ -142,106 +142,151 @@ pub fn resolve(
     let mut seen: BTreeMap<String, Option<Origin>> = BTreeMap::new();
     let mut nodes = Vec::with_capacity(specs.len());
     for s in specs {
-        let at = |msg: String| {
-            InventoryError(match &s.origin {
-                Some(o) => format!("{o}: {msg}"),
-                None => msg,
-            })
-        };
-        if s.name.trim().is_empty() {
-            return Err(at("node name is empty".into()));
-        }
-        if let Some(prev) = seen.get(&s.name) {
-            let first = prev
-                .as_ref()
-                .map(|o| format!(" (first at {o})"))
-                .unwrap_or_default();
-            return Err(at(format!("node `{}` is listed twice{first}", s.name)));
-        }
-        seen.insert(s.name.clone(), s.origin.clone());
-        let host = s.host.clone().unwrap_or_else(|| s.name.clone());
-        if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(at(format!(
-                "host {:?} of node `{}` is not a host name or address",
-                host, s.name
-            )));
-        }
-        if s.port == Some(0) {
-            return Err(at(format!("node `{}`: port 0 is not a port", s.name)));
-        }
-        let cmdline = s.ssh_args.clone().unwrap_or_default();
-        let empty;
-        let ssh_for_node = match ssh {
-            Some(c) => Some(c),
-            // The options alone, as `ssh -F none OPTIONS HOST` reads them.
-            None if !cmdline.is_empty() => {
-                empty = super::ssh_config::ClientConfig::empty();
-                Some(&empty)
-            }
-            None => None,
-        };
-        let cfg = match ssh_for_node {
-            Some(c) => Some(
-                super::ssh_config::query_with(c, &cmdline, &host, s.user.as_deref(), s.port, warn)
-                    .map_err(|e| at(format!("node `{}`: {e}", s.name)))?,
-            ),
-            None => None,
-        };
-        let cfg = cfg.as_ref();
-        let original = host.clone();
-        let host = cfg.and_then(|c| c.host_name.clone()).unwrap_or(host);
-        let port = s.port.or_else(|| cfg.and_then(|c| c.port)).unwrap_or(22);
-        let user = s
-            .user
-            .clone()
-            .or_else(|| cfg.and_then(|c| c.user.clone()))
-            .unwrap_or_else(local_user);
-        let mut route = super::ssh_config::route(
-            ssh,
-            &cfg.cloned().unwrap_or_default(),
-            &original,
-            &host,
-            port,
-            &user,
-            None,
-            warn,
-        )
-        .map_err(|e| at(format!("node `{}`: {e}", s.name)))?;
-        // The inventory's keys (its key variable, then the command-line options' own, each
-        // once) replace ~/.ssh/config's keys.
-        let mut own_keys: Vec<std::path::PathBuf> = s.identity_file.iter().cloned().collect();
-        for k in cfg
-            .map(|c| &c.identity_files[..cmdline.identity_files().min(c.identity_files.len())])
-            .unwrap_or_default()
-        {
-            if !own_keys.contains(k) {
-                own_keys.push(k.clone());
-            }
-        }
-        let identity_file = if own_keys.is_empty() {
-            cfg.and_then(|c| c.identity_files.first().cloned())
-        } else {
-            route.more_identity_files = own_keys.split_off(1);
-            own_keys.pop()
-        };
-        nodes.push(Node {
-            host,
-            port,
-            user,
-            identity_file,
-            certificate_file: cfg.and_then(|c| c.certificate_file.clone()),
-            root: s.root.clone().unwrap_or_else(|| "/".to_string()),
-            labels: s.labels,
-            groups: s.groups,
-            canary: s.canary,
-            recipe: None,
-            drain: s.drain,
-            origin: s.origin,
-            route,
-            name: s.name,
-        });
+        nodes.push(resolve_one(s, &mut seen, ssh, warn)?);
     }
     Ok(nodes)
+}
+
+/// [`resolve`] for a node list another program printed (`scontrol`, `kubectl`): one odd node
+/// (an empty name, a name with whitespace or control characters, one listed twice, a bad host)
+/// is left out with a warning naming it and why, and the other nodes are kept — a cluster's
+/// list is not the operator's file to fix. The warnings come back beside the nodes.
+pub fn resolve_listed(
+    specs: Vec<NodeSpec>,
+    ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
+    warn: &mut super::ssh_config::Warnings,
+) -> (Vec<Node>, Vec<String>) {
+    let mut seen: BTreeMap<String, Option<Origin>> = BTreeMap::new();
+    let mut nodes = Vec::with_capacity(specs.len());
+    let mut skipped = Vec::new();
+    for s in specs {
+        let odd = s.name.chars().any(|c| c.is_whitespace() || c.is_control());
+        let result = if odd {
+            Err(InventoryError(format!(
+                "{}node name `{}` has whitespace or control characters",
+                s.origin
+                    .as_ref()
+                    .map(|o| format!("{o}: "))
+                    .unwrap_or_default(),
+                // Raw: whoever shows the warning escapes it once (docs/domain.md, trust model).
+                s.name
+            )))
+        } else {
+            resolve_one(s, &mut seen, ssh, warn)
+        };
+        match result {
+            Ok(n) => nodes.push(n),
+            Err(e) => skipped.push(format!("{}; that node is left out", e.0)),
+        }
+    }
+    (nodes, skipped)
+}
+
+/// One node of [`resolve`]; `seen` holds the names before it (and their origins).
+fn resolve_one(
+    s: NodeSpec,
+    seen: &mut BTreeMap<String, Option<Origin>>,
+    ssh: Option<&crate::inventory::ssh_config::ClientConfig>,
+    warn: &mut super::ssh_config::Warnings,
+) -> Result<Node, InventoryError> {
+    let at = |msg: String| {
+        InventoryError(match &s.origin {
+            Some(o) => format!("{o}: {msg}"),
+            None => msg,
+        })
+    };
+    if s.name.trim().is_empty() {
+        return Err(at("node name is empty".into()));
+    }
+    if let Some(prev) = seen.get(&s.name) {
+        let first = prev
+            .as_ref()
+            .map(|o| format!(" (first at {o})"))
+            .unwrap_or_default();
+        return Err(at(format!("node `{}` is listed twice{first}", s.name)));
+    }
+    seen.insert(s.name.clone(), s.origin.clone());
+    let host = s.host.clone().unwrap_or_else(|| s.name.clone());
+    if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(at(format!(
+            "host {:?} of node `{}` is not a host name or address",
+            host, s.name
+        )));
+    }
+    if s.port == Some(0) {
+        return Err(at(format!("node `{}`: port 0 is not a port", s.name)));
+    }
+    let cmdline = s.ssh_args.clone().unwrap_or_default();
+    let empty;
+    let ssh_for_node = match ssh {
+        Some(c) => Some(c),
+        // The options alone, as `ssh -F none OPTIONS HOST` reads them.
+        None if !cmdline.is_empty() => {
+            empty = super::ssh_config::ClientConfig::empty();
+            Some(&empty)
+        }
+        None => None,
+    };
+    let cfg = match ssh_for_node {
+        Some(c) => Some(
+            super::ssh_config::query_with(c, &cmdline, &host, s.user.as_deref(), s.port, warn)
+                .map_err(|e| at(format!("node `{}`: {e}", s.name)))?,
+        ),
+        None => None,
+    };
+    let cfg = cfg.as_ref();
+    let original = host.clone();
+    let host = cfg.and_then(|c| c.host_name.clone()).unwrap_or(host);
+    let port = s.port.or_else(|| cfg.and_then(|c| c.port)).unwrap_or(22);
+    let user = s
+        .user
+        .clone()
+        .or_else(|| cfg.and_then(|c| c.user.clone()))
+        .unwrap_or_else(local_user);
+    let mut route = super::ssh_config::route(
+        ssh,
+        &cfg.cloned().unwrap_or_default(),
+        &original,
+        &host,
+        port,
+        &user,
+        None,
+        warn,
+    )
+    .map_err(|e| at(format!("node `{}`: {e}", s.name)))?;
+    // The inventory's keys (its key variable, then the command-line options' own, each
+    // once) replace ~/.ssh/config's keys.
+    let mut own_keys: Vec<std::path::PathBuf> = s.identity_file.iter().cloned().collect();
+    for k in cfg
+        .map(|c| &c.identity_files[..cmdline.identity_files().min(c.identity_files.len())])
+        .unwrap_or_default()
+    {
+        if !own_keys.contains(k) {
+            own_keys.push(k.clone());
+        }
+    }
+    let identity_file = if own_keys.is_empty() {
+        cfg.and_then(|c| c.identity_files.first().cloned())
+    } else {
+        route.more_identity_files = own_keys.split_off(1);
+        own_keys.pop()
+    };
+    Ok(Node {
+        host,
+        port,
+        user,
+        identity_file,
+        certificate_file: cfg.and_then(|c| c.certificate_file.clone()),
+        root: s.root.clone().unwrap_or_else(|| "/".to_string()),
+        labels: s.labels,
+        groups: s.groups,
+        canary: s.canary,
+        recipe: None,
+        drain: s.drain,
+        origin: s.origin,
+        route,
+        name: s.name,
+    })
 }
 
 /// Tells the kind of an inventory file from its name and text: `.toml` is gpufleet's TOML,
@@ -308,8 +353,8 @@ pub fn load(
             (arg.to_path_buf(), specs, w)
         }
         (Source::K8s(a), None | Some(InventoryFormat::K8s)) => {
-            let specs = super::k8s::load(a.as_deref())?;
-            (arg.to_path_buf(), specs, Vec::new())
+            let (specs, w) = super::k8s::load(a.as_deref())?;
+            (arg.to_path_buf(), specs, w)
         }
         (Source::Slurm(_) | Source::K8s(_), Some(f)) => {
             return Err(InventoryError(format!(
@@ -342,8 +387,10 @@ pub fn load(
         }
     };
     let mut warn = super::ssh_config::Warnings::default();
-    let nodes = resolve(specs, ssh, &mut warn)?;
+    let (nodes, skipped) = resolve_listed(specs, ssh, &mut warn);
+    listed_some(&nodes, &skipped, &arg.display().to_string())?;
     let mut warnings = warnings;
+    warnings.extend(skipped);
     warnings.extend(warn.into_vec());
     Ok(Inventory {
         path: inv_path,
@@ -368,18 +415,22 @@ pub fn from_text(
         InventoryFormat::AnsibleIni => super::ansible::parse_ini(text, path)?,
         InventoryFormat::AnsibleYaml => super::ansible::parse_yaml(text, path)?,
         InventoryFormat::Hosts => (super::hosts::parse(text, path)?, Vec::new()),
-        InventoryFormat::Slurm => (
-            super::slurm::parse_nodes(text, &path.display().to_string(), None)?,
-            Vec::new(),
-        ),
-        InventoryFormat::K8s => (
-            super::k8s::parse(text, &path.display().to_string())?,
-            Vec::new(),
-        ),
+        InventoryFormat::Slurm => {
+            super::slurm::parse_nodes(text, &path.display().to_string(), None)?
+        }
+        InventoryFormat::K8s => super::k8s::parse(text, &path.display().to_string())?,
     };
+    let listed = matches!(kind, InventoryFormat::Slurm | InventoryFormat::K8s);
     let mut warn = super::ssh_config::Warnings::default();
-    let nodes = resolve(specs, ssh, &mut warn)?;
-    let mut warnings = warnings;
+    let (nodes, mut warnings) = if listed {
+        let (nodes, skipped) = resolve_listed(specs, ssh, &mut warn);
+        listed_some(&nodes, &skipped, &path.display().to_string())?;
+        let mut w = warnings;
+        w.extend(skipped);
+        (nodes, w)
+    } else {
+        (resolve(specs, ssh, &mut warn)?, warnings)
+    };
     warnings.extend(warn.into_vec());
     Ok(Inventory {
         path: path.to_path_buf(),
@@ -388,6 +439,18 @@ pub fn from_text(
         read_only: false,
         warnings,
     })
+}
+
+/// A node list of which every node was left out is the inventory's error (the first reason
+/// given), not an empty fleet.
+fn listed_some(nodes: &[Node], skipped: &[String], source: &str) -> Result<(), InventoryError> {
+    match skipped.first() {
+        Some(first) if nodes.is_empty() => Err(InventoryError(format!(
+            "{source}: every node listed was left out ({} of them); the first: {first}",
+            skipped.len()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// How long a listing command (`sinfo`, `scontrol`, `kubectl`) may run.

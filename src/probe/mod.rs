@@ -3,7 +3,7 @@
 //! docs/architecture.md decision 1: one POSIX `sh` script, sent on stdin to `sh -s`, reads every fact
 //! under a root prefix and runs nvidia-smi last under a per-call time limit. gpufleet itself
 //! enforces the output cap and the per-node deadline; sections that arrived complete before the
-//! deadline are kept. Locally the script runs in its own process group, killed as a group at the
+//! deadline or the cap are kept (the cut one is named in `probe-incomplete`). Locally the script runs in its own process group, killed as a group at the
 //! deadline, so a hung child cannot keep the pipe open.
 
 use std::os::unix::process::ExitStatusExt;
@@ -88,7 +88,8 @@ pub enum RunEnd {
     Completed,
     /// The per-node deadline passed; output read until then is kept.
     Deadline,
-    /// More than the output cap arrived (stdout and stderr together); reading stopped there.
+    /// More than the output cap arrived (stdout and stderr together); reading stopped there. The
+    /// sections before the cut are kept; the cut one and the ones after it are unknown.
     CapExceeded,
     /// The connection dropped before the command's exit was reported.
     ConnectionClosed,
@@ -274,6 +275,21 @@ pub fn kill_tree(pid: u32) {
     }
 }
 
+/// The output of `run` up to its last line end when reading stopped early (the deadline, the
+/// cap, a dropped connection): a header or end line cut in the middle would name a section that
+/// is not the one cut (`file /proc/mod`) or end it with a status the probe never wrote.
+fn whole_lines(run: &RawRun) -> &[u8] {
+    if run.end == RunEnd::Completed {
+        return &run.output;
+    }
+    let keep = run
+        .output
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    &run.output[..keep]
+}
+
 /// Turns one probe run into a node report.
 ///
 /// `name` is the inventory name in fleet mode; `None` in local mode, where the node's
@@ -286,19 +302,16 @@ pub fn report(
 ) -> NodeReport {
     let duration_ms = run.duration.as_millis() as u64;
     let fallback = || name.clone().unwrap_or_else(|| "localhost".to_string());
+    let mut out = model::parse::sections::parse(whole_lines(run), &run.boundary);
     if run.end == RunEnd::CapExceeded {
-        return NodeReport::unreachable(
-            fallback(),
-            Code::ProbeOutputInvalid,
-            format!("probe output exceeded the {} byte cap", OUTPUT_CAP),
-            Vec::new(),
-            scanned_at,
-            duration_ms,
-        );
+        out.output_cap = Some(OUTPUT_CAP);
     }
-    let out = model::parse::sections::parse(&run.output, &run.boundary);
     if out.meta("protocol").as_deref() != Some(PROTOCOL) {
-        let why = if run.output.is_empty() && run.end == RunEnd::Deadline {
+        let why = if run.end == RunEnd::CapExceeded {
+            format!(
+                "probe output exceeded the {OUTPUT_CAP} byte cap before the probe's protocol {PROTOCOL} header"
+            )
+        } else if run.output.is_empty() && run.end == RunEnd::Deadline {
             format!(
                 "the node deadline passed ({} ms) before the probe printed anything (a hung login script, or a node too loaded to start sh)",
                 duration_ms
@@ -317,11 +330,11 @@ pub fn report(
             let first = String::from_utf8_lossy(&run.output);
             let first = first.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
             let first: String = first.chars().take(120).collect();
+            // Quoted, not escaped: the output escapes it once (Debug here doubled it on screen).
             format!(
-                "the probe output has no protocol {PROTOCOL} header ({} bytes, {} sections); the node printed: {:?}",
+                "the probe output has no protocol {PROTOCOL} header ({} bytes, {} sections); the node printed: \"{first}\"",
                 run.output.len(),
                 out.sections.len(),
-                first
             )
         };
         return NodeReport::unreachable(
@@ -338,7 +351,11 @@ pub fn report(
         cut.why = match run.end {
             RunEnd::Deadline => format!("the node deadline passed after {duration_ms} ms"),
             RunEnd::ConnectionClosed => "the connection closed".to_string(),
-            RunEnd::CapExceeded | RunEnd::Completed => match &run.exit {
+            // The sections before the cut are kept; the cut one is named by `last_section`.
+            RunEnd::CapExceeded => format!(
+                "its output (stdout and stderr together) reached gpufleet's {OUTPUT_CAP}-byte output cap; reading stopped there"
+            ),
+            RunEnd::Completed => match &run.exit {
                 Some(e) => format!("end of output: the probe ended ({e})"),
                 None => "end of output".to_string(),
             },
@@ -404,6 +421,67 @@ mod tests {
         assert_eq!(n.dma_buf.as_ref().unwrap().kernel_support, Some(true));
     }
 
+    /// The real H200 output cut by the output cap inside /proc/modules (its whole lines kept,
+    /// as the readers keep them): the sections before stay facts, the cut one and those after
+    /// it are unknown by the cap, and the report names the cut section and the cap.
+    #[test]
+    fn output_cut_at_the_cap_keeps_the_sections_before_and_names_the_cut_one() {
+        let raw = include_bytes!("../../docs/examples/h200-probe-raw.txt");
+        let modules = b"gpufleet-RAW file /proc/modules\n";
+        let start = raw
+            .windows(modules.len())
+            .position(|w| w == modules.as_slice())
+            .unwrap();
+        // A byte into the module list's first line, and half-way through a header line.
+        for cut in [start + modules.len() + 10, start + 20] {
+            let run = RawRun {
+                boundary: "gpufleet-RAW".into(),
+                output: raw[..cut].to_vec(),
+                end: RunEnd::CapExceeded,
+                duration: Duration::from_millis(100),
+                exit: None,
+            };
+            let n = report(None, &run, &Thresholds::default(), String::new());
+            assert_eq!(n.status, NodeStatus::Unknown, "{:#?}", n.reasons);
+            // Read before the cut: the kernel, the host name, the loaded driver.
+            assert_eq!(n.name, "vm");
+            assert!(n.kernel.is_some());
+            assert_eq!(
+                n.driver.as_ref().and_then(|d| d.version.as_deref()),
+                Some("580.159.04")
+            );
+            let said = |code: Code| {
+                n.reasons
+                    .iter()
+                    .filter(|r| r.code == code)
+                    .map(|r| r.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            let cut_msg = said(Code::ProbeIncomplete);
+            assert!(cut_msg.contains("1048576-byte output cap"), "{cut_msg}");
+            let named = if cut > start + modules.len() {
+                "after file /proc/modules (cut off)"
+            } else {
+                "after file /sys/module/nvidia/version:"
+            };
+            assert!(cut_msg.contains(named), "{cut_msg}");
+            let unknown = said(Code::FactUnknown);
+            assert!(
+                unknown.contains("/proc/modules: cut off by gpufleet's 1048576-byte output cap")
+                    || unknown.contains(
+                        "/proc/modules: never arrived (cut by gpufleet's 1048576-byte output cap)"
+                    ),
+                "{unknown}"
+            );
+            // A section after the cut: never "absent", unknown by the cap.
+            assert!(
+                unknown.contains("/etc/modprobe.d: never arrived") && unknown.contains("cap"),
+                "{unknown}"
+            );
+        }
+    }
+
     #[test]
     fn boundaries_are_fresh_and_long() {
         let (a, b) = (new_boundary(), new_boundary());
@@ -431,5 +509,33 @@ mod tests {
             assert_eq!(n.reasons[0].code, Code::ProbeOutputInvalid);
             assert_eq!(n.name, "n1");
         }
+    }
+
+    /// What a node printed instead of the probe is quoted as it is and escaped once, by the
+    /// output (before: `{:?}` escaped it here, and the table again: `\\u{1b}`).
+    #[test]
+    fn foreign_output_is_quoted_and_escaped_once_by_the_output() {
+        let run = RawRun {
+            boundary: new_boundary(),
+            output: b"\x1b[2Jwelcome \\ home\n".to_vec(),
+            end: RunEnd::Completed,
+            duration: Duration::ZERO,
+            exit: None,
+        };
+        let n = report(
+            Some("n1".into()),
+            &run,
+            &Thresholds::default(),
+            String::new(),
+        );
+        let m = &n.reasons[0].message;
+        assert!(
+            m.ends_with("the node printed: \"\x1b[2Jwelcome \\ home\""),
+            "{m:?}"
+        );
+        assert!(
+            crate::model::text::terminal_safe(m).ends_with(r#"printed: "\x1b[2Jwelcome \\ home""#),
+            "{m:?}"
+        );
     }
 }

@@ -221,6 +221,17 @@ pub(super) fn nvidia_smi(out: &ProbeOutput, f: &mut Facts) {
             )),
             output: head_lines(&text, 4),
         },
+        // Cut by gpufleet's output cap, not by its time limit: what it said is unknown.
+        Status::Incomplete if out.output_cap.is_some() => {
+            f.unknown(
+                "gpus",
+                format!(
+                    "nvidia-smi's output was cut off by gpufleet's {}-byte output cap",
+                    out.output_cap.unwrap_or_default()
+                ),
+            );
+            SmiOutcome::NotRun
+        }
         Status::Timeout | Status::Incomplete => SmiOutcome::TimedOut { command },
         Status::Ok => match smi::parse_query(&text) {
             Ok(gpus) => SmiOutcome::Answered {

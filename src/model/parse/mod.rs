@@ -64,10 +64,17 @@ pub(crate) fn read<'a>(out: &'a ProbeOutput, kind: Kind, name: &str) -> Read<'a>
     }
     match out.get(kind, name) {
         None if out.complete => Read::Failed(format!("{name}: not in the probe output")),
-        None => Read::Failed(format!("{name}: the probe stopped before reading it")),
+        None => Read::Failed(match out.output_cap {
+            Some(cap) => format!("{name}: never arrived (cut by gpufleet's {cap}-byte output cap)"),
+            None => format!("{name}: the probe stopped before reading it"),
+        }),
         Some(s) => match s.status {
             Status::Ok => Read::Text(String::from_utf8_lossy(&s.body)),
             Status::Absent => Read::Absent,
+            Status::Incomplete if out.output_cap.is_some() => Read::Failed(format!(
+                "{name}: cut off by gpufleet's {}-byte output cap",
+                out.output_cap.unwrap_or_default()
+            )),
             _ => Read::Failed(why_not(name, s)),
         },
     }

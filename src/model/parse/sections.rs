@@ -101,6 +101,10 @@ pub struct ProbeOutput {
     pub complete: bool,
     /// Bytes outside any section (stray output); kept for the detail view, never parsed as facts.
     pub stray_bytes: usize,
+    /// `Some(cap)` when gpufleet stopped reading at its output cap of `cap` bytes (set by
+    /// src/probe/mod.rs, not by [`parse`]): the last section was cut there and the ones after
+    /// it never arrived, so their facts are unknown by the cap, not by the node.
+    pub output_cap: Option<usize>,
     /// Position of the first section of each (kind, name): lookups stay O(1) however many
     /// sections a (hostile) node prints.
     index: std::collections::HashMap<(Kind, String), usize>,

@@ -269,3 +269,29 @@ fn candidates_are_found_before_and_the_check_reads_only_them() {
     );
     assert!(k.candidates("other5", 22).lines == [5]);
 }
+
+/// The precomputed HMAC-SHA1 key state gives what the hmac crate gives, for names of every
+/// length around SHA-1's block and padding boundaries (55, 56, 63, 64, 119, 120 bytes), salts
+/// of 20 bytes (as `ssh-keygen -H` writes), of none, and over a block (hashed first).
+#[test]
+fn the_precomputed_hmac_key_state_matches_the_hmac_crate() {
+    for salt_len in [0usize, 1, 20, 63, 64, 65, 200] {
+        let salt: Vec<u8> = (0..salt_len).map(|i| (i * 7 + 3) as u8).collect();
+        for name_len in 0..200 {
+            let name: String = (0..name_len)
+                .map(|i| char::from(b'a' + (i % 26) as u8))
+                .collect();
+            let mut mac = Hmac::<sha1::Sha1>::new_from_slice(&salt).unwrap();
+            mac.update(name.as_bytes());
+            let want: [u8; 20] = mac.finalize().into_bytes().into();
+            let h = Hashed::new(&salt, want, 0);
+            assert!(h.matches(&name), "salt {salt_len}, name {name_len}");
+            let mut other = name.clone();
+            other.push('x');
+            assert!(!h.matches(&other), "salt {salt_len}, name {name_len}");
+        }
+    }
+    // 64 bytes a hashed line (an Hmac<Sha1> kept whole was larger).
+    assert_eq!(std::mem::size_of::<Hashed>(), 64);
+    assert!(std::mem::size_of::<Hmac<sha1::Sha1>>() > 64);
+}

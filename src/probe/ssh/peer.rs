@@ -15,7 +15,7 @@ use crate::model::Code;
 /// and the 20 lines of at most 255 bytes that russh lets come before it (RFC 4253 §4.2).
 const PEER_BYTES_KEPT: usize = 8192;
 
-/// How many characters of the peer's first bytes (escaped) a message shows.
+/// How many characters of the peer's first bytes a message shows.
 const PEER_BYTES_SHOWN: usize = 80;
 
 /// A stream that keeps a copy of the first bytes read from it (up to [`PEER_BYTES_KEPT`], and
@@ -128,31 +128,20 @@ pub(super) fn peer_start(seen: &[u8]) -> PeerStart {
     }
 }
 
-/// The first bytes of `bytes`, quoted, with everything but printable ASCII escaped (`\r`,
-/// `\n`, `\t`, `\\`, `\"`, `\xNN`: no control character or escape sequence survives, and
-/// bytes that are not UTF-8 show as what they are), at most `max` characters between the quotes;
-/// `…` after the closing quote when cut.
-fn escaped_start(bytes: &[u8], max: usize) -> String {
+/// The first `max` characters of `bytes` (decoded lossily: a byte that is not UTF-8 is U+FFFD),
+/// quoted, `…` after the closing quote when cut. Not escaped here: the message holds what the
+/// peer sent, and every output escapes it once where it reaches a person (docs/domain.md, trust
+/// model; JSON keeps the exact characters, `\u001b`). Escaping here too doubled every escape
+/// on screen: an ESC showed as `\\x1b`, what the four characters `\x1b` look like.
+fn quoted_start(bytes: &[u8], max: usize) -> String {
+    // A character is at most 4 bytes: more than `max` characters are never needed.
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(max.saturating_mul(4) + 4)]);
     let mut out = String::from("\"");
-    let mut shown = 0;
-    for &b in bytes {
-        let e = match b {
-            b'\r' => "\\r".to_string(),
-            b'\n' => "\\n".to_string(),
-            b'\t' => "\\t".to_string(),
-            b'\\' => "\\\\".to_string(),
-            b'"' => "\\\"".to_string(),
-            0x20..=0x7e => char::from(b).to_string(),
-            _ => format!("\\x{b:02x}"),
-        };
-        if shown + e.len() > max {
-            out.push_str("\"…");
-            return out;
-        }
-        shown += e.len();
-        out.push_str(&e);
-    }
+    out.extend(text.chars().take(max));
     out.push('"');
+    if text.chars().nth(max).is_some() {
+        out.push('…');
+    }
     out
 }
 
@@ -184,7 +173,7 @@ pub(super) fn handshake_failure(target: &str, e: &russh::Error, seen: &[u8]) -> 
             Code::SshProtocolError,
             format!(
                 "{target} sent an SSH identification line that is not valid (over 255 bytes, or malformed: RFC 4253 4.2): it sent {}",
-                escaped_start(seen, PEER_BYTES_SHOWN)
+                quoted_start(seen, PEER_BYTES_SHOWN)
             ),
         ),
         PeerStart::Ssh
@@ -200,7 +189,7 @@ pub(super) fn handshake_failure(target: &str, e: &russh::Error, seen: &[u8]) -> 
                 Code::SshProtocolError,
                 format!(
                     "{target} sent an SSH identification line, then bytes that are no SSH key exchange ({e}): it sent {}",
-                    escaped_start(seen, PEER_BYTES_SHOWN)
+                    quoted_start(seen, PEER_BYTES_SHOWN)
                 ),
             )
         }
@@ -212,7 +201,7 @@ pub(super) fn handshake_failure(target: &str, e: &russh::Error, seen: &[u8]) -> 
             Code::SshProtocolError,
             format!(
                 "{target} is not an SSH-2 server (SSH protocol 1 only): it sent {}",
-                escaped_start(seen, PEER_BYTES_SHOWN)
+                quoted_start(seen, PEER_BYTES_SHOWN)
             ),
         ),
         PeerStart::Other => not_ssh(target, seen),
@@ -224,7 +213,7 @@ pub(super) fn not_ssh(target: &str, seen: &[u8]) -> Unreachable {
         Code::SshProtocolError,
         format!(
             "{target} is not an SSH server: it sent {}",
-            escaped_start(seen, PEER_BYTES_SHOWN)
+            quoted_start(seen, PEER_BYTES_SHOWN)
         ),
     )
 }
@@ -250,20 +239,30 @@ mod tests {
         assert_eq!(peer_start(b"\x1b[2J"), PeerStart::Other);
     }
 
+    /// The peer's bytes are kept as characters (escaped once, by the output): the table shows
+    /// an ESC as `\x1b` and a backslash the peer sent as `\\` (before: escaped here and again
+    /// by the table, `\\x1b` and `\\\\`).
     #[test]
-    fn peer_bytes_are_escaped_and_capped() {
+    fn peer_bytes_are_quoted_capped_and_escaped_once_by_the_output() {
+        let got = quoted_start(b"\x1b]0;x\x07 \"q\" \\ \xff\r\n\t", 80);
+        assert_eq!(got, "\"\x1b]0;x\x07 \"q\" \\ \u{fffd}\r\n\t\"");
         assert_eq!(
-            escaped_start(b"\x1b]0;x\x07 \"q\" \\ \xff\r\n\t", 80),
-            r#""\x1b]0;x\x07 \"q\" \\ \xff\r\n\t""#
+            crate::model::text::terminal_safe(&got),
+            r#""\x1b]0;x\x07 "q" \\ �\r\n\t""#
         );
-        assert_eq!(escaped_start(b"abcdef", 4), "\"abcd\"…");
-        // An escape is never cut in half.
-        assert_eq!(escaped_start(b"abc\x1b", 5), "\"abc\"…");
+        assert_eq!(quoted_start(b"abcdef", 4), "\"abcd\"…");
+        assert_eq!(quoted_start(b"abcd", 4), "\"abcd\"");
+        // A character is never cut in half.
+        assert_eq!(quoted_start("abcé".as_bytes(), 4), "\"abcé\"");
+        assert_eq!(
+            quoted_start("é".repeat(100).as_bytes(), 80).chars().count(),
+            83
+        );
         let got = handshake_failure("h:22", &russh::Error::Disconnect, b"HTTP/1.1 400\r\n");
         assert_eq!(got.code, Code::SshProtocolError);
         assert_eq!(
             got.message,
-            r#"h:22 is not an SSH server: it sent "HTTP/1.1 400\r\n""#
+            "h:22 is not an SSH server: it sent \"HTTP/1.1 400\r\n\""
         );
         let got = handshake_failure("h:22", &russh::Error::Disconnect, b"");
         assert_eq!(got.code, Code::SshProtocolError);
