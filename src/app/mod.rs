@@ -633,7 +633,7 @@ fn term_matches(row: &Row, key: FilterKey, val: &str) -> bool {
                 || (val == "pending" && row.report.is_none())
         }
         FilterKey::Flavor => report
-            .and_then(|r| crate::view::machine::flavor(r))
+            .and_then(crate::view::machine::flavor)
             .is_some_and(|f| f.starts_with(val)),
         FilterKey::Label => match val.split_once('=') {
             Some((k, v)) => row.labels.get(k).is_some_and(|x| x.eq_ignore_ascii_case(v)),
