@@ -9,9 +9,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::columns::Column;
 use crate::model::NodeStatus;
 use crate::model::report::NodeReport;
+use crate::view::columns::Column;
 
 /// A compared value of a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -75,21 +75,22 @@ impl Field {
         })
     }
 
-    /// The value of this field in `n`; `None` when unknown.
+    /// The value of this field in `n` (its machine value, [`crate::view::machine`]); `None`
+    /// when unknown.
     pub fn value(self, n: &NodeReport) -> Option<String> {
-        let b = |v: Option<bool>| v.map(|v| v.to_string());
-        let peermem = n.peermem.as_ref();
+        use crate::view::{self, machine};
+        let text = |f: view::Fact<&str>| f.known().map(str::to_string);
         match self {
             Field::Status => Some(n.status.as_str().to_string()),
-            Field::Kernel => n.kernel.as_ref()?.release.clone(),
-            Field::Flavor => Some(n.driver.as_ref()?.flavor.as_str().to_string()),
-            Field::Driver => n.driver.as_ref()?.version.clone(),
+            Field::Kernel => text(view::kernel(n)),
+            Field::Flavor => machine::flavor(n).map(str::to_string),
+            Field::Driver => text(view::driver_version(n)),
             Field::Gpus => n.gpu_summary(),
-            Field::PeermemLoaded => b(peermem?.loaded),
-            Field::PeermemConfigured => b(peermem?.configured),
-            Field::PeermemRegistered => b(peermem?.registered),
-            Field::NextBootKernel => n.boot.as_ref()?.boot_kernel.clone(),
-            Field::NextBootDriver => n.next_boot_driver().map(|d| d.as_str().to_string()),
+            Field::PeermemLoaded => machine::boolean(view::peermem_loaded(n)),
+            Field::PeermemConfigured => machine::boolean(view::peermem_configured(n)),
+            Field::PeermemRegistered => machine::boolean(view::peermem_registered(n)),
+            Field::NextBootKernel => text(view::boot_kernel(n)),
+            Field::NextBootDriver => machine::next_boot(n).map(str::to_string),
         }
     }
 }

@@ -14,7 +14,8 @@
 //!   leaf).
 //! - [`nccl`]: `gpufleet nccl`: a job's NCCL_DEBUG=INFO log → how GPUDirect RDMA ran, per host.
 //! - [`diff`]: what changed between two snapshots (`gpufleet diff`, the TUI's `--compare`).
-//! - [`columns`]: the one column registry of the matrix, the table and the CSV.
+//! - [`view`]: the one view of a report: facts read once, cells (text and tone) for the
+//!   matrix, the table and the detail pane, machine values for CSV, Prometheus and diff.
 //! - [`snapshot`]: headless output formats (table, JSON, JSON Lines, CSV, Prometheus), atomic
 //!   `--output`, collected snapshots (`--from`) and exit codes.
 //! - [`actions`]: the only code that changes nodes: drain backends, rollouts, the journal, the
@@ -42,7 +43,6 @@ pub mod actions;
 pub mod advice;
 pub mod app;
 pub mod cli;
-pub mod columns;
 pub mod config;
 pub mod diag;
 pub mod diff;
@@ -61,4 +61,5 @@ pub mod runtime;
 pub mod sim;
 pub mod snapshot;
 pub mod ui;
+pub mod view;
 pub mod yaml;

@@ -1043,3 +1043,59 @@ fn the_help_overlay_is_padded() {
         }
     }
 }
+
+/// A cell's colour is its tone's (`Theme::tone`, which takes no text): every drawn cell of
+/// every fixture row, in every column shown, has the foreground and modifiers of the tone the
+/// view gave it, and the tones that colour (warn, crit, dim, a status) are all among them.
+#[test]
+fn every_cell_is_drawn_in_the_style_of_its_tone() {
+    use gpufleet::app::{Column, tone};
+    use gpufleet::view::Tone;
+    let mut a = app(false);
+    let theme = Theme::default();
+    let mut term = Terminal::new(TestBackend::new(220, 20)).unwrap();
+    term.draw(|f| {
+        ui::draw(f, &a, &theme);
+    })
+    .unwrap();
+    a.ensure_view();
+    let buf = term.backend().buffer().clone();
+    let line = |y: u16| -> String { (0..220).map(|x| buf[(x, y)].symbol().to_string()).collect() };
+    let (_, header) = find(&term, "NODE");
+    let titles = line(header);
+    let selected = a.selected_row().map(|r| r.name.clone());
+    let mut checked = Vec::new();
+    for row in a.rows.iter().filter(|r| r.report.is_some()) {
+        if Some(&row.name) == selected.as_ref() {
+            continue;
+        }
+        let (_, y) = find(&term, &format!(" {}  ", row.name));
+        for c in Column::matrix() {
+            let Some(i) = titles.find(&format!("  {}", c.title())) else {
+                continue;
+            };
+            let x = titles[..i + 2].chars().count() as u16;
+            let drawn = &buf[(x, y)];
+            if drawn.symbol() == " " {
+                continue;
+            }
+            let want = theme.tone(tone(row, c));
+            assert_eq!(
+                drawn.fg,
+                want.fg.unwrap_or(ratatui::style::Color::Reset),
+                "{c:?} of {}",
+                row.name
+            );
+            assert!(
+                drawn.modifier.contains(want.add_modifier),
+                "{c:?} of {}",
+                row.name
+            );
+            checked.push(tone(row, c));
+        }
+    }
+    for t in [Tone::Warn, Tone::Crit, Tone::Dim, Tone::Plain] {
+        assert!(checked.contains(&t), "no {t:?} cell drawn: {checked:?}");
+    }
+    assert!(checked.iter().any(|t| matches!(t, Tone::Status(_))));
+}

@@ -110,9 +110,9 @@ pub struct Row {
     /// Cell texts per [`Column`], computed when the report or probe state changes (sorting and
     /// drawing read these; formatting 10,000 rows per frame would not fit a frame).
     pub cells: Vec<String>,
-    /// The tone of each cell ([`Column::tone`]; plain until the first report), computed with
+    /// The tone of each cell ([`Column::cell`]; plain until the first report), computed with
     /// them: the matrix colours by it.
-    pub tones: Vec<crate::columns::Tone>,
+    pub tones: Vec<crate::view::Tone>,
     /// The node, kernel, driver and GPU cells lowercased (ASCII), one a line: what free filter
     /// text is looked for in (cells never hold a line break: they are screen-safe).
     search: String,
@@ -196,14 +196,12 @@ impl Row {
 
     /// Recomputes the cached cells.
     pub fn refresh(&mut self) {
-        self.cells = Column::matrix().map(|c| compute_cell(self, c)).collect();
-        self.tones = Column::matrix()
+        (self.cells, self.tones) = Column::matrix()
             .map(|c| {
-                self.report
-                    .as_ref()
-                    .map_or(crate::columns::Tone::Plain, |r| c.tone(r))
+                let cell = compute_cell(self, c);
+                (cell.text, cell.tone)
             })
-            .collect();
+            .unzip();
         self.search = FREE_TEXT
             .iter()
             .map(|c| cell(self, *c).to_ascii_lowercase())
@@ -231,7 +229,7 @@ impl Row {
 }
 
 /// Matrix columns: the one registry of the TUI, the table and the CSV.
-pub use crate::columns::Column;
+pub use crate::view::columns::Column;
 
 /// What the screen shows on top of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -431,12 +429,12 @@ pub fn cell(row: &Row, c: Column) -> &str {
     row.cells.get(matrix_index(c)).map_or("", String::as_str)
 }
 
-/// The tone of `row`'s cell in column `c` ([`Column::tone`]), from the cache.
-pub fn tone(row: &Row, c: Column) -> crate::columns::Tone {
+/// The tone of `row`'s cell in column `c` ([`Column::cell`]), from the cache.
+pub fn tone(row: &Row, c: Column) -> crate::view::Tone {
     row.tones
         .get(matrix_index(c))
         .copied()
-        .unwrap_or(crate::columns::Tone::Plain)
+        .unwrap_or(crate::view::Tone::Plain)
 }
 
 /// The place of column `c` in the matrix, which [`Row::cells`] and [`Row::tones`] follow.
@@ -444,11 +442,13 @@ fn matrix_index(c: Column) -> usize {
     Column::matrix().position(|x| x == c).unwrap_or(0)
 }
 
-/// Cell text of `row` in column `c` (through [`screen_safe`]; empty until the first report).
-fn compute_cell(row: &Row, c: Column) -> String {
+/// The cell of `row` in column `c`: its text through [`screen_safe`] (empty until the first
+/// report) and its tone ([`Column::cell`]; plain before the first report).
+fn compute_cell(row: &Row, c: Column) -> crate::view::Cell {
+    use crate::view::Cell;
     if c == Column::OperatorUpgrade {
-        let cell = crate::columns::operator_upgrade_cell(&row.labels);
-        return crate::model::text::clip(&screen_safe(&cell), 64);
+        let cell = crate::view::columns::operator_upgrade_cell(&row.labels);
+        return Cell::plain(crate::model::text::clip(&screen_safe(&cell), 64));
     }
     if c == Column::Node {
         let mark = if row.marked { "✓ " } else { "" };
@@ -459,10 +459,10 @@ fn compute_cell(row: &Row, c: Column) -> String {
             None => "",
         };
         let stale = if row.stale() { " (stale)" } else { "" };
-        return format!("{mark}{diff}{}{stale}", screen_safe(&row.name));
+        return Cell::plain(format!("{mark}{diff}{}{stale}", screen_safe(&row.name)));
     }
     let Some(r) = &row.report else {
-        return match c {
+        return Cell::plain(match c {
             Column::Node => screen_safe(&row.name).into_owned(),
             Column::Status => match row.probe {
                 Probe::Running => "probing".into(),
@@ -470,29 +470,66 @@ fn compute_cell(row: &Row, c: Column) -> String {
                 _ => "pending".into(),
             },
             _ => String::new(),
-        };
+        });
     };
-    crate::model::text::clip(&screen_safe(&c.display(r)), 64)
+    let cell = c.cell(r);
+    Cell::new(
+        crate::model::text::clip(&screen_safe(&cell.text), 64),
+        cell.tone,
+    )
 }
 
-/// One term of a filter: a key (`status`, `flavor`, `label`, `group`, `reason`, or `""` for
-/// free text), its values (any one may match: `status:migrate,blocked`), and `!` before it
-/// (none may match).
+/// What a filter term looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterKey {
+    /// Free text: a substring of the node, kernel, driver or GPU model cells.
+    Text,
+    /// `canary` on its own: the inventory's canary flag.
+    Canary,
+    /// `status:S`: a status or a prefix of one, or `pending`.
+    Status,
+    /// `flavor:F` / `module:F`: the module's flavour, or a prefix.
+    Flavor,
+    /// `label:K` / `label:K=V`.
+    Label,
+    /// `group:G`.
+    Group,
+    /// `reason:C`: part of a reason code.
+    Reason,
+}
+
+impl FilterKey {
+    /// Its name before `:` (`""` for free text).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FilterKey::Text => "",
+            FilterKey::Canary => "canary",
+            FilterKey::Status => "status",
+            FilterKey::Flavor => "flavor",
+            FilterKey::Label => "label",
+            FilterKey::Group => "group",
+            FilterKey::Reason => "reason",
+        }
+    }
+}
+
+/// One term of a filter: a key ([`FilterKey`]), its values (any one may match:
+/// `status:migrate,blocked`), and `!` before it (none may match).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Term {
     pub negated: bool,
-    pub key: &'static str,
+    pub key: FilterKey,
     pub values: Vec<String>,
 }
 
-/// The filter keys, their aliases and what each one's values may be (for errors).
-const FILTER_KEYS: [(&str, &str); 6] = [
-    ("status", "status"),
-    ("flavor", "flavor"),
-    ("module", "flavor"),
-    ("label", "label"),
-    ("group", "group"),
-    ("reason", "reason"),
+/// The filter keys as typed, aliases included.
+const FILTER_KEYS: [(&str, FilterKey); 6] = [
+    ("status", FilterKey::Status),
+    ("flavor", FilterKey::Flavor),
+    ("module", FilterKey::Flavor),
+    ("label", FilterKey::Label),
+    ("group", FilterKey::Group),
+    ("reason", FilterKey::Reason),
 ];
 
 const FLAVORS: [&str; 4] = ["open", "proprietary", "none", "unknown"];
@@ -518,7 +555,11 @@ pub fn parse_filter(filter: &str) -> Result<Vec<Term>, String> {
             return Err("`!` needs a term after it (`!status:ready`)".into());
         }
         let Some((key, vals)) = t.split_once(':') else {
-            let key = if t == "canary" { "canary" } else { "" };
+            let key = if t == "canary" {
+                FilterKey::Canary
+            } else {
+                FilterKey::Text
+            };
             out.push(Term {
                 negated,
                 key,
@@ -537,27 +578,30 @@ pub fn parse_filter(filter: &str) -> Result<Vec<Term>, String> {
         let values: Vec<String> = vals.split(',').map(str::to_string).collect();
         for v in &values {
             if v.is_empty() {
-                return Err(format!("`{raw}`: a value is missing after `{key}:`"));
+                return Err(format!(
+                    "`{raw}`: a value is missing after `{}:`",
+                    key.as_str()
+                ));
             }
             let known: Vec<&str> = match key {
-                "status" => NodeStatus::ALL
+                FilterKey::Status => NodeStatus::ALL
                     .iter()
                     .map(|s| s.as_str())
                     .chain(["pending"])
                     .collect(),
-                "flavor" => FLAVORS.to_vec(),
-                "reason" => crate::model::Code::ALL.iter().map(|c| c.as_str()).collect(),
+                FilterKey::Flavor => FLAVORS.to_vec(),
+                FilterKey::Reason => crate::model::Code::ALL.iter().map(|c| c.as_str()).collect(),
                 _ => continue,
             };
             let ok = match key {
-                "reason" => known.iter().any(|k| k.contains(v.as_str())),
+                FilterKey::Reason => known.iter().any(|k| k.contains(v.as_str())),
                 _ => known.iter().any(|k| k.starts_with(v.as_str())),
             };
             if !ok {
                 let hint = crate::diag::closest(v, known.iter().copied())
                     .map(|s| format!("; did you mean `{s}`?"))
                     .unwrap_or_default();
-                return Err(format!("no {key} `{v}`{hint}"));
+                return Err(format!("no {} `{v}`{hint}", key.as_str()));
             }
         }
         out.push(Term {
@@ -581,17 +625,17 @@ pub fn matches_terms(row: &Row, terms: &[Term]) -> bool {
         .all(|t| t.values.iter().any(|v| term_matches(row, t.key, v)) != t.negated)
 }
 
-fn term_matches(row: &Row, key: &str, val: &str) -> bool {
+fn term_matches(row: &Row, key: FilterKey, val: &str) -> bool {
     let report = row.report.as_ref();
     match key {
-        "status" => {
+        FilterKey::Status => {
             row.status().is_some_and(|s| s.as_str().starts_with(val))
                 || (val == "pending" && row.report.is_none())
         }
-        "flavor" => report
-            .and_then(|r| r.driver.as_ref())
-            .is_some_and(|d| d.flavor.as_str().starts_with(val)),
-        "label" => match val.split_once('=') {
+        FilterKey::Flavor => report
+            .and_then(crate::view::machine::flavor)
+            .is_some_and(|f| f.starts_with(val)),
+        FilterKey::Label => match val.split_once('=') {
             Some((k, v)) => row.labels.get(k).is_some_and(|x| x.eq_ignore_ascii_case(v)),
             None => {
                 row.labels.contains_key(val)
@@ -599,12 +643,13 @@ fn term_matches(row: &Row, key: &str, val: &str) -> bool {
                     || (val == "canary" && row.canary)
             }
         },
-        "group" => row.groups.iter().any(|g| g.eq_ignore_ascii_case(val)),
-        "reason" => report.is_some_and(|r| r.reasons.iter().any(|x| x.code.as_str().contains(val))),
-        "canary" if val == "canary" => row.canary,
-        "canary" => false,
+        FilterKey::Group => row.groups.iter().any(|g| g.eq_ignore_ascii_case(val)),
+        FilterKey::Reason => {
+            report.is_some_and(|r| r.reasons.iter().any(|x| x.code.as_str().contains(val)))
+        }
+        FilterKey::Canary => val == "canary" && row.canary,
         // In one of the cells: no cell holds a line break, so no match spans two of them.
-        _ => row.search.contains(val),
+        FilterKey::Text => row.search.contains(val),
     }
 }
 

@@ -7,9 +7,9 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use super::{App, Column, Row, cell};
-use crate::columns::SortKey;
 use crate::model::MajorMinor;
 use crate::model::NodeStatus;
+use crate::view::columns::SortKey;
 
 /// A row's key in the sort column, by the column's kind of sort ([`SortKey`]).
 enum Key<'a> {
@@ -60,7 +60,7 @@ fn text(row: &Row, c: Column) -> Cow<'_, str> {
     if Column::matrix().any(|m| m == c) {
         Cow::Borrowed(cell(row, c))
     } else {
-        Cow::Owned(super::compute_cell(row, c))
+        Cow::Owned(super::compute_cell(row, c).text)
     }
 }
 

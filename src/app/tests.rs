@@ -572,8 +572,8 @@ fn the_keyed_sort_orders_as_column_compare_does() {
         if by_group != Ordering::Equal {
             return by_group;
         }
-        let ord = if a.sort.spec().sort == crate::columns::SortKey::Cell {
-            let (p, q) = (compute_cell(x, a.sort), compute_cell(y, a.sort));
+        let ord = if a.sort.spec().sort == crate::view::columns::SortKey::Cell {
+            let (p, q) = (compute_cell(x, a.sort).text, compute_cell(y, a.sort).text);
             (p.is_empty(), p).cmp(&(q.is_empty(), q))
         } else {
             match (&x.report, &y.report) {
@@ -714,4 +714,47 @@ fn raw_output_is_kept_packed_and_unpacks_to_the_same_sections() {
     let mut damaged = raw.clone();
     damaged.packed.truncate(damaged.packed.len() / 2);
     assert!(damaged.sections().is_err());
+}
+
+/// Each key as typed, aliases included, parses to its typed key; a free word and `canary` to
+/// their own, and the key's name is what errors say.
+#[test]
+fn filter_keys_parse_to_their_typed_key() {
+    let keys = |f: &str| -> Vec<FilterKey> {
+        parse_filter(f)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.key)
+            .collect()
+    };
+    assert_eq!(
+        keys(
+            "status:ready flavor:open module:prop label:rack=r1 group:g reason:peermem a100 canary !canary"
+        ),
+        [
+            FilterKey::Status,
+            FilterKey::Flavor,
+            FilterKey::Flavor,
+            FilterKey::Label,
+            FilterKey::Group,
+            FilterKey::Reason,
+            FilterKey::Text,
+            FilterKey::Canary,
+            FilterKey::Canary,
+        ]
+    );
+    for (typed, key) in FILTER_KEYS {
+        let value = match key {
+            FilterKey::Status => "ready",
+            FilterKey::Flavor => "open",
+            FilterKey::Reason => "peermem",
+            _ => "x",
+        };
+        assert_eq!(keys(&format!("{typed}:{value}"))[..], [key], "{typed}");
+    }
+    assert!(
+        parse_filter("module:closed")
+            .unwrap_err()
+            .starts_with("no flavor `closed`")
+    );
 }

@@ -60,14 +60,17 @@ impl ManagedBy {
 }
 
 /// Whether the kernel the next reboot starts has the NVIDIA driver (the CSV's
-/// `next_boot_driver`, docs/domain.md "Snapshot JSON").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// `next_boot_driver`, docs/domain.md "Snapshot JSON"); serialized as its machine value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum NextBootDriver {
     /// The boot kernel has an nvidia.ko (or is the running one, which has the driver).
+    #[serde(rename = "ok")]
     Ok,
     /// The next reboot comes up without the driver (`next-boot-without-driver`).
+    #[serde(rename = "missing")]
     Missing,
     /// Nothing to check: no host nvidia.ko (the GPU Operator's driver, no driver running).
+    #[serde(rename = "n/a")]
     NotApplicable,
 }
 
@@ -157,6 +160,27 @@ pub struct RolloutJson {
     /// The rollout that drained the node (its drain started) and has not uncordoned it, from
     /// this machine's rollout journal; `null` when the journal says none.
     pub drained_by: Option<String>,
+}
+
+/// gpufleet's own marks on a node ([`RolloutJson::marks`]): what the matrix's ROLLOUT cell
+/// says (`drained`, `locked`, both, or nothing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct RolloutMarks {
+    /// A rollout of this machine's journal drained the node and has not given it back
+    /// (`rollout.drained_by` is set).
+    pub drained: bool,
+    /// The node lock is held (`rollout.locked` is `true`; unknown is not a mark).
+    pub locked: bool,
+}
+
+impl RolloutJson {
+    /// The marks of this state: drained by a rollout, the node lock held.
+    pub fn marks(&self) -> RolloutMarks {
+        RolloutMarks {
+            drained: self.drained_by.is_some(),
+            locked: self.locked == Some(true),
+        }
+    }
 }
 
 /// `firmware` (schema 2).
@@ -547,6 +571,14 @@ impl NodeReport {
             }),
             evidence,
         }
+    }
+
+    /// gpufleet's marks on the node (none when the report has no rollout state).
+    pub fn rollout_marks(&self) -> RolloutMarks {
+        self.rollout
+            .as_ref()
+            .map(RolloutJson::marks)
+            .unwrap_or_default()
     }
 
     /// Who manages the driver (`driver.managed_by`); `None` when unknown or no driver.

@@ -15,10 +15,10 @@ use std::io::{self, Write};
 
 use anstyle::{Ansi256Color, AnsiColor, Color, Style};
 
-use crate::columns::Column;
 use crate::model::report::{NodeReport, Snapshot, summary};
 use crate::model::text::{clip, json_string, terminal_safe};
 use crate::model::{NodeStatus, Severity};
+use crate::view::columns::Column;
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,6 +14,7 @@ use super::Sink;
 use crate::model::NodeStatus;
 use crate::model::report::{NodeReport, Snapshot};
 use crate::model::text::terminal_safe;
+use crate::view;
 
 /// A label value as the exposition format wants it: node text made terminal-safe first (no
 /// control character survives; [`terminal_safe`] doubles a backslash of the node's own, so a
@@ -148,27 +149,16 @@ pub fn render(snapshot: &Snapshot, scan_seconds: f64) -> String {
     );
     for n in &snapshot.nodes {
         let node = || ("node", n.name.clone());
-        let driver = n.driver.as_ref();
+        let text = |f: view::Fact<&str>| f.known().unwrap_or_default().to_string();
         info.add(
             vec![
                 node(),
-                (
-                    "kernel",
-                    n.kernel
-                        .as_ref()
-                        .and_then(|k| k.release.clone())
-                        .unwrap_or_default(),
-                ),
+                ("kernel", text(view::kernel(n))),
                 (
                     "flavor",
-                    driver
-                        .map(|d| d.flavor.as_str().to_string())
-                        .unwrap_or_default(),
+                    view::machine::flavor(n).unwrap_or_default().to_string(),
                 ),
-                (
-                    "driver",
-                    driver.and_then(|d| d.version.clone()).unwrap_or_default(),
-                ),
+                ("driver", text(view::driver_version(n))),
             ],
             1.0,
         );
@@ -183,7 +173,7 @@ pub fn render(snapshot: &Snapshot, scan_seconds: f64) -> String {
         {
             gpus.add(vec![node()], g.len() as f64);
         }
-        if let Some(nb) = n.next_boot_driver() {
+        if let Some(nb) = view::next_boot(n).known() {
             for state in crate::model::report::NextBootDriver::ALL {
                 next_boot.add(
                     vec![node(), ("state", state.as_str().to_string())],

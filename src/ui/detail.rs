@@ -11,30 +11,12 @@ pub(super) fn severity_style(t: &Theme, s: Severity) -> Style {
     })
 }
 
-/// The facts of a report with their evidence, grouped as the JSON is (the assessment's own
-/// values: nothing is recomputed here, so the pane never contradicts the status).
+/// The facts of a report with their evidence ([`crate::view::detail::fact_lines`]), drawn:
+/// node text made screen safe, each value styled by its tone.
 pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme) {
+    use crate::view::detail::Line as Fact;
     let safe = |s: &str| screen_safe(s).into_owned();
-    let q = |s: Option<&str>| s.map_or_else(|| "?".to_string(), safe);
-    let yn = |b: Option<bool>| {
-        match b {
-            Some(true) => "yes",
-            Some(false) => "no",
-            None => "?",
-        }
-        .to_string()
-    };
-    // `value` is already safe; the evidence of `path` (a JSON path) is made safe here.
-    let fact = |out: &mut Vec<Line<'a>>, name: &str, value: String, path: &str| {
-        let style = if value == "?" {
-            t.role(Role::Unknown)
-        } else {
-            Style::default()
-        };
-        out.push(Line::from(vec![
-            Span::styled(format!("  {name:<20}"), t.role(Role::Title)),
-            Span::styled(value, style),
-        ]));
+    let evidence = |out: &mut Vec<Line<'a>>, path: &str| {
         for e in r.evidence.get(path).into_iter().flatten().take(8) {
             out.push(Line::from(Span::styled(
                 evidence_text(e),
@@ -42,237 +24,55 @@ pub(super) fn fact_lines<'a>(out: &mut Vec<Line<'a>>, r: &NodeReport, t: &Theme)
             )));
         }
     };
-    let section = |out: &mut Vec<Line<'a>>, title: &str| {
-        out.push(Line::default());
-        out.push(Line::from(Span::styled(
-            title.to_string(),
-            t.role(Role::Header),
-        )));
-    };
-    if r.status == NodeStatus::Unreachable {
-        return;
-    }
-    section(out, "facts and evidence");
-    fact(
-        out,
-        "kernel",
-        q(r.kernel.as_ref().and_then(|k| k.release.as_deref())),
-        "kernel.release",
-    );
-    fact(
-        out,
-        "os",
-        q(r.os.as_ref().and_then(|o| o.pretty_name.as_deref())),
-        "os.pretty_name",
-    );
-    match &r.driver {
-        Some(d) => fact(
-            out,
-            "module",
-            format!(
-                "{}{}",
-                safe(&format!(
-                    "{} {} {}",
-                    d.flavor.as_str(),
-                    d.version.clone().unwrap_or_default(),
-                    d.arch.clone().unwrap_or_default()
-                )),
-                d.managed_by
-                    .map(|m| format!(" · managed by {}", m.as_str()))
-                    .unwrap_or_default()
-            ),
-            "driver.flavor",
-        ),
-        None => fact(out, "module", "?".into(), "driver.flavor"),
-    }
-    let pm = r.peermem.as_ref();
-    fact(
-        out,
-        "peermem loaded",
-        yn(pm.and_then(|p| p.loaded)),
-        "peermem.loaded",
-    );
-    fact(
-        out,
-        "peermem at boot",
-        yn(pm.and_then(|p| p.configured)),
-        "peermem.configured",
-    );
-    if pm.and_then(|p| p.loaded) == Some(true) {
-        fact(
-            out,
-            "peermem registered",
-            yn(pm.and_then(|p| p.registered)),
-            "peermem.registered",
-        );
-    }
-    fact(
-        out,
-        "DMA-BUF kernel",
-        yn(r.dma_buf.as_ref().and_then(|d| d.kernel_support)),
-        "dma_buf.kernel_support",
-    );
-    fact(
-        out,
-        "taint",
-        // The number as the kernel gives it, and its flags in words.
-        r.taint
-            .as_ref()
-            .and_then(|x| x.value)
-            .map_or("?".into(), |v| {
-                format!("{v} ({})", crate::model::report::taint_words(v))
-            }),
-        "taint.value",
-    );
-    for g in r.gpus.iter().flatten() {
-        out.push(Line::from(vec![
-            Span::styled(
-                format!("  {:<20}", format!("gpu {}", g.index)),
-                t.role(Role::Title),
-            ),
-            Span::raw(format!(
-                "{} · {} · cc {}",
-                q(g.name.as_deref()),
-                q(g.bus_id.as_deref()),
-                q(g.compute_capability.as_deref())
-            )),
-        ]));
-    }
-    for e in r.evidence.get("gpus").into_iter().flatten().take(8) {
-        out.push(Line::from(Span::styled(
-            evidence_text(e),
-            t.role(Role::Dim),
-        )));
-    }
-    if let Some(b) = &r.boot {
-        section(out, "next boot");
-        fact(out, "running", q(b.running.as_deref()), "kernel.release");
-        fact(
-            out,
-            "boot kernel",
-            q(b.boot_kernel.as_deref()),
-            "boot.boot_kernel",
-        );
-        fact(
-            out,
-            "nvidia.ko next boot",
-            crate::columns::Column::NextBoot.display(r),
-            "boot.kernels",
-        );
-        fact(
-            out,
-            "reboot pending",
-            yn(b.reboot_pending),
-            "boot.reboot_pending",
-        );
-        for k in b.kernels.iter().flatten() {
-            let mods = match &k.nvidia_modules {
-                Some(m) if m.is_empty() => "no NVIDIA module".to_string(),
-                Some(m) => m
-                    .iter()
-                    .map(|p| p.rsplit('/').next().unwrap_or(p))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                None => "?".into(),
-            };
-            out.push(Line::from(vec![
-                Span::styled(format!("    {:<18}", safe(&k.release)), t.role(Role::Dim)),
-                Span::raw(safe(&mods)),
-            ]));
-        }
-    }
-    if let Some(fw) = &r.firmware
-        && fw.gsp_files_present.is_some()
-    {
-        section(out, "firmware");
-        fact(
-            out,
-            "GSP firmware",
-            yn(fw.gsp_files_present),
-            "firmware.gsp_files_present",
-        );
-    }
-    if let Some(mp) = &r.module_params {
-        let configured = mp.configured.as_deref().unwrap_or_default();
-        if !configured.is_empty() {
-            section(out, "module parameters (configured → in effect)");
-            for c in configured {
-                let now = mp
-                    .in_effect
-                    .as_ref()
-                    .map(|p| p.get(&c.key).map_or("not a parameter", String::as_str))
-                    .unwrap_or("?");
-                out.push(Line::from(vec![
-                    Span::styled(format!("  NVreg_{:<28}", safe(&c.key)), t.role(Role::Title)),
-                    Span::raw(safe(&format!("{} → {now}", c.value))),
-                    Span::styled(format!("  ({})", safe(&c.source)), t.role(Role::Dim)),
-                ]));
+    for line in crate::view::detail::fact_lines(r) {
+        match line {
+            Fact::Section(title) => {
+                out.push(Line::default());
+                out.push(Line::from(Span::styled(title, t.role(Role::Header))));
             }
+            Fact::Fact {
+                name,
+                value,
+                note,
+                evidence: path,
+            } => {
+                // gpufleet's own words after the value, unescaped (one span: the pane wraps a
+                // long value under itself).
+                let text = safe(&value.text) + note.as_deref().unwrap_or_default();
+                out.push(Line::from(vec![
+                    Span::styled(format!("  {name:<20}"), t.role(Role::Title)),
+                    Span::styled(text, t.tone(value.tone)),
+                ]));
+                evidence(out, path);
+            }
+            Fact::Gpu {
+                index,
+                name,
+                bus_id,
+                compute_capability,
+            } => out.push(Line::from(vec![
+                Span::styled(
+                    format!("  {:<20}", format!("gpu {index}")),
+                    t.role(Role::Title),
+                ),
+                Span::raw(format!(
+                    "{} · {} · cc {}",
+                    safe(&name),
+                    safe(&bus_id),
+                    safe(&compute_capability)
+                )),
+            ])),
+            Fact::Evidence(path) => evidence(out, path),
+            Fact::Kernel { release, modules } => out.push(Line::from(vec![
+                Span::styled(format!("    {:<18}", safe(&release)), t.role(Role::Dim)),
+                Span::styled(safe(&modules.text), t.tone(modules.tone)),
+            ])),
+            Fact::Param { key, value, source } => out.push(Line::from(vec![
+                Span::styled(format!("  NVreg_{:<28}", safe(&key)), t.role(Role::Title)),
+                Span::styled(safe(&value.text), t.tone(value.tone)),
+                Span::styled(format!("  ({})", safe(&source)), t.role(Role::Dim)),
+            ])),
         }
-    }
-    if let Some(rd) = &r.rdma {
-        section(out, "RDMA");
-        fact(
-            out,
-            "devices",
-            rd.devices.as_ref().map_or("?".into(), |d| {
-                if d.is_empty() {
-                    "none".into()
-                } else {
-                    safe(&d.join(" "))
-                }
-            }),
-            "rdma.devices",
-        );
-        fact(
-            out,
-            "verbs DMA-BUF",
-            rd.libibverbs_dmabuf
-                .map_or("no host library".into(), |b| yn(Some(b))),
-            "rdma.libibverbs_dmabuf",
-        );
-    }
-    if let Some(sb) = &r.secure_boot {
-        section(out, "module signatures");
-        fact(out, "Secure Boot", yn(sb.enabled), "secure_boot.enabled");
-        fact(
-            out,
-            "lockdown",
-            q(sb.lockdown.as_deref()),
-            "secure_boot.lockdown",
-        );
-        fact(
-            out,
-            "signatures enforced",
-            yn(sb.signature_enforced),
-            "secure_boot.signature_enforced",
-        );
-        fact(
-            out,
-            "nvidia.ko signed",
-            yn(sb.nvidia_ko_signed),
-            "secure_boot.nvidia_ko_signed",
-        );
-    }
-    if let Some(kl) = &r.kernel_log {
-        section(out, "kernel log");
-        fact(
-            out,
-            "Xid events",
-            kl.xid_counts
-                .as_ref()
-                .map_or("? (not readable)".into(), |x| {
-                    if x.is_empty() {
-                        "none".into()
-                    } else {
-                        x.iter()
-                            .map(|(c, n)| format!("{} ({n}x)", safe(c)))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    }
-                }),
-            "kernel_log",
-        );
     }
 }
 

@@ -22,7 +22,6 @@ use ratatui::widgets::{
 pub use theme::{Role, Theme};
 
 use crate::app::{App, Column, Mode, Probe, Row, cell};
-use crate::columns::Tone;
 use crate::model::text::screen_safe;
 use crate::model::{NodeReport, NodeStatus, Severity};
 
@@ -509,14 +508,7 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
                         // A stale row (a cancelled scan): dim, whatever its status.
                         (_, _, Probe::Cancelled) => t.role(Role::Dim),
                         (Column::Status, None, _) => t.role(Role::Dim),
-                        _ => match crate::app::tone(r, c) {
-                            Tone::Status(s) => t.status(s),
-                            Tone::Crit => t.role(Role::Crit),
-                            Tone::Warn => t.role(Role::Warn),
-                            Tone::Dim => t.role(Role::Dim),
-                            Tone::Unknown => t.role(Role::Unknown),
-                            Tone::Plain => Style::default(),
-                        },
+                        _ => t.tone(crate::app::tone(r, c)),
                     };
                     let style = if r.changed(c) {
                         style.patch(t.role(Role::Changed))

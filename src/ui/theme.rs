@@ -250,6 +250,20 @@ impl Theme {
         self.roles.get(&role).copied().unwrap_or_default()
     }
 
+    /// The style of a cell of this tone ([`crate::view::Tone`]): how the matrix and the
+    /// detail pane colour a value, never by its text.
+    pub fn tone(&self, tone: crate::view::Tone) -> Style {
+        use crate::view::Tone;
+        match tone {
+            Tone::Status(s) => self.status(s),
+            Tone::Crit => self.role(Role::Crit),
+            Tone::Warn => self.role(Role::Warn),
+            Tone::Dim => self.role(Role::Dim),
+            Tone::Unknown => self.role(Role::Unknown),
+            Tone::Plain => Style::default(),
+        }
+    }
+
     /// The role a status is drawn with.
     pub fn status(&self, s: NodeStatus) -> Style {
         self.role(match s {

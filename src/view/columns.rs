@@ -6,8 +6,8 @@
 
 use std::cmp::Ordering;
 
-use crate::model::report::NextBootDriver;
-use crate::model::{Code, NodeReport, NodeStatus};
+use super::{self as view, Cell, Fact, Tone, machine};
+use crate::model::{Code, Flavor, NodeReport};
 
 /// A column of the matrix, the table or the CSV.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,25 +39,6 @@ pub enum Column {
     /// `nvidia.com/gpu-driver-upgrade.skip=true` (docs/domain.md, "GPU Operator upgrade
     /// labels"). The matrix only: it is not a fact of the report.
     OperatorUpgrade,
-}
-
-/// How a cell reads, whatever its words: the matrix colours a cell by its tone (a theme role),
-/// never by its text, so rewording a cell keeps its colour.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tone {
-    /// Nothing to point out.
-    Plain,
-    /// The status cell: the status's own colour.
-    Status(NodeStatus),
-    /// In the way of the move: the proprietary module, nvidia-peermem loaded or configured.
-    Warn,
-    /// Blocks the move or the next reboot: no DMA-BUF kernel support where GPUDirect RDMA
-    /// applies, a next boot without the driver.
-    Crit,
-    /// Unknown: the report has `null` there (the cell says `?`).
-    Unknown,
-    /// Secondary: the reason codes (the detail pane has their words).
-    Dim,
 }
 
 /// How rows sort by a column.
@@ -280,193 +261,105 @@ impl Column {
         v.into_iter().map(|(_, c, n)| (c, n)).collect()
     }
 
-    /// The cell people read (raw node text: callers escape it for their output).
-    pub fn display(self, n: &NodeReport) -> String {
-        let unreachable = n.status == NodeStatus::Unreachable;
-        let dash = |s: Option<String>| {
-            s.unwrap_or_else(|| if unreachable { "-".into() } else { "?".into() })
-        };
-        let driver = n.driver.as_ref();
-        let yes_no = |b: Option<bool>| {
-            match b {
-                Some(true) => "yes",
-                Some(false) => "no",
-                None => "?",
-            }
-            .to_string()
-        };
+    /// The cell people read, its text and tone ([`super::Cell`]; raw node text: callers
+    /// escape it for their output). `?` (Unknown) is a fact the report has as `null` on a node
+    /// that answered, `-` nothing to read.
+    pub fn cell(self, n: &NodeReport) -> Cell {
+        let unreachable = !view::reached(n);
+        let yes_no = |f: Fact<bool>| f.cell(|b| Cell::plain(view::yes_no(b)));
         match self {
-            Column::Node => n.name.clone(),
-            Column::Status => n.status.to_string(),
-            Column::Kernel => dash(n.kernel.as_ref().and_then(|k| k.release.clone())),
-            Column::Flavor => dash(driver.map(|d| d.flavor.as_str().to_string())),
-            Column::Driver => driver.map_or_else(
-                || dash(None),
-                |d| d.version.clone().unwrap_or_else(|| "-".into()),
-            ),
-            Column::Gpus => dash(
-                n.gpu_summary()
-                    .map(|s| if s.is_empty() { "none".into() } else { s }),
-            ),
-            Column::MinCc => n.min_compute_capability().unwrap_or_else(|| "-".into()),
-            Column::DmaBuf if unreachable => "-".into(),
-            Column::DmaBuf => yes_no(n.dma_buf.as_ref().and_then(|d| d.kernel_support)),
+            Column::Node => Cell::plain(n.name.clone()),
+            Column::Status => Cell::new(n.status.to_string(), Tone::Status(n.status)),
+            Column::Kernel => view::kernel(n).cell(Cell::plain),
+            Column::Flavor => view::flavor(n).cell(|f| {
+                let tone = if f == Flavor::Proprietary {
+                    Tone::Warn
+                } else {
+                    Tone::Plain
+                };
+                Cell::new(f.as_str(), tone)
+            }),
+            Column::Driver => view::driver_version(n).cell(Cell::plain),
+            Column::Gpus => view::gpus(n).cell(Cell::plain),
+            Column::MinCc => n
+                .min_compute_capability()
+                .map_or_else(Cell::none, Cell::plain),
+            Column::DmaBuf if unreachable => Cell::none(),
+            // No DMA-BUF blocks only where GPUDirect RDMA applies.
+            Column::DmaBuf => view::dma_buf(n).cell(|b| {
+                let tone = if !b && view::rdma_applies(n) {
+                    Tone::Crit
+                } else {
+                    Tone::Plain
+                };
+                Cell::new(view::yes_no(b), tone)
+            }),
             Column::Peermem => match &n.peermem {
-                None => "-".into(),
+                None => Cell::none(),
                 Some(p) => match (p.loaded, p.configured) {
-                    (Some(true), Some(true)) => "loaded+boot".into(),
-                    (Some(true), _) => "loaded".into(),
-                    (_, Some(true)) => "at boot".into(),
-                    (Some(false), Some(false)) => "no".into(),
-                    _ => "?".into(),
+                    (Some(true), Some(true)) => Cell::new("loaded+boot", Tone::Warn),
+                    (Some(true), _) => Cell::new("loaded", Tone::Warn),
+                    (_, Some(true)) => Cell::new("at boot", Tone::Warn),
+                    (Some(false), Some(false)) => Cell::plain("no"),
+                    _ => Cell::unknown(),
                 },
             },
-            Column::PeermemLoaded => yes_no(n.peermem.as_ref().and_then(|p| p.loaded)),
-            Column::PeermemConfigured => yes_no(n.peermem.as_ref().and_then(|p| p.configured)),
-            Column::NextBoot if unreachable => "-".into(),
-            Column::NextBoot => match n.next_boot_driver() {
-                Some(NextBootDriver::Ok) => "ok",
-                Some(NextBootDriver::Missing) => "no driver",
-                Some(NextBootDriver::NotApplicable) => "n/a",
-                None => "?",
-            }
-            .into(),
+            Column::PeermemLoaded => yes_no(view::peermem_loaded(n)),
+            Column::PeermemConfigured => yes_no(view::peermem_configured(n)),
+            Column::NextBoot => view::next_boot(n).cell(view::next_boot_cell),
             // The matrix leaves out fact-unknown (the detail pane says which and why).
-            Column::Reasons => n
-                .reasons
-                .iter()
-                .filter(|x| x.code != Code::FactUnknown)
-                .map(|x| x.code.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
-            Column::RdmaDevices => n
-                .rdma
-                .as_ref()
-                .and_then(|r| r.devices.as_ref())
-                .map_or_else(|| "?".into(), |d| d.len().to_string()),
+            Column::Reasons => Cell::new(
+                n.reasons
+                    .iter()
+                    .filter(|x| x.code != Code::FactUnknown)
+                    .map(|x| x.code.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                Tone::Dim,
+            ),
+            Column::RdmaDevices => view::rdma_devices(n).cell(|d| Cell::plain(d.to_string())),
             // Markers only, empty otherwise (the matrix shows the column only when some node has
             // one; an unknown lock is said in the detail pane, and `null` in the JSON).
-            Column::Rollout => {
-                let r = n.rollout.clone().unwrap_or_default();
-                match (r.drained_by.is_some(), r.locked == Some(true)) {
-                    (true, true) => "drained, locked".into(),
-                    (true, false) => "drained".into(),
-                    (false, true) => "locked".into(),
-                    (false, false) => String::new(),
-                }
-            }
-            Column::RolloutLock | Column::DrainedBy => self.csv_value(n),
-            Column::OperatorUpgrade => String::new(),
+            Column::Rollout => Cell::plain(view::rollout_words(n.rollout_marks())),
+            Column::RolloutLock | Column::DrainedBy => Cell::plain(self.csv_value(n)),
+            Column::OperatorUpgrade => Cell::plain(""),
         }
     }
 
-    /// The tone of [`Column::display`]'s cell for `n`, from the report's facts.
-    pub fn tone(self, n: &NodeReport) -> Tone {
-        let unreachable = n.status == NodeStatus::Unreachable;
-        // Unknown where the cell says `?`: a missing fact of a node that answered.
-        let known = |k: bool| {
-            if k || unreachable {
-                Tone::Plain
-            } else {
-                Tone::Unknown
-            }
-        };
-        let driver = n.driver.as_ref();
-        let peermem = n.peermem.as_ref();
-        let bit = |b: Option<bool>| {
-            if b.is_some() {
-                Tone::Plain
-            } else {
-                Tone::Unknown
-            }
-        };
-        match self {
-            Column::Status => Tone::Status(n.status),
-            Column::Reasons => Tone::Dim,
-            Column::Kernel => known(n.kernel.as_ref().is_some_and(|k| k.release.is_some())),
-            Column::Flavor => match driver {
-                Some(d) if d.flavor == crate::model::Flavor::Proprietary => Tone::Warn,
-                d => known(d.is_some()),
-            },
-            Column::Driver => known(driver.is_some()),
-            Column::Gpus => known(n.gpu_summary().is_some()),
-            Column::DmaBuf if unreachable => Tone::Plain,
-            // No DMA-BUF blocks only where GPUDirect RDMA applies.
-            Column::DmaBuf => match n.dma_buf.as_ref().and_then(|d| d.kernel_support) {
-                Some(false) if !n.reasons.iter().any(|r| r.code == Code::NoRdmaDevice) => {
-                    Tone::Crit
-                }
-                b => bit(b),
-            },
-            Column::Peermem => match peermem.map(|p| (p.loaded, p.configured)) {
-                None | Some((Some(false), Some(false))) => Tone::Plain,
-                Some((Some(true), _) | (_, Some(true))) => Tone::Warn,
-                Some(_) => Tone::Unknown,
-            },
-            Column::PeermemLoaded => bit(peermem.and_then(|p| p.loaded)),
-            Column::PeermemConfigured => bit(peermem.and_then(|p| p.configured)),
-            Column::NextBoot if unreachable => Tone::Plain,
-            Column::NextBoot => match n.next_boot_driver() {
-                Some(NextBootDriver::Missing) => Tone::Crit,
-                d => bit(d.map(|_| true)),
-            },
-            Column::RdmaDevices => bit(n
-                .rdma
-                .as_ref()
-                .and_then(|r| r.devices.as_ref())
-                .map(|_| true)),
-            Column::Node
-            | Column::MinCc
-            | Column::Rollout
-            | Column::RolloutLock
-            | Column::DrainedBy
-            | Column::OperatorUpgrade => Tone::Plain,
-        }
+    /// The text of [`Column::cell`].
+    pub fn display(self, n: &NodeReport) -> String {
+        self.cell(n).text
     }
 
     /// The CSV value: unknown is empty, booleans are `true`/`false`, reasons are every code
     /// joined by `;`, next boot is `ok`/`missing`/`n/a` (raw node text: the CSV writer escapes
     /// and neutralizes it).
     pub fn csv_value(self, n: &NodeReport) -> String {
-        let opt_bool = |b: Option<bool>| b.map_or(String::new(), |b| b.to_string());
-        let driver = n.driver.as_ref();
+        let text = |f: Fact<&str>| f.known().unwrap_or_default().to_string();
+        let opt_bool = |f: Fact<bool>| machine::boolean(f).unwrap_or_default();
         match self {
             Column::Node => n.name.clone(),
             Column::Status => n.status.to_string(),
-            Column::Kernel => n
-                .kernel
-                .as_ref()
-                .and_then(|k| k.release.clone())
-                .unwrap_or_default(),
-            Column::Flavor => driver
-                .map(|d| d.flavor.as_str().to_string())
-                .unwrap_or_default(),
-            Column::Driver => driver.and_then(|d| d.version.clone()).unwrap_or_default(),
+            Column::Kernel => text(view::kernel(n)),
+            Column::Flavor => machine::flavor(n).unwrap_or_default().to_string(),
+            Column::Driver => text(view::driver_version(n)),
             // `none` when known to have no GPU (empty is unknown).
-            Column::Gpus => n
-                .gpu_summary()
-                .map(|s| if s.is_empty() { "none".into() } else { s })
-                .unwrap_or_default(),
+            Column::Gpus => view::gpus(n).known().unwrap_or_default(),
             Column::MinCc => n.min_compute_capability().unwrap_or_default(),
-            Column::DmaBuf => opt_bool(n.dma_buf.as_ref().and_then(|d| d.kernel_support)),
-            Column::PeermemLoaded => opt_bool(n.peermem.as_ref().and_then(|p| p.loaded)),
-            Column::PeermemConfigured => opt_bool(n.peermem.as_ref().and_then(|p| p.configured)),
-            Column::Peermem => self.display(n),
-            Column::NextBoot => n
-                .next_boot_driver()
-                .map_or(String::new(), |d| d.as_str().to_string()),
+            Column::DmaBuf => opt_bool(view::dma_buf(n)),
+            Column::PeermemLoaded => opt_bool(view::peermem_loaded(n)),
+            Column::PeermemConfigured => opt_bool(view::peermem_configured(n)),
+            Column::Peermem | Column::Rollout => self.display(n),
+            Column::NextBoot => machine::next_boot(n).unwrap_or_default().to_string(),
             Column::Reasons => n
                 .reasons
                 .iter()
                 .map(|r| r.code.as_str())
                 .collect::<Vec<_>>()
                 .join(";"),
-            Column::RdmaDevices => n
-                .rdma
-                .as_ref()
-                .and_then(|r| r.devices.as_ref())
-                .map_or(String::new(), |d| d.len().to_string()),
-            Column::Rollout => self.display(n),
+            Column::RdmaDevices => view::rdma_devices(n)
+                .known()
+                .map_or(String::new(), |d| d.to_string()),
             Column::RolloutLock => match n.rollout.as_ref() {
                 Some(r) => match (r.locked, &r.lock) {
                     (Some(false), _) => "free".into(),
@@ -520,6 +413,7 @@ impl Column {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::NodeStatus;
 
     /// A fixture's report, from its committed JSON output (tests/golden/).
     fn golden(json: &str) -> NodeReport {
@@ -532,45 +426,49 @@ mod tests {
     #[test]
     fn tones_come_from_the_facts() {
         let a100 = golden(include_str!(
-            "../tests/golden/nodes/a100-proprietary-535-k5.15-peermem.json"
+            "../../tests/golden/nodes/a100-proprietary-535-k5.15-peermem.json"
         ));
-        assert_eq!(Column::Flavor.tone(&a100), Tone::Warn);
-        assert_eq!(Column::Peermem.tone(&a100), Tone::Warn);
-        assert_eq!(Column::DmaBuf.tone(&a100), Tone::Plain);
+        assert_eq!(Column::Flavor.cell(&a100).tone, Tone::Warn);
+        assert_eq!(Column::Peermem.cell(&a100).tone, Tone::Warn);
+        assert_eq!(Column::DmaBuf.cell(&a100).tone, Tone::Plain);
         assert_eq!(
-            Column::Status.tone(&a100),
+            Column::Status.cell(&a100).tone,
             Tone::Status(NodeStatus::Migrate)
         );
-        assert_eq!(Column::Reasons.tone(&a100), Tone::Dim);
+        assert_eq!(Column::Reasons.cell(&a100).tone, Tone::Dim);
         let a10 = golden(include_str!(
-            "../tests/golden/nodes-v2/a10-open-560-next-boot-without-driver.json"
+            "../../tests/golden/nodes-v2/a10-open-560-next-boot-without-driver.json"
         ));
-        assert_eq!(Column::NextBoot.tone(&a10), Tone::Crit);
-        assert_eq!(Column::Flavor.tone(&a10), Tone::Plain);
+        assert_eq!(Column::NextBoot.cell(&a10).tone, Tone::Crit);
+        assert_eq!(Column::Flavor.cell(&a10).tone, Tone::Plain);
         // No DMA-BUF support: critical where GPUDirect RDMA applies, plain where it does not
         // (the same "no" in both cells).
         let mut h200 = golden(include_str!(
-            "../tests/golden/nodes/h200-open-580-k6.18-real.json"
+            "../../tests/golden/nodes/h200-open-580-k6.18-real.json"
         ));
         h200.dma_buf.as_mut().unwrap().kernel_support = Some(false);
         assert_eq!(Column::DmaBuf.display(&h200), "no");
-        assert_eq!(Column::DmaBuf.tone(&h200), Tone::Plain, "no RDMA device");
+        assert_eq!(
+            Column::DmaBuf.cell(&h200).tone,
+            Tone::Plain,
+            "no RDMA device"
+        );
         h200.reasons.retain(|r| r.code != Code::NoRdmaDevice);
         assert_eq!(Column::DmaBuf.display(&h200), "no");
-        assert_eq!(Column::DmaBuf.tone(&h200), Tone::Crit);
+        assert_eq!(Column::DmaBuf.cell(&h200).tone, Tone::Crit);
         // Unknown facts are Unknown where the node answered, plain where it was unreachable.
         h200.dma_buf.as_mut().unwrap().kernel_support = None;
         h200.kernel = None;
-        assert_eq!(Column::DmaBuf.tone(&h200), Tone::Unknown);
-        assert_eq!(Column::Kernel.tone(&h200), Tone::Unknown);
+        assert_eq!(Column::DmaBuf.cell(&h200).tone, Tone::Unknown);
+        assert_eq!(Column::Kernel.cell(&h200).tone, Tone::Unknown);
         h200.status = NodeStatus::Unreachable;
-        assert_eq!(Column::DmaBuf.tone(&h200), Tone::Plain);
-        assert_eq!(Column::Kernel.tone(&h200), Tone::Plain);
+        assert_eq!(Column::DmaBuf.cell(&h200).tone, Tone::Plain);
+        assert_eq!(Column::Kernel.cell(&h200).tone, Tone::Plain);
         // Every cell that says `?` is Unknown, whatever the column.
         for n in [&a100, &a10, &h200] {
             for c in Column::matrix() {
                 if c.display(n) == "?" {
-                    assert_eq!(c.tone(n), Tone::Unknown, "{c:?} of {}", n.name);
+                    assert_eq!(c.cell(n).tone, Tone::Unknown, "{c:?} of {}", n.name);
                 }
             }
         }
