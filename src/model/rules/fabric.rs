@@ -293,3 +293,71 @@ pub(super) fn unknowns(n: &Node, r: &mut Vec<Reason>) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::model::parse::sections;
+    use crate::model::{Code, Thresholds, assess, collect};
+
+    const Q: &str = "cmd nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,pci.device_id,driver_version,compute_cap --format=csv,nounits";
+
+    fn run(q: &str, lgi: Option<&str>) -> Vec<(Code, String)> {
+        let b = "gpufleet-RAW";
+        let mut raw = format!(
+            "{b} {Q}\nindex, name, uuid, pci.bus_id, pci.device_id, driver_version, compute_cap\n\
+             0, NVIDIA A100-SXM4-40GB, GPU-1, 00000000:07:00.0, 0x20B010DE, 570.1, 8.0\n\n{b} end ok\n\
+             {b} cmd nvidia-smi -q\n{q}\n{b} end ok\n"
+        );
+        if let Some(l) = lgi {
+            raw.push_str(&format!("{b} cmd nvidia-smi mig -lgi\n{l}\n{b} end rc 6\n"));
+        }
+        raw.push_str(&format!("{b} meta complete\n\n{b} end ok\n"));
+        let f = collect(&sections::parse(raw.as_bytes(), b));
+        assess(&f, &Thresholds::default())
+            .reasons
+            .into_iter()
+            .map(|r| (r.code, r.message))
+            .collect()
+    }
+
+    #[test]
+    fn unparsable_sections_are_unknown_never_a_pass() {
+        // A fabric state that is none of nvidia-smi's words.
+        let r = run(
+            "GPU 00000000:07:00.0\n    MIG Mode\n        Current : Disabled\n        Pending : Disabled\n    Remapped Rows\n        Pending : No\n        Remapping Failure Occurred : No\n    Fabric\n        State : Degraded\n        Status : N/A",
+            None,
+        );
+        assert!(
+            r.iter()
+                .any(|(c, m)| *c == Code::FactUnknown && m.starts_with("fabric.gpus unknown")),
+            "{r:?}"
+        );
+        assert!(!r.iter().any(|(c, _)| *c == Code::FabricNotReady));
+        // MIG enabled and an instance table that does not parse.
+        let r = run(
+            "GPU 00000000:07:00.0\n    MIG Mode\n        Current : Enabled\n        Pending : Enabled\n    Remapped Rows\n        Pending : Yes\n        Remapping Failure Occurred : No\n    Fabric\n        State : N/A\n        Status : N/A",
+            Some("Failed to display GPU instances: Insufficient Permissions"),
+        );
+        assert!(
+            r.iter()
+                .any(|(c, m)| *c == Code::FactUnknown
+                    && m.starts_with("gpus[].mig.instances unknown")),
+            "{r:?}"
+        );
+        assert!(!r.iter().any(|(c, _)| *c == Code::MigWithoutInstances));
+        // A pending row remap is a GPU reset.
+        assert!(
+            r.iter()
+                .any(|(c, m)| *c == Code::XidActionRequired && m.contains("row remap is pending")),
+            "{r:?}"
+        );
+        // No block for the GPU nvidia-smi listed.
+        let r = run("", None);
+        assert!(
+            r.iter()
+                .any(|(c, m)| *c == Code::FactUnknown
+                    && m.contains("no section for GPU 0000:07:00.0")),
+            "{r:?}"
+        );
+    }
+}
