@@ -210,6 +210,19 @@ pub fn reason(code: Code) -> Advice {
             "one fact could not be read: the message names it and why",
             "Fix that read (permissions, a tool missing on the node, a probe cut short) and scan again; an unknown fact is never taken as absent.",
         ),
+        // Schema 3: the NVLink fabric, Xid recovery actions, MIG.
+        FabricNotReady => a(
+            "a GPU's NVLink fabric is not ready (`nvidia-smi -q` Fabric State In Progress or Not Started, or a failed Status), or the daemons that bring it up are not running: CUDA fails with error 802 while nvidia-smi looks healthy",
+            "On HGX boards start nvidia-fabricmanager at the driver's version (B200/B300 also need NVLSM and the InfiniBand modules mlx5_ib/ib_umad); on GB200/GB300 racks check the switch trays and start nvidia-imex; then reset the GPUs or reboot.",
+        ),
+        XidActionRequired => a(
+            "an Xid whose recovery (NVIDIA's Xid catalog, the driver's Xid 154 line, Xid 94/95's RST:/D-RST:) is a GPU reset, a drain or a node reboot, or a pending or failed row remap, named per GPU",
+            "Drain the node, then do what the message says (nvidia-smi -r on that GPU, or reboot); a failed row remap or a repeating Xid calls for NVIDIA support.",
+        ),
+        MigWithoutInstances => a(
+            "MIG mode is enabled (now, or after the next GPU reset) and the GPU has no GPU instances: it offers nothing to workloads (the device plugin refuses it)",
+            "Create the instances (nvidia-smi mig -cgi … -C, or the MIG manager's config), or disable MIG (nvidia-smi -mig 0) and reset the GPU.",
+        ),
     }
 }
 

@@ -43,6 +43,11 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(x.bus, x.bus.to_ascii_lowercase());
             let after = &m.text["NVRM: Xid (PCI:".len()..];
             let (bus, rest) = after.split_once("): ").unwrap();
+            // A MIG-attributed line names the GPU instance after the bus (`0000:01:00 GPU-I:05`).
+            let bus = match bus.split_once(' ') {
+                Some((b, inst)) if inst.starts_with("GPU-I:") => b,
+                _ => bus,
+            };
             assert_eq!(bus.to_ascii_lowercase(), x.bus);
             let code: u32 = rest.split_once(',').unwrap().0.trim().parse().unwrap();
             assert_eq!(code, x.code);

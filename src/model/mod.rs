@@ -10,6 +10,7 @@ pub mod facts;
 pub mod parse;
 pub mod report;
 pub mod rules;
+pub mod schema3;
 pub mod text;
 
 pub use facts::{Evidence, Facts, collect};

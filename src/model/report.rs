@@ -104,6 +104,12 @@ pub struct GpuJson {
     /// "major.minor".
     pub compute_capability: Option<String>,
     pub open_capable: Option<bool>,
+    /// Schema 3: MIG mode and GPU instances (`null`: n/a, unknown, or an older document).
+    #[serde(default)]
+    pub mig: Option<super::schema3::MigJson>,
+    /// Schema 3: row remapping pending / failed (`null`: n/a before Ampere, or unknown).
+    #[serde(default)]
+    pub remapped_rows: Option<super::schema3::RemapJson>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -235,6 +241,12 @@ pub struct SecureBootJson {
 pub struct KernelLogJson {
     /// Xid events in the lines read, by code; `null` when the log could not be read.
     pub xid_counts: Option<BTreeMap<String, u32>>,
+    /// Schema 3: per GPU and Xid code, with the recovery action (`null`: the log is unknown).
+    #[serde(default)]
+    pub xids: Option<Vec<super::schema3::XidJson>>,
+    /// Schema 3: the driver's Xid 154 recovery-action lines.
+    #[serde(default)]
+    pub recovery_actions: Option<Vec<super::schema3::RecoveryActionJson>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -319,6 +331,9 @@ pub struct NodeReport {
     pub secure_boot: Option<SecureBootJson>,
     #[serde(default)]
     pub kernel_log: Option<KernelLogJson>,
+    /// Schema 3: the NVLink fabric (`null` on an unreachable node and in older documents).
+    #[serde(default)]
+    pub fabric: Option<super::schema3::FabricJson>,
     /// gpufleet's rollout state of the node: lock and drain (`null` in documents older than it).
     #[serde(default)]
     pub rollout: Option<RolloutJson>,
@@ -460,6 +475,7 @@ impl NodeReport {
             facts.firmware.signature_enforced.evidence.clone(),
         );
         ev("driver.managed_by", facts.gpu_operator.evidence.clone());
+        super::schema3::evidence(facts, &mut evidence);
         NodeReport {
             name,
             status: a.status,
@@ -478,14 +494,20 @@ impl NodeReport {
                     .gpus
                     .iter()
                     .zip(&a.open_capable)
-                    .map(|(g, oc)| GpuJson {
-                        index: g.index,
-                        name: g.name.clone(),
-                        bus_id: g.bus_id.clone(),
-                        uuid: g.uuid.clone(),
-                        pci_device_id: g.pci_device_id.map(|id| format!("{id:04X}")),
-                        compute_capability: g.compute_capability.clone(),
-                        open_capable: *oc,
+                    .map(|(g, oc)| {
+                        let (mig, remapped_rows) =
+                            super::schema3::gpu_mig_remap(facts, g.bus_id.as_deref(), g.index);
+                        GpuJson {
+                            index: g.index,
+                            name: g.name.clone(),
+                            bus_id: g.bus_id.clone(),
+                            uuid: g.uuid.clone(),
+                            pci_device_id: g.pci_device_id.map(|id| format!("{id:04X}")),
+                            compute_capability: g.compute_capability.clone(),
+                            open_capable: *oc,
+                            mig,
+                            remapped_rows,
+                        }
                     })
                     .collect(),
             ),
@@ -563,7 +585,10 @@ impl NodeReport {
                         .map(|(c, n)| (c.to_string(), n))
                         .collect()
                 }),
+                xids: super::schema3::xids_json(facts).0,
+                recovery_actions: super::schema3::xids_json(facts).1,
             }),
+            fabric: super::schema3::fabric_json(facts),
             rollout: Some(RolloutJson {
                 locked: facts.node_lock.value.as_ref().map(Option::is_some),
                 lock: facts.node_lock.value.clone().flatten(),
@@ -657,6 +682,7 @@ impl NodeReport {
             rdma: None,
             secure_boot: None,
             kernel_log: None,
+            fabric: None,
             rollout: Some(RolloutJson::default()),
             evidence: BTreeMap::new(),
         }

@@ -670,6 +670,101 @@ else
   done
 fi
 
+# Schema 3 (docs/domain.md "Schema 3"): the NVLink fabric, MIG and row remapping per GPU, the GPU
+# instances, the fabric daemons. `nvidia-smi -q` only after the query answered (a wedged nvidia-smi
+# is not waited for twice); its GPU headers, top-level fields and the second-level Current,
+# Pending, State, Status and Remapping Failure Occurred lines are kept (about 5 KiB per GPU).
+QKEEP='^GPU |^    [^ ]|^        (Current|Pending|State|Status|Remapping Failure Occurred) +:'
+mig=
+if [ -n "$smi" ] && [ "${rc:-x}" = 0 ] && [ -z "$CAP_TOOLS" ]; then
+  begin cmd "nvidia-smi -q"
+  if ! capture "$SMI_CAP" run_smi -q; then
+    end no-tmp
+  else
+    if [ "$CUT" = 1 ]; then
+      head -c 4096 <&7 | grep $GA -E "$QKEEP"
+      end "cut $SMI_CAP"
+    elif [ "$RC" != 0 ]; then
+      head -c 4096 <&7 | head -n 5
+      case $RC in 124 | 137) end timeout ;; *) end "rc $RC" ;; esac
+    else
+      head -c "$SMI_CAP" <&7 | grep $GA -E "$QKEEP"
+      end ok
+      # MIG enabled (now or pending) on a GPU: its GPU instances are listed below.
+      mig=$(head -c "$SMI_CAP" <&8 | grep $GA -E "$QKEEP" | {
+        p=
+        while IFS= read -r l; do
+          case $l in
+            '    '[A-Za-z]*) p=${l#    } ;;
+            '        Current'*Enabled* | '        Pending'*Enabled*)
+              case $p in 'MIG Mode'*) echo yes; break ;; esac ;;
+          esac
+        done
+      })
+    fi
+    release
+    leftovers
+  fi
+fi
+if [ "$mig" = yes ]; then
+  begin cmd "nvidia-smi mig -lgi"
+  if ! capture "$SMI_CAP" run_smi mig -lgi; then
+    end no-tmp
+  else
+    if [ "$CUT" = 1 ]; then
+      head -c 4096 <&7
+      end "cut $SMI_CAP"
+    else
+      head -c "$SMI_CAP" <&7
+      case $RC in 0) end ok ;; 124 | 137) end timeout ;; *) end "rc $RC" ;; esac
+    fi
+    release
+    leftovers
+  fi
+fi
+
+# The fabric's daemons by their /proc/<pid>/comm (15 bytes: nv-fabricmanager reads
+# `nv-fabricmanage`), builtins only per process; whether nvidia-imex is installed.
+begin meta processes
+fm=
+if confine /proc && [ -d "$P" ] && [ -r "$P" ]; then
+  pr=$P
+  n=0
+  case $- in *f*) gf=1; set +f ;; *) gf= ;; esac
+  set -- "$pr"/[0-9]*/comm
+  [ -n "$gf" ] && set -f
+  for c in "$@"; do
+    [ -f "$c" ] || continue
+    n=$((n + 1))
+    x=
+    { read -r x || :; } <"$c" 2>/dev/null
+    case $x in
+      nv-fabricmanage | nvlsm | nvidia-imex)
+        d=${c%/comm}
+        printf 'proc %s %s\n' "${d##*/}" "$x"
+        [ "$x" = nv-fabricmanage ] && fm=1
+        ;;
+    esac
+  done
+  echo "scanned $n"
+  if confine /usr/bin/nvidia-imex && [ -e "$P" ]; then echo "imex-installed yes"; else echo "imex-installed no"; fi
+  end ok
+else
+  end denied
+fi
+# Fabric Manager's version (it must equal the driver's), when it runs and is on PATH.
+if [ -n "$fm" ] && have nv-fabricmanager && [ -z "$CAP_TOOLS" ]; then
+  begin cmd "nv-fabricmanager --version"
+  if ! capture 4096 limited nv-fabricmanager --version; then
+    end no-tmp
+  else
+    head -c 4096 <&7
+    case $RC in 0) end ok ;; 124 | 137) end timeout ;; *) end "rc $RC" ;; esac
+    release
+    leftovers
+  fi
+fi
+
 [ -n "$W" ] && kill -TERM "$W" 2>/dev/null
 begin meta complete
 end ok

@@ -480,6 +480,8 @@ mod tests {
             pci_device_id: None,
             compute_capability: Some("9.0".into()),
             open_capable: None,
+            mig: None,
+            remapped_rows: None,
         }]);
         n
     }

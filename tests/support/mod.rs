@@ -49,6 +49,17 @@ pub fn all_fixture_nodes() -> Vec<PathBuf> {
     v
 }
 
+/// The schema-3 fixture folder (`tests/fixtures-v3`: issue 24's cases, built by the project, not
+/// synced from the shared fixtures).
+pub fn fixtures_v3_dir() -> PathBuf {
+    manifest().join("tests/fixtures-v3")
+}
+
+/// Every fixture node folder of `tests/fixtures-v3`, sorted.
+pub fn fixture_nodes_v3() -> Vec<PathBuf> {
+    fixture_nodes_in(&fixtures_v3_dir())
+}
+
 /// A fixture of `nodes/` or `nodes-v2/` by name.
 pub fn any_fixture(name: &str) -> PathBuf {
     let v1 = fixture(name);

@@ -182,7 +182,11 @@ pub(super) fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
 pub(super) const MAX_GPUS: usize = 1024;
 
 pub(super) fn nvidia_smi(out: &ProbeOutput, f: &mut Facts) {
-    let attempts: Vec<&Section> = out.with_prefix(Kind::Cmd, "nvidia-smi").collect();
+    // The query's attempts; `nvidia-smi -q` and `nvidia-smi mig -lgi` are fabric.rs's.
+    let attempts: Vec<&Section> = out
+        .with_prefix(Kind::Cmd, "nvidia-smi")
+        .filter(|s| s.name != fabric::SMI_Q && s.name != fabric::LGI)
+        .collect();
     let Some(last) = attempts.last() else {
         f.smi = SmiOutcome::NotRun;
         if !out.complete {

@@ -25,6 +25,7 @@ use crate::model::parse::{Read, first_line, lock, modconf, os, params, read, sec
 
 mod boot;
 mod driver;
+pub mod fabric;
 mod firmware;
 pub mod gpu_operator;
 pub mod gpudb;
@@ -35,6 +36,7 @@ mod rdma;
 
 pub use boot::{BOOT_CONFIG_DIRS, BootFacts, KernelInstall};
 pub use driver::{DriverFacts, ModuleParams};
+pub use fabric::{FabricFacts, Tri};
 pub use firmware::FirmwareFacts;
 pub use gpus::{Gpu, SmiOutcome, pci_evidence};
 pub use kernel::KernelFacts;
@@ -101,6 +103,9 @@ pub struct Facts {
     pub firmware: FirmwareFacts,
     /// The kernel log (klog.rs).
     pub kernel_log: KernelLogFacts,
+    /// The NVLink fabric, MIG and row remapping per GPU (`nvidia-smi -q`), GPU instances, the
+    /// fabric daemons and NVSwitch functions (fabric.rs; schema 3).
+    pub fabric: FabricFacts,
     /// `<root>/run/nvidia/driver` exists: the GPU Operator's driver container manages the driver
     /// (gpu_operator.rs).
     pub gpu_operator: Proved<bool>,
@@ -200,6 +205,7 @@ pub fn collect(out: &ProbeOutput) -> Facts {
     gpus::pci_and_proc_gpus(out, &mut f);
     gpus::nvidia_smi(out, &mut f);
     gpus::merge_gpus(&mut f);
+    fabric::collect(out, &mut f);
     rdma::devices(out, &mut f);
     // Each subject's other facts: they say why they are unknown in their own `Proved`, so
     // their order is free but for what one reads of another (firmware reads boot's kernels).

@@ -89,6 +89,11 @@ pub struct Xid {
 pub fn xid(m: &Message) -> Option<Xid> {
     let rest = m.text.strip_prefix("NVRM: Xid (PCI:")?;
     let (bus, rest) = rest.split_once("): ")?;
+    // A MIG-attributed line names the GPU instance after the bus: `(PCI:0000:01:00 GPU-I:05)`.
+    let bus = match bus.split_once(' ') {
+        Some((b, inst)) if inst.starts_with("GPU-I:") => b,
+        _ => bus,
+    };
     let (code, _) = rest.split_once(',')?;
     let code = code.trim().parse().ok()?;
     (!bus.is_empty()
@@ -100,6 +105,71 @@ pub fn xid(m: &Message) -> Option<Xid> {
         bus: bus.to_ascii_lowercase(),
         code,
     })
+}
+
+/// What an Xid line says of itself (docs/domain.md "Xid recovery actions"): Xid 94/95's
+/// `RST: Yes|No, D-RST: Yes|No` (a reset, a drain-and-reset needed) and NVLink lines marked
+/// `Nonfatal`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct XidHints {
+    /// `RST: Yes` (`Some(true)`), `RST: No`, or not said.
+    pub rst: Option<bool>,
+    /// `D-RST: Yes`, `D-RST: No`, or not said.
+    pub d_rst: Option<bool>,
+    /// The driver's own words mark it nonfatal (`Nonfatal`, `nonfatal`).
+    pub nonfatal: bool,
+}
+
+/// The hints of an Xid message. `RST:` / `D-RST:` are the last words the driver prints, after
+/// the process name (user space's words), so they are taken from the end of the raw line: the
+/// last `D-RST: ` and the last `RST: ` before it. `Nonfatal` is looked for in the matchable text
+/// (which ends before a process name).
+pub fn xid_hints(m: &Message) -> XidHints {
+    let raw = m.lines.join(" ");
+    let word = |s: &str| -> Option<bool> {
+        let w: String = s.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+        match w.as_str() {
+            "Yes" => Some(true),
+            "No" => Some(false),
+            _ => None,
+        }
+    };
+    let (mut rst, mut d_rst) = (None, None);
+    let mut head = raw.as_str();
+    if let Some(i) = raw.rfind("D-RST: ") {
+        d_rst = word(&raw[i + 7..]);
+        head = &raw[..i];
+    }
+    if let Some(i) = head.rfind("RST: ")
+        && (i == 0 || !head[..i].ends_with('-'))
+    {
+        rst = word(&head[i + 5..]);
+    }
+    let nonfatal = m
+        .text
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| w.eq_ignore_ascii_case("nonfatal"));
+    XidHints {
+        rst,
+        d_rst,
+        nonfatal,
+    }
+}
+
+/// An Xid 154 line's new recovery action, by name: `GPU recovery action changed from 0x0
+/// (None) to 0x2 (Node Reboot Required)` gives `Node Reboot Required`. The number is not used
+/// (it differs between driver and NVML versions: `0x1 (GPU Reset Required)` and `0x1 (PF FLR)`).
+pub fn recovery_action(m: &Message) -> Option<String> {
+    let x = xid(m)?;
+    if x.code != 154 {
+        return None;
+    }
+    let (_, to) = m.text.split_once(" to 0x")?;
+    let open = to.find('(')?;
+    let close = to.rfind(')')?;
+    (close > open)
+        .then(|| to[open + 1..close].trim().to_string())
+        .filter(|n| !n.is_empty() && n.len() <= 64)
 }
 
 /// Counts per Xid code among `msgs`.
@@ -223,6 +293,35 @@ mod tests {
             xid(&messages("[1.0] hello NVRM: Xid (PCI:0000:01:00): 79, x\n")[0]),
             None
         );
+    }
+
+    #[test]
+    fn xid_hints_and_recovery_actions() {
+        // The driver's own format (open-gpu-kernel-modules, the contained-error log comment).
+        let m = messages(
+            "[1.0] NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No\n\
+[2.0] NVRM: Xid (PCI:0000:01:00): 94, pid=7062, name=RST: Yes, Contained: SM (0x1). RST: No, D-RST: Yes\n\
+[3.0] NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008)\n\
+[4.0] NVRM: Xid (PCI:0000:0d:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (PF FLR)\n\
+[5.0] NVRM: Xid (PCI:0000:9b:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)\n",
+        );
+        assert_eq!(xid(&m[0]).map(|x| x.bus), Some("0000:01:00".into()));
+        let h = xid_hints(&m[0]);
+        assert_eq!(
+            (h.rst, h.d_rst, h.nonfatal),
+            (Some(false), Some(false), false)
+        );
+        let h = xid_hints(&m[1]);
+        // The process name (user space) says `RST: Yes`; the driver's last words decide.
+        assert_eq!((h.rst, h.d_rst), (Some(false), Some(true)));
+        assert!(xid_hints(&m[2]).nonfatal);
+        assert_eq!(xid_hints(&m[2]).rst, None);
+        assert_eq!(recovery_action(&m[3]).as_deref(), Some("PF FLR"));
+        assert_eq!(
+            recovery_action(&m[4]).as_deref(),
+            Some("Node Reboot Required")
+        );
+        assert_eq!(recovery_action(&m[2]), None);
     }
 
     #[test]

@@ -15,7 +15,9 @@ pub mod params;
 pub mod sections;
 pub mod secureboot;
 pub mod smi;
+pub mod smiq;
 pub mod sysfs;
+pub mod xidcat;
 
 use sections::{Kind, ProbeOutput, Section, Status};
 

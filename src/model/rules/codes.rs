@@ -154,6 +154,10 @@ reason_codes! {
     GpuBoundElsewhere = "gpu-bound-elsewhere", Info, None;
     RebootPending = "reboot-pending", Info, None;
     FactUnknown = "fact-unknown", Info, None;
+    // Schema 3: the NVLink fabric, Xid recovery actions, MIG (docs/domain.md "Schema 3").
+    FabricNotReady = "fabric-not-ready", Error, Some(S::Attention);
+    XidActionRequired = "xid-action-required", Error, Some(S::Attention);
+    MigWithoutInstances = "mig-without-instances", Warn, None;
 }
 
 impl Serialize for Code {

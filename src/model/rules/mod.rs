@@ -23,6 +23,7 @@ use crate::model::parse::sysfs::PciDevice;
 mod boot;
 mod codes;
 mod driver;
+mod fabric;
 mod gpus;
 mod klog;
 mod node;
@@ -173,6 +174,11 @@ rules! {
     klog::fallen_off_bus => "broken now: a GPU fell off the bus", [GpuFallenOffBus];
     klog::peermem_load_failed => "broken now: nvidia-peermem failed to load", [PeermemLoadFailed];
     klog::xid_events => "Xid events", [XidEvents];
+    // Schema 3: the NVLink fabric, Xid recovery actions, MIG (fabric.rs).
+    fabric::not_ready => "the NVLink fabric", [FabricNotReady];
+    fabric::xid_action => "Xid recovery actions and row remapping", [XidActionRequired];
+    fabric::mig_without_instances => "MIG without GPU instances", [MigWithoutInstances];
+    fabric::unknowns => "unknown fabric, Xid and MIG facts", [FactUnknown];
     boot::without_driver => "next boot: the driver", [NextBootWithoutDriver];
     boot::without_peermem => "next boot: nvidia-peermem", [NextBootWithoutPeermem];
     boot::reboot_pending => "a pending reboot", [RebootPending];
