@@ -25,7 +25,11 @@ fn shared() -> PathBuf {
 }
 
 fn fixture_nodes() -> Vec<PathBuf> {
-    let v = support::all_fixture_nodes();
+    let mut v = support::all_fixture_nodes();
+    // Schema-3 cases (issue 24), the project's own: not in the shared sets nor the sim corpus.
+    if std::env::var_os("GPUFLEET_FIXTURES").is_none() {
+        v.extend(support::fixture_nodes_v3());
+    }
     assert!(
         v.len() >= 16,
         "expected at least 8 fixtures in {}",

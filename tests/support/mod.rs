@@ -36,6 +36,21 @@ pub fn fixtures_v2_dir() -> PathBuf {
     manifest().join("tests/fixtures/nodes-v2")
 }
 
+/// The schema-3 fixture folder (`tests/fixtures/nodes-v3`, issue 24): the project's own cases,
+/// read by tests/fixture_nodes.rs.
+pub fn fixtures_v3_dir() -> PathBuf {
+    manifest().join("tests/fixtures/nodes-v3")
+}
+
+/// Every fixture node folder of `nodes-v3/`, sorted (none when the folder is absent).
+pub fn fixture_nodes_v3() -> Vec<PathBuf> {
+    if fixtures_v3_dir().is_dir() {
+        fixture_nodes_in(&fixtures_v3_dir())
+    } else {
+        Vec::new()
+    }
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     fixtures_dir().join(name)
 }

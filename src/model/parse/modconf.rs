@@ -180,11 +180,12 @@ pub fn blacklists(text: &str) -> Vec<BlacklistLine> {
 pub fn cmdline_blacklists(cmdline: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for w in cmdline.split_ascii_whitespace() {
-        for param in ["modprobe.blacklist", "rd.driver.blacklist", "module_blacklist"] {
-            if let Some(list) = w
-                .strip_prefix(param)
-                .and_then(|r| r.strip_prefix('='))
-            {
+        for param in [
+            "modprobe.blacklist",
+            "rd.driver.blacklist",
+            "module_blacklist",
+        ] {
+            if let Some(list) = w.strip_prefix(param).and_then(|r| r.strip_prefix('=')) {
                 for m in list.split(',').filter(|m| !m.is_empty()) {
                     out.push((m.to_string(), param.to_string()));
                 }
@@ -278,7 +279,9 @@ mod tests {
     /// `blacklist nouveau` (its `cat … | grep black`, verbatim).
     #[test]
     fn blacklist_lines_and_the_command_line() {
-        let b = blacklists("# c\nblacklist nouveau\noptions nouveau modeset=0\n  blacklist\tnova_core \\\n\n#blacklist x\n");
+        let b = blacklists(
+            "# c\nblacklist nouveau\noptions nouveau modeset=0\n  blacklist\tnova_core \\\n\n#blacklist x\n",
+        );
         let m: Vec<&str> = b.iter().map(|l| l.module.as_str()).collect();
         assert_eq!(m, ["nouveau", "nova_core"]);
         assert_eq!(b[0].line, "blacklist nouveau");

@@ -124,10 +124,16 @@ mod tests {
             ]
         );
         assert_eq!(o[2].value, "0x02");
-        assert!(o[0].line.starts_with("options nvidia     NVreg_UsePageAttributeTable=1"));
+        assert!(
+            o[0].line
+                .starts_with("options nvidia     NVreg_UsePageAttributeTable=1")
+        );
         // A comment continued by `\\` swallows the next line; `#` later in a line is not one.
         assert!(parse_options("# options nvidia \\\nNVreg_A=1\n").is_empty());
-        assert_eq!(parse_options("\toptions\tnvidia NVreg_A=1 NVreg_B=2\n").len(), 2);
+        assert_eq!(
+            parse_options("\toptions\tnvidia NVreg_A=1 NVreg_B=2\n").len(),
+            2
+        );
         // The file ends after a `\\`: that line ends there.
         assert_eq!(parse_options("options nvidia NVreg_A=1 \\").len(), 1);
         // Not the nvidia module; a no-break space is not a word break.
