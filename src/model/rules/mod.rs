@@ -32,6 +32,8 @@ mod other_driver;
 mod rdma;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_driver;
 mod verdict;
 
 pub use codes::*;
