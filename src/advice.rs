@@ -114,6 +114,19 @@ pub fn reason(code: Code) -> Advice {
             "module signature enforcement rejected (or would reject) an unsigned nvidia.ko",
             "Sign the modules with a key the firmware trusts (an enrolled MOK; DKMS can sign) or use your distribution's signed driver packages.",
         ),
+        // Issue 24, driver slice (docs/domain.md "Schema 3").
+        DriverBranchDropsGpu => a(
+            "the loaded (or logged) driver branch no longer supports a GPU's architecture (580 was the last for Maxwell, Pascal and Volta; 470 for Kepler)",
+            "Install the branch the message names (e.g. the 580 packages) and pin it against newer ones, or move the GPU; a recipe's `driver_version` makes the rollout plan refuse such a target.",
+        ),
+        GpuInitFailed => a(
+            "the kernel log has `RmInitAdapter failed!` for a GPU (with its error code), and that GPU is not working now",
+            "Fix the likely cause the message names (GSP firmware, driver branch, open module on a GPU without GSP); otherwise read the kernel log lines just before it, then reload the driver or reboot.",
+        ),
+        ModuleKeyUntrusted => a(
+            "Secure Boot rejected the NVIDIA module's signing key (`Loading of module with unavailable key is rejected`), or, with no log, the kernel lacks the machine keyring and the module is a MOK-signed local build",
+            "Boot a kernel built with CONFIG_INTEGRITY_MACHINE_KEYRING=y (then an enrolled MOK is trusted for modules), or install the distribution's signed driver; `Key was rejected by service` on modprobe's stderr says the same from user space.",
+        ),
         VerdictIncomplete => a(
             "`ready` or `no-driver` would win, but a fact that verdict rests on is unknown",
             "Fix each `fact-unknown` it names (an unreadable file, a probe cut short) and scan again; the node is not called ready on facts nobody read.",
@@ -182,6 +195,10 @@ pub fn reason(code: Code) -> Advice {
             "a configured `NVreg_` option differs from the value in effect",
             "Reload the module or reboot so that the configuration applies, or fix the file the evidence names.",
         ),
+        GspFirmwareAbsent => a(
+            "the loaded driver's GSP firmware files are in none of the firmware folders (every one was read): the GPUs work now, the next module load fails",
+            "Reinstall the firmware package of the loaded version, or install userspace, module and firmware of one version together, before the next reboot.",
+        ),
         RdmaUserspaceLacksDmabuf => a(
             "an RDMA device is present and the host's libibverbs lacks `ibv_reg_dmabuf_mr`",
             "Upgrade rdma-core (libibverbs) to a release with DMA-BUF registration.",
@@ -199,8 +216,8 @@ pub fn reason(code: Code) -> Advice {
             "Change the driver through the ClusterPolicy or NVIDIADriver (`gpufleet policy check`, `policy generate --for SNAPSHOT`).",
         ),
         GpuBoundElsewhere => a(
-            "NVIDIA GPUs bound to `vfio-pci` or `nouveau` (a passthrough host, a desktop), not to the NVIDIA driver",
-            "Nothing to do on a passthrough host; elsewhere blacklist nouveau and load the NVIDIA driver.",
+            "NVIDIA GPUs bound to another driver (`nova_core`, `nouveau`, `vfio-pci`, `pci-stub`); attention (error) when nouveau or nova_core holds a GPU while an NVIDIA module is installed for the running kernel",
+            "Nothing to do on a passthrough host. Otherwise follow the message: blacklist the driver in a file of its own under /etc/modprobe.d (or `modprobe.blacklist=` on the command line), rename an /etc file that shadows the package's blacklist, rebuild the initramfs and reboot.",
         ),
         RebootPending => a(
             "/run/reboot-required exists",

@@ -276,7 +276,7 @@ leftovers() {
   end ok
 }
 
-CFG='^(# )?CONFIG_(DMA_SHARED_BUFFER|INFINIBAND|INFINIBAND_USER_MEM|PCI_P2PDMA|MODULES|MODULE_SIG_FORCE)[= ]'
+CFG='^(# )?CONFIG_(DMA_SHARED_BUFFER|INFINIBAND|INFINIBAND_USER_MEM|PCI_P2PDMA|MODULES|MODULE_SIG_FORCE|INTEGRITY_MACHINE_KEYRING)[= ]'
 # The kernel config is read decompressed up to 4 MiB; a longer one is cut, never "lacks it".
 CFG_CAP=4194304
 HEX_CAP=262144
@@ -520,7 +520,9 @@ file /run/reboot-required
 file /sys/module/firmware_class/parameters/path
 fw=$(confine /sys/module/firmware_class/parameters/path && [ -f "$P" ] && cat "$P" 2>/dev/null)
 case $fw in /*) ;; *) fw= ;; esac
-for d in "$fw" "/lib/firmware/updates/$rel" /lib/firmware/updates "/lib/firmware/$rel" /lib/firmware; do
+# Schema 3 (issue 24): also /usr/lib/firmware and the GPU Operator's driver root.
+for d in "$fw" "/lib/firmware/updates/$rel" /lib/firmware/updates "/lib/firmware/$rel" /lib/firmware \
+  /usr/lib/firmware /run/nvidia/driver/lib/firmware; do
   case $d in '' | */) continue ;; esac
   dir "$d/nvidia"
   entries "$d/nvidia" | head -n 8 | while IFS= read -r v; do dir "$d/nvidia/$v"; done

@@ -17,6 +17,23 @@ pub struct BootFacts {
     pub boot_kernel_heuristic: bool,
     /// /run/reboot-required exists.
     pub reboot_pending: Proved<bool>,
+    /// `blacklist` lines of modprobe.d (those that take effect, and those of files a same-named
+    /// file shadows) and the command line's blacklists (schema 3, `blacklists`).
+    pub blacklists: Proved<Vec<Blacklist>>,
+}
+
+/// One blacklisted module (docs/domain.md "Schema 3", `blacklists[]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blacklist {
+    /// The module as written (`nouveau`, `nova_core`).
+    pub module: String,
+    /// The file (`/usr/lib/modprobe.d/nvidia.conf`) or `/proc/cmdline`.
+    pub source: String,
+    /// The logical line, or the command line's parameter (`rd.driver.blacklist=nouveau`).
+    pub line: String,
+    /// The same-named file of an earlier folder that replaces `source` whole: modprobe never
+    /// reads this line (`None`: it takes effect).
+    pub shadowed_by: Option<String>,
 }
 
 /// One installed kernel (docs/domain.md: `/boot/vmlinuz-<k>`, `/lib/modules/<k>/vmlinuz` or
@@ -45,6 +62,82 @@ pub(super) fn collect(out: &ProbeOutput, f: &mut Facts) {
     installed_kernels(out, f);
     boot_kernel(out, f);
     f.boot.reboot_pending = exists(out, Kind::File, "/run/reboot-required");
+    f.boot.blacklists = blacklists(out);
+}
+
+/// Every `blacklist` line of the modprobe.d folders, with the file that shadows it when a
+/// same-named file of an earlier folder replaces its own (modprobe.d(5): only the first is
+/// read; a /dev/null symlink masks the name), and the command line's blacklists. Unknown when a
+/// folder or a file could not be read (it could hold, or shadow, a blacklist).
+fn blacklists(out: &ProbeOutput) -> Proved<Vec<Blacklist>> {
+    let mut found = Vec::new();
+    let mut failed = Vec::new();
+    // File name -> the path modprobe reads for it (the first folder that has it).
+    let mut winner: BTreeMap<String, String> = BTreeMap::new();
+    for base in BOOT_CONFIG_DIRS {
+        let folder = format!("{base}/modprobe.d");
+        if out
+            .get(Kind::Dir, &folder)
+            .is_some_and(|s| s.status == Status::Same)
+        {
+            continue;
+        }
+        let listing = match read(out, Kind::Dir, &folder) {
+            Read::Absent => continue,
+            Read::Failed(why) => {
+                failed.push(why);
+                continue;
+            }
+            Read::Text(t) => t,
+        };
+        for name in listing
+            .lines()
+            .filter(|n| n.ends_with(".conf") || n.ends_with(".alias"))
+        {
+            let path = format!("{folder}/{name}");
+            let shadowed_by = winner.get(name).cloned();
+            if shadowed_by.is_none() {
+                winner.insert(name.to_string(), path.clone());
+            }
+            match read(out, Kind::File, &path) {
+                Read::Text(t) => {
+                    found.extend(modconf::blacklists(&t).into_iter().map(|b| Blacklist {
+                        module: b.module,
+                        source: path.clone(),
+                        line: b.line,
+                        shadowed_by: shadowed_by.clone(),
+                    }))
+                }
+                // Masked (a /dev/null symlink: nothing to read), or a dangling link.
+                Read::Absent => {}
+                Read::Failed(_)
+                    if out
+                        .get(Kind::File, &path)
+                        .is_some_and(|s| s.status == Status::Masked) => {}
+                // A shadowed file that could not be read changes nothing modprobe reads.
+                Read::Failed(_) if shadowed_by.is_some() => {}
+                Read::Failed(why) => failed.push(why),
+            }
+        }
+    }
+    const CMDLINE: &str = "/proc/cmdline";
+    match read(out, Kind::File, CMDLINE) {
+        Read::Text(t) => found.extend(modconf::cmdline_blacklists(&t).into_iter().map(
+            |(module, param)| Blacklist {
+                line: format!("{param}={module}"),
+                module,
+                source: CMDLINE.to_string(),
+                shadowed_by: None,
+            },
+        )),
+        Read::Absent => {}
+        Read::Failed(why) => failed.push(why),
+    }
+    if failed.is_empty() {
+        Proved::known(found, Vec::new())
+    } else {
+        Proved::unknown(failed.join("; "))
+    }
 }
 
 fn installed_kernels(out: &ProbeOutput, f: &mut Facts) {

@@ -20,6 +20,38 @@ pub struct FirmwareFacts {
     pub signature_enforced: Proved<bool>,
     /// The running kernel's host nvidia.ko ends with the signature trailer.
     pub nvidia_ko_signed: Proved<bool>,
+    /// Schema 3 (`firmware.gsp_dirs`): each firmware folder looked in for the loaded version's
+    /// GSP files, whether it was read and what it holds; `None` with no loaded version.
+    pub gsp_dirs: Option<Vec<GspDir>>,
+    /// Schema 3 (`secure_boot.machine_keyring`): `CONFIG_INTEGRITY_MACHINE_KEYRING=y` in the
+    /// kernel config (a MOK-enrolled key is trusted for modules only then); `false` when the
+    /// config was read without it.
+    pub machine_keyring: Proved<bool>,
+}
+
+/// One firmware folder of the loaded version (docs/domain.md "Schema 3", `firmware.gsp_dirs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GspDir {
+    /// `<dir>/nvidia/<version>` (or the firmware_class parameter file, when it could not be read:
+    /// the folder it names is then unknown).
+    pub dir: String,
+    /// Whether the folder (or its absence) was read; `false` makes the answer unknown.
+    pub read: bool,
+    /// Its `gsp*.bin` files (`.xz`, `.zst` too).
+    pub files: Vec<String>,
+}
+
+impl FirmwareFacts {
+    /// Every firmware folder was read and none has a GSP file of the loaded version: the next
+    /// module load fails (`gsp-firmware-absent`). `None`: unknown (a folder not read) or no
+    /// loaded version; `Some(false)`: a folder has them.
+    pub fn gsp_absent_everywhere(&self) -> Option<bool> {
+        let dirs = self.gsp_dirs.as_ref()?;
+        if dirs.iter().any(|d| !d.files.is_empty()) {
+            return Some(false);
+        }
+        dirs.iter().all(|d| d.read).then_some(true)
+    }
 }
 
 /// Whether a firmware folder listing holds a GSP image (`gsp.bin`, `gsp_*.bin`, also `.xz`/`.zst`).
@@ -28,6 +60,27 @@ pub struct FirmwareFacts {
 pub(super) fn collect(out: &ProbeOutput, f: &mut Facts) {
     gsp_files(out, f);
     signatures(out, f);
+    machine_keyring(f);
+}
+
+/// `CONFIG_INTEGRITY_MACHINE_KEYRING` (`kernel.config`): with it the machine keyring (MOK)
+/// is trusted for modules; without it, a MOK-signed module is rejected under Secure Boot
+/// (deepin-community/kernel#2144). A config read without the line = not built.
+fn machine_keyring(f: &mut Facts) {
+    const OPT: &str = "CONFIG_INTEGRITY_MACHINE_KEYRING";
+    f.firmware.machine_keyring = match &f.kernel.config {
+        Some((src, cfg)) => match cfg.line(OPT) {
+            Some(line) => Proved::known(
+                cfg.value(OPT) == Some("y"),
+                vec![Evidence::new(src.clone(), line)],
+            ),
+            None => Proved::known(
+                false,
+                vec![Evidence::new(src.clone(), format!("(no {OPT})"))],
+            ),
+        },
+        None => Proved::unknown("the kernel config could not be read"),
+    };
 }
 
 fn is_gsp(name: &str) -> bool {
@@ -43,13 +96,13 @@ fn gsp_files(out: &ProbeOutput, f: &mut Facts) {
         return;
     };
     let rel = f.kernel.release.clone().unwrap_or_default();
-    let fw_path = match read(
-        out,
-        Kind::File,
-        "/sys/module/firmware_class/parameters/path",
-    ) {
-        Read::Text(t) => Some(first_line(&t).trim().to_string()).filter(|p| p.starts_with('/')),
-        _ => None,
+    const FW_PATH: &str = "/sys/module/firmware_class/parameters/path";
+    let (fw_path, fw_path_read) = match read(out, Kind::File, FW_PATH) {
+        Read::Text(t) => (
+            Some(first_line(&t).trim().to_string()).filter(|p| p.starts_with('/')),
+            true,
+        ),
+        _ => (None, false),
     };
     let mut dirs: Vec<String> = fw_path.into_iter().collect();
     if !rel.is_empty() {
@@ -60,39 +113,95 @@ fn gsp_files(out: &ProbeOutput, f: &mut Facts) {
         dirs.push(format!("/lib/firmware/{rel}"));
     }
     dirs.push("/lib/firmware".into());
+    // Schema 3: also /usr/lib/firmware and the GPU Operator's driver root.
+    dirs.push("/usr/lib/firmware".into());
+    dirs.push("/run/nvidia/driver/lib/firmware".into());
     let mut checked = Vec::new();
     let mut failed = Vec::new();
+    let mut gsp_dirs = Vec::new();
+    // The firmware_class path always exists where the loader is built in: a parameter file that
+    // was not read leaves the folder it names, and so `gsp_dirs`, unknown.
+    if !fw_path_read {
+        gsp_dirs.push(GspDir {
+            dir: FW_PATH.to_string(),
+            read: false,
+            files: Vec::new(),
+        });
+    }
+    let mut present = None;
     for d in &dirs {
         let nv = format!("{d}/nvidia");
+        let vdir = format!("{nv}/{version}");
         match read(out, Kind::Dir, &nv) {
             Read::Absent => {
                 checked.push(Evidence::new(nv, "(absent)"));
+                gsp_dirs.push(GspDir {
+                    dir: vdir,
+                    read: true,
+                    files: Vec::new(),
+                });
                 continue;
             }
             Read::Failed(w) => {
                 failed.push(w);
+                gsp_dirs.push(GspDir {
+                    dir: vdir,
+                    read: false,
+                    files: Vec::new(),
+                });
                 continue;
             }
             Read::Text(t) if !listing(&t).contains(&version.as_str()) => {
                 checked.push(Evidence::new(nv, format!("(no {version}/)")));
+                gsp_dirs.push(GspDir {
+                    dir: vdir,
+                    read: true,
+                    files: Vec::new(),
+                });
                 continue;
             }
             Read::Text(_) => {}
         }
-        let vdir = format!("{nv}/{version}");
         match read(out, Kind::Dir, &vdir) {
             Read::Text(t) => {
-                let gsp: Vec<&str> = listing(&t).into_iter().filter(|n| is_gsp(n)).collect();
-                if !gsp.is_empty() {
-                    f.firmware.gsp_files_present =
-                        Proved::known(true, vec![Evidence::new(vdir, gsp.join(" "))]);
-                    return;
+                let gsp: Vec<String> = listing(&t)
+                    .into_iter()
+                    .filter(|n| is_gsp(n))
+                    .map(str::to_string)
+                    .collect();
+                if !gsp.is_empty() && present.is_none() {
+                    present = Some(Evidence::new(vdir.clone(), gsp.join(" ")));
+                } else if gsp.is_empty() {
+                    checked.push(Evidence::new(vdir.clone(), "(no gsp*.bin)"));
                 }
-                checked.push(Evidence::new(vdir, "(no gsp*.bin)"));
+                gsp_dirs.push(GspDir {
+                    dir: vdir,
+                    read: true,
+                    files: gsp,
+                });
             }
-            Read::Absent => checked.push(Evidence::new(vdir, "(absent)")),
-            Read::Failed(w) => failed.push(w),
+            Read::Absent => {
+                checked.push(Evidence::new(vdir.clone(), "(absent)"));
+                gsp_dirs.push(GspDir {
+                    dir: vdir,
+                    read: true,
+                    files: Vec::new(),
+                });
+            }
+            Read::Failed(w) => {
+                failed.push(w);
+                gsp_dirs.push(GspDir {
+                    dir: vdir,
+                    read: false,
+                    files: Vec::new(),
+                });
+            }
         }
+    }
+    f.firmware.gsp_dirs = Some(gsp_dirs);
+    if let Some(ev) = present {
+        f.firmware.gsp_files_present = Proved::known(true, vec![ev]);
+        return;
     }
     f.firmware.gsp_files_present = if failed.is_empty() {
         Proved::known(false, checked)

@@ -24,6 +24,7 @@ use crate::model::parse::sysfs::{self, PciDevice, ProcGpu};
 use crate::model::parse::{Read, first_line, lock, modconf, os, params, read, secureboot, why_not};
 
 mod boot;
+pub mod branches;
 mod driver;
 pub mod fabric;
 mod firmware;
@@ -34,10 +35,10 @@ mod kernel;
 mod klog;
 mod rdma;
 
-pub use boot::{BOOT_CONFIG_DIRS, BootFacts, KernelInstall};
+pub use boot::{BOOT_CONFIG_DIRS, Blacklist, BootFacts, KernelInstall};
 pub use driver::{DriverFacts, ModuleParams};
 pub use fabric::{FabricFacts, Tri};
-pub use firmware::FirmwareFacts;
+pub use firmware::{FirmwareFacts, GspDir};
 pub use gpus::{Gpu, SmiOutcome, pci_evidence};
 pub use kernel::KernelFacts;
 pub use klog::KernelLogFacts;

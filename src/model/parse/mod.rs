@@ -10,6 +10,7 @@ pub mod klog;
 pub mod lock;
 pub mod modconf;
 pub mod modules;
+pub mod nvrm;
 pub mod os;
 pub mod params;
 pub mod sections;

@@ -109,24 +109,88 @@ pub fn cmdline_loads_peermem(cmdline: &str) -> bool {
     })
 }
 
-/// Logical lines of a modprobe.d file: `\` continuations joined, comments dropped.
-fn logical_lines(text: &str) -> Vec<String> {
+/// Logical lines of a modprobe.d file as kmod reads them (`libkmod-config.c`, modprobe.d(5);
+/// docs/domain.md "modprobe.d exactly as modprobe reads it"): a line ending in `\` continues on
+/// the next one (the backslash and the line end are dropped, nothing is put in their place), a
+/// line whose first non-blank character is `#` is a comment (a comment continued by `\` takes
+/// the next line with it), and a file that ends after a `\` ends that line there.
+pub fn logical_lines(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut logical = String::new();
     for raw in text.lines() {
         if let Some(cont) = raw.strip_suffix('\\') {
             logical.push_str(cont);
-            logical.push(' ');
             continue;
         }
         logical.push_str(raw);
         let line = std::mem::take(&mut logical);
-        if !line.trim().starts_with('#') {
+        if !is_comment_or_blank(&line) {
             out.push(line);
         }
     }
-    if !logical.trim().is_empty() && !logical.trim().starts_with('#') {
+    if !is_comment_or_blank(&logical) {
         out.push(logical);
+    }
+    out
+}
+
+fn is_comment_or_blank(line: &str) -> bool {
+    let t = line.trim_start_matches([' ', '\t']);
+    t.is_empty() || t.starts_with('#')
+}
+
+/// Words as modprobe splits a logical line: on spaces and tabs only.
+pub fn words(line: &str) -> Vec<&str> {
+    kmod_words(line)
+}
+
+/// Module names as modprobe compares them: `-` and `_` are the same character.
+pub fn same_module(a: &str, b: &str) -> bool {
+    norm(a) == norm(b)
+}
+
+/// One `blacklist MODULE` line of a modprobe.d file (modprobe.d(5): the module's aliases are
+/// not used; loading it by name still works).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlacklistLine {
+    /// The module as written (`nouveau`, `nova_core`).
+    pub module: String,
+    /// The logical line (continuations joined).
+    pub line: String,
+}
+
+/// The `blacklist` lines of one modprobe.d file, in order.
+pub fn blacklists(text: &str) -> Vec<BlacklistLine> {
+    logical_lines(text)
+        .into_iter()
+        .filter_map(|line| match kmod_words(&line).as_slice() {
+            ["blacklist", module, ..] => Some(BlacklistLine {
+                module: (*module).to_string(),
+                line: line.trim().to_string(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Modules the kernel command line blacklists: `modprobe.blacklist=a,b` (read by modprobe),
+/// `rd.driver.blacklist=a,b` (dracut's initramfs) and `module_blacklist=a,b` (the kernel
+/// itself, `kernel/module/main.c`), each with the parameter that named it. A parameter may be
+/// given several times.
+pub fn cmdline_blacklists(cmdline: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for w in cmdline.split_ascii_whitespace() {
+        for param in [
+            "modprobe.blacklist",
+            "rd.driver.blacklist",
+            "module_blacklist",
+        ] {
+            if let Some(list) = w.strip_prefix(param).and_then(|r| r.strip_prefix('=')) {
+                for m in list.split(',').filter(|m| !m.is_empty()) {
+                    out.push((m.to_string(), param.to_string()));
+                }
+            }
+        }
     }
     out
 }
@@ -209,5 +273,40 @@ mod tests {
         );
         assert!(masks("# install nvidia-peermem /bin/false\n").is_empty());
         assert!(masks("blacklist nvidia_peermem\n").is_empty());
+    }
+
+    /// negativo17/nvidia-driver#73: the package's /usr/lib/modprobe.d/nvidia.conf has
+    /// `blacklist nouveau` (its `cat … | grep black`, verbatim).
+    #[test]
+    fn blacklist_lines_and_the_command_line() {
+        let b = blacklists(
+            "# c\nblacklist nouveau\noptions nouveau modeset=0\n  blacklist\tnova_core \\\n\n#blacklist x\n",
+        );
+        let m: Vec<&str> = b.iter().map(|l| l.module.as_str()).collect();
+        assert_eq!(m, ["nouveau", "nova_core"]);
+        assert_eq!(b[0].line, "blacklist nouveau");
+        let c = cmdline_blacklists(
+            "BOOT_IMAGE=/vmlinuz rd.driver.blacklist=nouveau rd.lvm.lv=vg0/root modprobe.blacklist=nova_core,nova_drm module_blacklist= rhgb",
+        );
+        assert_eq!(
+            c,
+            [
+                ("nouveau".to_string(), "rd.driver.blacklist".to_string()),
+                ("nova_core".to_string(), "modprobe.blacklist".to_string()),
+                ("nova_drm".to_string(), "modprobe.blacklist".to_string()),
+            ]
+        );
+        assert!(cmdline_blacklists("xmodprobe.blacklist=nouveau").is_empty());
+        assert!(same_module("nova-core", "nova_core"));
+    }
+
+    #[test]
+    fn continuation_drops_backslash_and_line_end_only() {
+        assert_eq!(logical_lines("a\\\nb\n"), ["ab"]);
+        assert_eq!(logical_lines("# x \\\nblacklist y\nz\n"), ["z"]);
+        assert_eq!(logical_lines("blacklist a \\"), ["blacklist a "]);
+        // The legacy Mellanox module is a peermem name.
+        assert!(is_peermem("nv_peer_mem"));
+        assert_eq!(modules_load("nv_peer_mem\n").len(), 1);
     }
 }

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use super::modconf;
+
 /// `/proc/driver/nvidia/params` as a map from key to its value text.
 pub fn parse_in_effect(text: &str) -> BTreeMap<String, String> {
     text.lines()
@@ -28,19 +30,21 @@ pub struct Configured {
 }
 
 /// The `options nvidia NVreg_K=V …` settings of one modprobe.d file, in order (a line may set
-/// several). Module `nvidia` only (`nvidia-drm`, `nvidia_uvm` are other modules).
+/// several), read as modprobe reads it: `\` continuations joined, `#` comments, words split on
+/// spaces and tabs ([`modconf::logical_lines`]; docs/domain.md "modprobe.d exactly as modprobe
+/// reads it"). Module `nvidia` only (`nvidia-drm`, `nvidia_uvm` are other modules).
 pub fn parse_options(text: &str) -> Vec<Configured> {
     let mut out = Vec::new();
-    for line in text.lines() {
+    for line in modconf::logical_lines(text) {
+        let words = modconf::words(&line);
+        let [first, module, rest @ ..] = words.as_slice() else {
+            continue;
+        };
+        if *first != "options" || !modconf::same_module(module, "nvidia") {
+            continue;
+        }
         let t = line.trim();
-        if t.starts_with('#') {
-            continue;
-        }
-        let mut words = t.split_whitespace();
-        if words.next() != Some("options") || words.next() != Some("nvidia") {
-            continue;
-        }
-        for w in words {
+        for w in rest {
             let Some((k, v)) = w.split_once('=') else {
                 continue;
             };
@@ -103,6 +107,38 @@ mod tests {
             ]
         );
         assert_eq!(o[2].value, "A=1");
+    }
+
+    /// CachyOS/CachyOS-PKGBUILDS#1678: cachyos-settings' /usr/lib/modprobe.d/nvidia.conf, verbatim.
+    #[test]
+    fn continued_options_line_as_modprobe_reads_it() {
+        let text = "options nvidia \\\n    NVreg_UsePageAttributeTable=1 \\\n    NVreg_InitializeSystemMemoryAllocations=0 \\\n    NVreg_DynamicPowerManagement=0x02\n";
+        let o = parse_options(text);
+        let keys: Vec<&str> = o.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "UsePageAttributeTable",
+                "InitializeSystemMemoryAllocations",
+                "DynamicPowerManagement"
+            ]
+        );
+        assert_eq!(o[2].value, "0x02");
+        assert!(
+            o[0].line
+                .starts_with("options nvidia     NVreg_UsePageAttributeTable=1")
+        );
+        // A comment continued by `\\` swallows the next line; `#` later in a line is not one.
+        assert!(parse_options("# options nvidia \\\nNVreg_A=1\n").is_empty());
+        assert_eq!(
+            parse_options("\toptions\tnvidia NVreg_A=1 NVreg_B=2\n").len(),
+            2
+        );
+        // The file ends after a `\\`: that line ends there.
+        assert_eq!(parse_options("options nvidia NVreg_A=1 \\").len(), 1);
+        // Not the nvidia module; a no-break space is not a word break.
+        assert!(parse_options("options nvidia_drm NVreg_A=1\n").is_empty());
+        assert!(parse_options("options\u{a0}nvidia NVreg_A=1\n").is_empty());
     }
 
     #[test]

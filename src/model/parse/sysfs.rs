@@ -72,10 +72,14 @@ pub struct PciDevice {
 }
 
 impl PciDevice {
-    /// Bound to a driver that is not NVIDIA's: passed through to a VM (`vfio-pci`) or driven by
-    /// `nouveau` on a desktop (docs/domain.md, "GPUs the driver did not take").
+    /// Bound to a driver that is not NVIDIA's: passed through to a VM (`vfio-pci`, `pci-stub`) or
+    /// driven by `nouveau` or nova (its PCI driver is named `NovaCore`, module `nova_core`)
+    /// (docs/domain.md, "GPUs the driver did not take", "Schema 3").
     pub fn bound_elsewhere(&self) -> bool {
-        matches!(self.driver.as_deref(), Some("vfio-pci" | "nouveau"))
+        matches!(
+            self.driver.as_deref(),
+            Some("vfio-pci" | "pci-stub" | "nouveau" | "NovaCore" | "nova_core" | "nova-core")
+        )
     }
 
     /// Display (0x0300xx) or 3D (0x0302xx) controllers: the GPUs. Audio and USB functions of the

@@ -130,6 +130,10 @@ reason_codes! {
     OpenGpuOptInMissing = "open-gpu-opt-in-missing", Error, Some(S::Attention);
     OpenGpuUnsupported = "open-gpu-unsupported", Error, Some(S::Attention);
     ModuleSignatureRejected = "module-signature-rejected", Error, Some(S::Attention);
+    // Issue 24, driver slice (docs/domain.md "Schema 3").
+    DriverBranchDropsGpu = "driver-branch-drops-gpu", Error, Some(S::Attention);
+    GpuInitFailed = "gpu-init-failed", Error, Some(S::Attention);
+    ModuleKeyUntrusted = "module-key-untrusted", Error, Some(S::Attention);
     GpuPreTuring = "gpu-pre-turing", Error, Some(S::Blocked);
     KernelBelowDmabufMinimum = "kernel-below-dmabuf-minimum", Error, Some(S::Blocked);
     DmabufKernelMissing = "dmabuf-kernel-missing", Error, Some(S::Blocked);
@@ -148,6 +152,8 @@ reason_codes! {
     ProbeLeftProcesses = "probe-left-processes", Warn, None;
     ModuleParamNotApplied = "module-param-not-applied", Warn, None;
     RdmaUserspaceLacksDmabuf = "rdma-userspace-lacks-dmabuf", Warn, None;
+    // Issue 24, driver slice.
+    GspFirmwareAbsent = "gsp-firmware-absent", Warn, None;
     NoRdmaDevice = "no-rdma-device", Info, None;
     ModuleParamIgnored = "module-param-ignored", Info, None;
     GpuOperatorManaged = "gpu-operator-managed", Info, None;
@@ -194,6 +200,16 @@ pub struct Reason {
 }
 
 impl Reason {
+    /// The status this reason implies: its code's, except that `gpu-bound-elsewhere` raised to
+    /// `error` (nouveau or nova_core holding a GPU where an NVIDIA module is installed for the
+    /// running kernel, docs/domain.md "Schema 3") implies `attention`.
+    pub fn status(&self) -> Option<NodeStatus> {
+        match (self.code, self.severity) {
+            (Code::GpuBoundElsewhere, Severity::Error) => Some(NodeStatus::Attention),
+            _ => self.code.status(),
+        }
+    }
+
     pub fn new(code: Code, message: impl Into<String>, evidence: Vec<Evidence>) -> Self {
         Reason {
             code,

@@ -97,7 +97,12 @@ pub(super) fn proprietary(n: &Node, r: &mut Vec<Reason>) {
 
 /// `no-nvidia-module`: no module loaded and no NVIDIA GPU seen.
 pub(super) fn no_module(n: &Node, r: &mut Vec<Reason>) {
-    if n.flavor_known && n.flavor == Flavor::None && n.seen_gpus == 0 && n.pci.is_empty() {
+    // A GPU that nouveau or nova_core holds where an NVIDIA module is installed is
+    // `gpu-bound-elsewhere` at attention: not a node without a driver.
+    let held = r
+        .iter()
+        .any(|x| x.code == Code::GpuBoundElsewhere && x.severity == super::Severity::Error);
+    if n.flavor_known && n.flavor == Flavor::None && n.seen_gpus == 0 && n.pci.is_empty() && !held {
         r.push(Reason::new(
             Code::NoNvidiaModule,
             "no NVIDIA driver loaded",

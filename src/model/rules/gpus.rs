@@ -43,36 +43,6 @@ fn pci_evidence(devs: &[PciDevice]) -> Vec<Evidence> {
     devs.iter().map(crate::model::facts::pci_evidence).collect()
 }
 
-/// `gpu-bound-elsewhere`: NVIDIA GPUs whose sysfs `driver` link names another driver.
-pub(super) fn bound_elsewhere(n: &Node, r: &mut Vec<Reason>) {
-    let elsewhere = &n.elsewhere;
-    if !elsewhere.is_empty() {
-        r.push(Reason::new(
-            Code::GpuBoundElsewhere,
-            format!(
-                "{} NVIDIA GPU(s) bound to another driver ({}): passed through to VMs or driven by nouveau, not the NVIDIA driver's",
-                elsewhere.len(),
-                elsewhere
-                    .iter()
-                    .filter_map(|d| d.driver.clone())
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            elsewhere
-                .iter()
-                .map(|d| {
-                    Evidence::new(
-                        format!("/sys/bus/pci/devices/{}/driver", d.bus_id),
-                        format!("-> {}", d.driver.as_deref().unwrap_or("?")),
-                    )
-                })
-                .collect(),
-        ));
-    }
-}
-
 /// `gpu-without-driver` (GPUs, no module) or `gpu-not-initialized` (GPUs missing from the
 /// driver's list, or nvidia-smi finding none).
 pub(super) fn not_taken(n: &Node, r: &mut Vec<Reason>) {
@@ -300,9 +270,11 @@ pub(super) fn signature_rejected(n: &Node, r: &mut Vec<Reason>) {
         return;
     }
     let mut log_lines = from_log(n, "Loading of unsigned module is rejected", "");
+    // A signed module with an untrusted key is `module-key-untrusted` (firmware.rs); a
+    // signature whose hash or key algorithm the kernel lacks is rejected like an unsigned one.
     log_lines.extend(from_log(
         n,
-        "Loading of module with unavailable key is rejected",
+        "Loading of module with unsupported crypto is rejected",
         "",
     ));
     log_lines.extend(from_log(

@@ -21,15 +21,20 @@ use crate::model::parse::klog::Message;
 use crate::model::parse::sysfs::PciDevice;
 
 mod boot;
+mod branch;
 mod codes;
 mod driver;
 mod fabric;
+mod firmware;
 mod gpus;
 mod klog;
 mod node;
+mod other_driver;
 mod rdma;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_driver;
 mod verdict;
 
 pub use codes::*;
@@ -153,7 +158,7 @@ macro_rules! rules {
 }
 
 rules! {
-    gpus::bound_elsewhere => "GPUs bound to another driver", [GpuBoundElsewhere];
+    other_driver::bound_elsewhere => "GPUs bound to another driver", [GpuBoundElsewhere];
     driver::nvidia_smi => "nvidia-smi", [NvidiaSmiTimeout, DriverLibraryMismatch, NvidiaSmiFailed];
     gpus::not_taken => "GPUs the driver did not take", [GpuWithoutDriver, GpuNotInitialized];
     gpus::requires_open => "GPUs that require open modules", [GpuRequiresOpen];
@@ -171,6 +176,11 @@ rules! {
         [OpenGpuOptInMissing];
     gpus::open_unsupported => "why a GPU is not initialized: no GSP", [OpenGpuUnsupported];
     gpus::signature_rejected => "why no module is loaded: signatures", [ModuleSignatureRejected];
+    // Issue 24 (driver branches, GSP firmware, signing keys): causes, then the failed init.
+    branch::drops_gpu => "driver branch vs GPU", [DriverBranchDropsGpu];
+    firmware::key_untrusted => "why no module is loaded: the signing key", [ModuleKeyUntrusted];
+    firmware::gsp_absent => "GSP firmware of the loaded module", [GspFirmwareAbsent];
+    firmware::init_failed => "GPUs whose initialization failed", [GpuInitFailed];
     klog::fallen_off_bus => "broken now: a GPU fell off the bus", [GpuFallenOffBus];
     klog::peermem_load_failed => "broken now: nvidia-peermem failed to load", [PeermemLoadFailed];
     klog::xid_events => "Xid events", [XidEvents];

@@ -12,7 +12,7 @@ pub(super) fn decide(f: &Facts, r: &mut Vec<Reason>, dma_buf: Option<bool>) -> N
     // Precedence among the statuses of the reasons; `unknown` is decided after it.
     let mut status = r
         .iter()
-        .filter_map(|x| x.code.status())
+        .filter_map(Reason::status)
         .min()
         .unwrap_or(NodeStatus::Ready);
     if matches!(status, NodeStatus::Ready | NodeStatus::NoDriver) {
