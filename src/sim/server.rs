@@ -54,10 +54,11 @@ pub enum Fault {
     /// Refuses the TCP connection: the port is bound but not listening, so the kernel answers
     /// a connection attempt with a reset (`Connection refused`). Never reaches this server.
     Refuse,
-    /// Slow to accept: the kernel completes the TCP handshake (the connection waits in a short
-    /// listen queue, [`super::layout::SLOW_BACKLOG`]; once it is full, further SYNs wait for
-    /// the client's retransmission), and the SSH server takes each connection only
-    /// [`Shared::accept_delay`] after it is ready for the next, then answers as its fixture.
+    /// Slow to accept: the kernel completes the TCP handshake, and the SSH server starts on
+    /// each connection only [`Shared::accept_delay`] after it was accepted, one at a time (the
+    /// connections behind it wait in a short listen queue, [`super::layout::SLOW_BACKLOG`];
+    /// once it is full, further SYNs wait for the client's retransmission); then it answers as
+    /// its fixture.
     SlowAccept,
 }
 
@@ -135,9 +136,6 @@ pub async fn serve_node(
     let mut said = false;
     let slow = node.node.fault == Fault::SlowAccept;
     loop {
-        if slow {
-            tokio::time::sleep(node.shared.accept_delay).await;
-        }
         let sock = match listener.accept().await {
             // A rebooting node: the connection is closed at once.
             Ok(_) if node.node.upgrade.as_ref().is_some_and(|u| u.is_down()) => continue,
@@ -154,6 +152,11 @@ pub async fn serve_node(
                 continue;
             }
         };
+        // A slow node holds each connection before its SSH server sees it, and takes the next
+        // only then: the ones behind it wait in the listen queue, and SYNs past it are dropped.
+        if slow {
+            tokio::time::sleep(node.shared.accept_delay).await;
+        }
         let _ = sock.set_nodelay(true);
         let k = node
             .shared
