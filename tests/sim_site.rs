@@ -109,7 +109,10 @@ fn racks_get_their_latency_and_slow_nodes_accept_late() {
     let r1_max = (0..8).filter(|i| *i != s).map(took).max().unwrap();
     let r2_min = (8..16).filter(|i| *i != s).map(took).min().unwrap();
     assert!(r2_min >= 800, "rack r2: {r2_min} ms");
-    assert!(r1_max < r2_min, "rack r1 up to {r1_max} ms, r2 from {r2_min} ms");
+    assert!(
+        r1_max < r2_min,
+        "rack r1 up to {r1_max} ms, r2 from {r2_min} ms"
+    );
     let said = sim.stop();
     assert!(said.contains("ms per connection"), "{said}");
 }

@@ -221,7 +221,10 @@ mod tests {
         }
         assert_eq!(parse_latency("0"), Ok(Latency::default()));
         assert!(parse_latency("0").unwrap().is_zero());
-        assert_eq!(parse_latency("50ms").unwrap().describe(), "50 ms round trip");
+        assert_eq!(
+            parse_latency("50ms").unwrap().describe(),
+            "50 ms round trip"
+        );
         for bad in ["10ms±20ms", "40ms±", "±10", "4s", "", "x"] {
             assert!(parse_latency(bad).is_err(), "{bad}");
         }

@@ -51,8 +51,8 @@ use russh::keys::ssh_key::private::Ed25519Keypair;
 use russh::keys::{PrivateKey, PublicKey};
 
 use self::corpus::Fixture;
-use self::layout::Socket;
 pub use self::latency::{Latency, Rtt, parse_latency};
+use self::layout::Socket;
 pub use self::layout::{Listen, Names, parse_listen};
 use self::server::{Fault, NodeServer, Shared, SimNode};
 

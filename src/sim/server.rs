@@ -714,7 +714,8 @@ mod tests {
         let pack = |text: &[u8]| {
             let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
             gz.write_all(text).unwrap();
-            let b64 = <base64ct::Base64 as base64ct::Encoding>::encode_string(&gz.finish().unwrap());
+            let b64 =
+                <base64ct::Base64 as base64ct::Encoding>::encode_string(&gz.finish().unwrap());
             cmd.replace(&words[7], &format!("{}{b64}{}", PACKED.0, PACKED.1))
         };
         let longer = format!("{}\n{}", crate::probe::SCRIPT, " ".repeat(1 << 20));

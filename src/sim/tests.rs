@@ -20,8 +20,14 @@ fn faults_are_the_shares_asked_spread_evenly_one_per_node() {
             .map(|(i, _)| i)
             .collect::<Vec<_>>()
     };
-    assert_eq!(faults(10, 0.0, 0.0, 0.0, 0.0).unwrap(), vec![Fault::None; 10]);
-    assert_eq!(faults(4, 100.0, 0.0, 0.0, 0.0).unwrap(), vec![Fault::Hang; 4]);
+    assert_eq!(
+        faults(10, 0.0, 0.0, 0.0, 0.0).unwrap(),
+        vec![Fault::None; 10]
+    );
+    assert_eq!(
+        faults(4, 100.0, 0.0, 0.0, 0.0).unwrap(),
+        vec![Fault::Hang; 4]
+    );
     let v = faults(1000, 10.0, 5.0, 2.5, 1.0).unwrap();
     assert_eq!(which(&v, Fault::Hang).len(), 100);
     assert_eq!(which(&v, Fault::Drop).len(), 50);
