@@ -4,8 +4,9 @@
 #
 #   bench/peers.sh install                 the peers, where the registries allow: a virtualenv with
 #                                          ClusterShell, parallel-ssh, ansible-core (PyPI); Debian's
-#                                          pdsh; `cargo install bssh`. A peer that cannot be
-#                                          installed is said and left out of the runs.
+#                                          pdsh; bssh 2.2.3 (`cargo install`, into $OUT/bssh:
+#                                          the last bssh that builds on rustc 1.95). A peer
+#                                          that cannot be installed is said and left out.
 #   bench/peers.sh run [FLEETS] [TOOLS]    FLEETS: sim:1000,sim:10000,sshd:64,sshd:256,sshd:1000
 #                                          (default all); TOOLS: gpufleet,bssh,pssh,clush,pdsh,
 #                                          xargs,ansible (default all; Ansible at ≤ 1,000 nodes)
@@ -25,6 +26,7 @@ conc=${CONC:-64}
 gpufleet=${GPUFLEET:-$repo/target/release/gpufleet}
 bench_user=gpufleet-bench   # the login of the real sshd fleets (start_sshd)
 mkdir -p "$out"
+bssh=${BSSH:-$out/bssh/bin/bssh}
 export PATH=$venv/bin:$HOME/.cargo/bin:$PATH:/usr/sbin:/sbin
 
 say() { printf '%s\n' "$*" >&2; }
@@ -35,9 +37,18 @@ install() {
   "$venv/bin/pip" install -q ClusterShell parallel-ssh ansible-core || say "!! pip install failed"
   say "== Debian: pdsh"
   command -v pdsh >/dev/null || { apt-get install -y -q pdsh >/dev/null || say "!! apt-get install pdsh failed"; }
-  say "== crates.io: bssh"
-  # bssh 3.x needs a newer rustc than many machines have: fall back to the 2.2 line.
-  command -v bssh >/dev/null || nice cargo install -q --locked bssh -j 1 || nice cargo install -q --locked bssh --version "^2.2" -j 1 || say "!! cargo install bssh failed"
+  say "== crates.io: bssh 2.2.3 into $out/bssh"
+  # bssh 3.x needs rustc >= 1.97; 2.2.3 builds on 1.95. `cargo install` holds the shared
+  # package cache lock for its whole build (every other cargo on the machine waits): it runs
+  # with a CARGO_HOME of its own, the registry hard-linked from ~/.cargo (no download, no disk).
+  if [ ! -x "$bssh" ]; then
+    local home=$out/bssh-cargo-home
+    mkdir -p "$home/registry"
+    for d in index cache src; do [ -e "$home/registry/$d" ] || cp -al "${CARGO_HOME:-$HOME/.cargo}/registry/$d" "$home/registry/" 2>/dev/null; done
+    CARGO_HOME=$home CARGO_TARGET_DIR=$out/bssh-build nice -n 15 cargo install -q --locked bssh --version =2.2.3 -j 2 --root "$out/bssh" ||
+      CARGO_HOME=$home CARGO_TARGET_DIR=$out/bssh-build nice -n 15 cargo install -q --locked bssh --version =2.2.3 -j 2 --root "$out/bssh" --offline ||
+      say "!! cargo install bssh failed"
+  fi
   for t in gpufleet bssh pssh clush pdsh xargs ansible; do
     if have "$t"; then say "   $t: $(version "$t")"; else say "   $t: NOT INSTALLED (left out)"; fi
   done
@@ -50,6 +61,7 @@ have() {
     clush) command -v clush >/dev/null ;;
     ansible) command -v ansible >/dev/null ;;
     xargs) command -v ssh >/dev/null ;;
+    bssh) [ -x "$bssh" ] ;;
     *) command -v "$1" >/dev/null ;;
   esac
 }
@@ -62,7 +74,7 @@ version() {
     pssh) echo "parallel-ssh $("$venv/bin/pip" show parallel-ssh 2>/dev/null | sed -n 's/^Version: //p')" ;;
     clush) clush --version 2>&1 | head -1 ;;
     pdsh) pdsh -V 2>&1 | head -1 ;;
-    bssh) bssh --version 2>&1 | head -1 ;;
+    bssh) "$bssh" --version 2>&1 | head -1 ;;
     ansible) ansible --version 2>&1 | head -1 ;;
     xargs) echo "xargs -P $conc + $(ssh -V 2>&1)" ;;
   esac
@@ -76,6 +88,15 @@ probe_command() {
   printf "B='gpufleet-bench0123456789abcdef' R='%s' T=10 D=60 L=200 sh -c '%s'" "$1" "$q"
 }
 
+# The same, the script packed (gzip, base64: 12 KB) for bssh, which refuses a command over
+# 16 KiB (its sanitize_command: "Command too long", reported as "the command could not be
+# executed"; the probe is 25 KB): sh -c "$(echo … | base64 -d | gzip -dc)", which the node's
+# shell unpacks into the same script and `gpufleet sim` recognises (unpacked in memory).
+probe_command_packed() {
+  printf "B='gpufleet-bench0123456789abcdef' R='%s' T=10 D=60 L=200 sh -c \"\$(echo %s | base64 -d | gzip -dc)\"" \
+    "$1" "$(gzip -9cn "$repo/src/probe/probe.sh" | base64 -w0)"
+}
+
 # --- fleets --------------------------------------------------------------------------------
 # Each fleet leaves in $fleet/: inventory.toml (gpufleet), hosts (host:port lines), ssh_config
 # (every node by name; Host * with the key and known_hosts), names (one node name a line),
@@ -84,13 +105,19 @@ probe_command() {
 start_sim() { # N
   local n=$1 f=$out/fleet-sim-$1
   rm -rf "$f"; mkdir -p "$f"
-  "$gpufleet" sim --nodes "$n" --write-inventory "$f/inventory.toml" --write-hosts "$f/hosts" \
+  # Over 20,000 nodes: spread over 127.9.0.0/16 (ports from 2200), one address has too few ports.
+  local listen=${LISTEN:-127.0.0.1}
+  [ "$n" -gt 20000 ] && listen=${LISTEN:-127.9.0.0/16}
+  "$gpufleet" sim --nodes "$n" --listen "$listen" ${SIM_ARGS:-} --write-inventory "$f/inventory.toml" --write-hosts "$f/hosts" \
     > "$f/sim.out" 2> "$f/sim.err" &
   echo $! > "$f/server_pids"
   for _ in $(seq 600); do grep -q '^ready' "$f/sim.out" 2>/dev/null && break; sleep 0.5; done
   grep -q '^ready' "$f/sim.out" || { say "!! the simulator did not start: $(cat "$f/sim.err")"; return 1; }
   cp "$f/hosts.ssh_config" "$f/ssh_config"
-  grep '^Host sim-' "$f/ssh_config" | cut -d' ' -f2 > "$f/names"
+  grep '^Host ' "$f/ssh_config" | grep -v '^Host \*' | cut -d' ' -f2 > "$f/names"
+  cp "$f/inventory.toml.known_hosts" "$f/known_hosts"
+  echo root > "$f/user"
+  cp "$f/inventory.toml.id_ed25519" "$f/userkey"
   echo "" > "$f/root"
   fleet=$f
 }
@@ -137,6 +164,7 @@ EOC
     printf 'Host node%s\n  HostName 127.0.0.1\n  Port %s\n' "$i" "$port" >> "$f/ssh_config"
     printf '[[nodes]]\nname = "node%s"\nhost = "127.0.0.1"\nport = %s\n' "$i" "$port" >> "$f/inventory.toml"
   done
+  echo "$bench_user" > "$f/user"
   printf 'Host *\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n  BatchMode yes\n' \
     "$bench_user" "$f/userkey" "$f/known_hosts" >> "$f/ssh_config"
   sleep 1
@@ -178,8 +206,15 @@ run_tool() { # TOOL N RUNDIR
     pssh)
       "$venv/bin/python" "$here/pssh_run.py" "$fleet" "$conc" "$cmd" "$d" ;;
     bssh)
-      bssh -H "$(sed "s/^/$(awk '$1 == "User" {print $2; exit}' "$fleet/ssh_config")@/" "$fleet/hosts" | paste -sd,)" -i "$(grep -m1 IdentityFile "$fleet/ssh_config" | awk '{print $2}')" \
-        --parallel "$conc" "$cmd" > "$d/out.txt" 2>&1 ;;  # not --output-dir: it names files by host alone, and every node here is 127.0.0.1
+      # bssh reads known_hosts from $HOME/.ssh only: a HOME holding the fleet's. The hosts from a
+      # file (-H ^FILE: USER@ADDRESS:PORT lines; 10,000 on the command line pass the kernel's
+      # argument limit). Not --output-dir: it names files by host alone (all 127.0.0.1 here).
+      mkdir -p "$d/home/.ssh"
+      cp "$fleet/known_hosts" "$d/home/.ssh/known_hosts"
+      sed "s/^/$(cat "$fleet/user")@/" "$fleet/hosts" > "$d/bssh_hosts"
+      env -u SSH_AUTH_SOCK HOME="$d/home" "$bssh" -H "^$d/bssh_hosts" -i "$fleet/userkey" \
+        --strict-host-key-checking yes --parallel "$conc" --batch \
+        "$(probe_command_packed "$root")" > "$d/out.txt" 2>&1 ;;
     ansible)
       sed 's/:/ ansible_port=/; s/^/node ansible_host=/' "$fleet/hosts" | awk '{ $1 = "n" NR; print }' > "$d/inv.ini"
       ANSIBLE_HOST_KEY_CHECKING=True ANSIBLE_SSH_ARGS="-F $fleet/ssh_config" ansible all -i "$d/inv.ini" -u "$(awk '$1 == "User" {print $2; exit}' "$fleet/ssh_config")" \
@@ -200,7 +235,7 @@ measure() { # TOOL N REP -> appends a line to results.tsv
   d=$out/runs/$kind-$n/$tool-$rep
   rm -rf "$d"; mkdir -p "$d"
   s0=$(server_cpu)
-  /usr/bin/time -f '%e %U %S %M' -o "$d/time" bash -c "$(declare -f run_tool probe_command); fleet=$fleet venv=$venv here=$here repo=$repo gpufleet=$gpufleet conc=$conc; run_tool $tool $n $d" 2> "$d/stderr"
+  /usr/bin/time -f '%e %U %S %M' -o "$d/time" bash -c "$(declare -f run_tool probe_command probe_command_packed); fleet=$fleet venv=$venv here=$here repo=$repo gpufleet=$gpufleet bssh=$bssh conc=$conc; run_tool $tool $n $d" 2> "$d/stderr"
   s1=$(server_cpu)
   read -r wall user sys rss < "$d/time"
   line=$(printf '%s\t%s\t%s\t%s\t%.2f\t%s\t%.2f\t%s' "$kind" "$n" "$tool" "$rep" "$wall" "$(echo "$user $sys" | awk '{printf "%.2f", $1+$2}')" "$rss" "$(echo "$s1 $s0" | awk '{printf "%.2f", $1-$2}')")

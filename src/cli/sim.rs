@@ -24,7 +24,9 @@ nothing else: any other command gets exit status 127. Only the user key written 
 inventory is accepted. Runs until Ctrl-C or SIGTERM, then reports its own CPU per connection.
 
 Faults: --hang nodes accept the probe and never answer; --drop nodes send half the answer and
-close the TCP connection; --refuse nodes refuse the TCP connection (port bound, not listening).
+close the TCP connection; --refuse nodes refuse the TCP connection (port bound, not listening);
+--slow-accept nodes take each connection --accept-delay late. --latency can differ per rack
+group (a rack: 8 nodes, the rNN of the name): --latency 5ms,r1-r100=50ms±10ms.
 
 Examples:
   gpufleet sim --write-inventory /tmp/sim/fleet.toml          then, in another terminal:
@@ -33,7 +35,8 @@ Examples:
   gpufleet sim --nodes 200 --hang 5% --drop 1% --latency 40ms±10ms --write-inventory /tmp/sim/fleet.toml
   gpufleet sim --nodes 1000 --write-hosts /tmp/sim/hosts      pdsh/clush/pssh: host:port lines
                                                              and /tmp/sim/hosts.ssh_config
-  gpufleet sim --nodes 100000 --listen 127.9.0.0/16 --base-port 2200 --write-inventory /tmp/sim/big.toml";
+  gpufleet sim --nodes 100000 --listen 127.9.0.0/16 --write-inventory /tmp/sim/big.toml
+                                      (over a range, ports from 2200 unless --base-port says)";
 
 /// `gpufleet sim` options.
 #[derive(Debug, Args)]
@@ -60,7 +63,8 @@ pub struct SimArgs {
     #[arg(long, value_name = "DIR")]
     pub fixtures: Vec<PathBuf>,
 
-    /// First port: on each address, nodes listen on P, P+1, … [default: any free ports]
+    /// First port: on each address, nodes listen on P, P+1, … [default: free ports on one
+    /// address; 2200 over a range of them, below the ephemeral ports the connections need]
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
     pub base_port: Option<u16>,
 
@@ -88,9 +92,20 @@ pub struct SimArgs {
     #[arg(long, value_name = "P%", value_parser = sim::parse_share, default_value = "0")]
     pub refuse: f64,
 
+    /// Share of nodes slow to accept a TCP connection: the kernel completes the handshake, the
+    /// SSH server takes it --accept-delay later (a listen queue of 4 that fills)
+    #[arg(long, value_name = "P%", value_parser = sim::parse_share, default_value = "0")]
+    pub slow_accept: f64,
+
+    /// How long a --slow-accept node waits before it takes each connection
+    #[arg(long, value_name = "MS", value_parser = parse_ms, default_value = "1000ms")]
+    pub accept_delay: std::time::Duration,
+
     /// Round-trip latency added to every exchange of a session, drawn per connection
-    /// (`40ms`, or `40ms±10ms` for 30 to 50 ms)
-    #[arg(long, value_name = "MS[±MS]", value_parser = sim::parse_latency, default_value = "0")]
+    /// (`40ms`, or `40ms±10ms` for 30 to 50 ms); per rack group: `5ms,r1-r100=50ms,r101=200ms`
+    /// (a rack is 8 nodes: node i is in rack i/8+1, its name's rNN; groups may not overlap;
+    /// the plain item is every other node's, zero without one)
+    #[arg(long, value_name = "[RACKS=]MS[±MS],…", value_parser = sim::parse_latency, default_value = "0")]
     pub latency: Latency,
 
     /// Simulate upgrades: the rollout's node-side commands (node lock, detached recipe steps)
@@ -115,10 +130,22 @@ impl SimArgs {
             hang: self.hang,
             drop: self.drop,
             refuse: self.refuse,
-            latency: self.latency,
+            slow_accept: self.slow_accept,
+            accept_delay: self.accept_delay,
+            latency: self.latency.clone(),
             allow_upgrades: self.allow_upgrades,
         }
     }
+}
+
+/// `1000`, `1000ms` → 1 s; errors for anything else.
+fn parse_ms(s: &str) -> Result<std::time::Duration, String> {
+    s.trim()
+        .trim_end_matches("ms")
+        .trim()
+        .parse::<u64>()
+        .map(std::time::Duration::from_millis)
+        .map_err(|_| format!("{s:?} is not a time in whole milliseconds (like 1000ms)"))
 }
 
 /// `gpufleet sim`.
@@ -159,7 +186,8 @@ pub struct DemoArgs {
     #[arg(long, value_name = "ADDR|CIDR", value_parser = sim::parse_listen, default_value = "127.0.0.1")]
     pub listen: Listen,
 
-    /// First port: on each address, nodes listen on P, P+1, … [default: any free ports]
+    /// First port: on each address, nodes listen on P, P+1, … [default: free ports on one
+    /// address; 2200 over a range of them, below the ephemeral ports the connections need]
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
     pub base_port: Option<u16>,
 
@@ -214,7 +242,7 @@ fn demo_in(s: &super::Settings, args: &DemoArgs, temp: &std::path::Path) -> anyh
     use std::io::IsTerminal;
     let opts = SimOptions {
         nodes: args.nodes,
-        latency: args.latency,
+        latency: args.latency.clone(),
         hang: args.hang,
         drop: args.drop,
         refuse: args.refuse,

@@ -130,6 +130,13 @@ fn parse_raw(text: &str) -> Result<RawInventory, toml::de::Error> {
     }
 }
 
+/// Whether [`parse_raw`] parses `text` node by node (for the simulator's test that its large
+/// inventories are).
+#[cfg(test)]
+pub(crate) fn parses_node_by_node(text: &str) -> bool {
+    by_node(text).is_some()
+}
+
 /// [`parse_raw`]'s node-by-node path; `None` when it does not apply.
 fn by_node(text: &str) -> Option<RawInventory> {
     if text.len() < BY_NODE_FROM || text.contains("\"\"\"") || text.contains("'''") {

@@ -140,6 +140,22 @@ pub fn node_name(names: Names, i: usize, n: usize, fixture: &str) -> String {
     }
 }
 
+/// The listen queue of a `slow-accept` node: connections the kernel completed and the
+/// simulator has not taken yet (a SYN backlog that fills).
+pub const SLOW_BACKLOG: u32 = 4;
+
+/// The first port of nodes spread over a range of addresses when `--base-port` is not given:
+/// below the kernel's ephemeral range (32768–60999 by default), so that 100,000 listeners do
+/// not take the ports the client's own connections need (each listener on a free port would
+/// take one ephemeral port somewhere in the range, and `connect` then finds none left).
+pub const RANGE_BASE_PORT: u16 = 2200;
+
+/// The base port nodes get: `base`, else [`RANGE_BASE_PORT`] when `nodes` spread over more
+/// than one address of `listen`, else none (free ports, on one address).
+pub fn base_port(listen: Listen, nodes: usize, base: Option<u16>) -> Option<u16> {
+    base.or((nodes > 1 && listen.len() > 1).then_some(RANGE_BASE_PORT))
+}
+
 /// A node's socket: a listener, or (a `refuse` node) a socket bound to its port and not
 /// listening, so that connections to it are refused by the kernel.
 pub(super) enum Socket {
@@ -148,8 +164,9 @@ pub(super) enum Socket {
 }
 
 /// Binds one socket per node: node `i` on [`Listen::addr_of`] `i`, port `base` +
-/// [`Listen::slot_of`] `i` or a free one; a listener, or for a `refuse` node a socket that does
-/// not listen. Returns each node's address and socket.
+/// [`Listen::slot_of`] `i` or a free one (`base` as [`base_port`] gives it); a listener (with a
+/// queue of [`SLOW_BACKLOG`] for a `slow-accept` node), or for a `refuse` node a socket that
+/// does not listen. Returns each node's address and socket.
 ///
 /// Errors: ports past 65535 (said before anything is bound), a socket that cannot be bound
 /// (taken, or out of open files).
@@ -159,6 +176,7 @@ pub(super) async fn bind(
     base: Option<u16>,
 ) -> anyhow::Result<Vec<(SocketAddr, Socket)>> {
     let n = faults.len();
+    let base = base_port(listen, n, base);
     if let (Some(b), Some(last)) = (base, n.checked_sub(1)) {
         let top = usize::from(b) + listen.slot_of(last);
         if top > usize::from(u16::MAX) {
@@ -178,15 +196,27 @@ pub(super) async fn bind(
         };
         let addr = SocketAddr::from((listen.addr_of(i), port));
         let what = || {
-            format!(
-                "cannot bind {addr} (node {i}; for many nodes raise `ulimit -n`, and spread \
-                 them over more addresses with --listen 127.9.0.0/16)"
-            )
+            if port == 0 {
+                format!(
+                    "cannot bind {addr} (node {i}; for many nodes raise `ulimit -n`, and spread \
+                     them over more addresses with --listen 127.9.0.0/16)"
+                )
+            } else {
+                format!(
+                    "cannot bind {addr} (node {i}; the port may be taken: another --base-port; \
+                     for many nodes raise `ulimit -n`)"
+                )
+            }
         };
         let socket = if *fault == Fault::Refuse {
             let s = tokio::net::TcpSocket::new_v4().with_context(what)?;
             s.bind(addr).with_context(what)?;
             Socket::Refuse(s)
+        } else if *fault == Fault::SlowAccept {
+            let s = tokio::net::TcpSocket::new_v4().with_context(what)?;
+            s.set_reuseaddr(true).with_context(what)?;
+            s.bind(addr).with_context(what)?;
+            Socket::Listen(s.listen(SLOW_BACKLOG).with_context(what)?)
         } else {
             Socket::Listen(
                 tokio::net::TcpListener::bind(addr)

@@ -31,6 +31,7 @@
 //! source tree.
 
 pub mod corpus;
+pub mod latency;
 pub mod layout;
 pub mod server;
 pub mod stream;
@@ -50,6 +51,7 @@ use russh::keys::ssh_key::private::Ed25519Keypair;
 use russh::keys::{PrivateKey, PublicKey};
 
 use self::corpus::Fixture;
+pub use self::latency::{Latency, Rtt, parse_latency};
 use self::layout::Socket;
 pub use self::layout::{Listen, Names, parse_listen};
 use self::server::{Fault, NodeServer, Shared, SimNode};
@@ -78,7 +80,11 @@ pub struct SimOptions {
     pub drop: f64,
     /// See `hang`.
     pub refuse: f64,
-    /// Round-trip latency of every exchange.
+    /// See `hang`: nodes slow to accept a connection ([`Fault::SlowAccept`]).
+    pub slow_accept: f64,
+    /// How long a slow-to-accept node waits before it takes each connection.
+    pub accept_delay: Duration,
+    /// Round-trip latency of every exchange, per rack group.
     pub latency: Latency,
     /// Simulate the rollout's node-side commands ([`upgrade`]); otherwise read-only.
     pub allow_upgrades: bool,
@@ -97,18 +103,16 @@ impl Default for SimOptions {
             hang: 0.0,
             drop: 0.0,
             refuse: 0.0,
+            slow_accept: 0.0,
+            accept_delay: DEFAULT_ACCEPT_DELAY,
             latency: Latency::default(),
             allow_upgrades: false,
         }
     }
 }
 
-/// A round-trip latency: `base` ± `spread` (uniform), drawn once per connection.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Latency {
-    pub base: Duration,
-    pub spread: Duration,
-}
+/// How long a `slow-accept` node waits before it takes each connection, by default.
+pub const DEFAULT_ACCEPT_DELAY: Duration = Duration::from_secs(1);
 
 /// `10%`, `10` or `2.5%` → 10.0, 10.0, 2.5; errors outside 0 to 100.
 pub fn parse_share(s: &str) -> Result<f64, String> {
@@ -123,51 +127,23 @@ pub fn parse_share(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// `40` or `40ms` → 40 ms; `40ms±10ms`, `40±10` or `40ms+-10ms` → 40 ms ± 10 ms (the spread at
-/// most the base). Errors for anything else.
-pub fn parse_latency(s: &str) -> Result<Latency, String> {
-    let ms = |t: &str| -> Result<Duration, String> {
-        t.trim()
-            .trim_end_matches("ms")
-            .trim()
-            .parse::<u64>()
-            .map(Duration::from_millis)
-            .map_err(|_| {
-                format!("{s:?} is not a latency in whole milliseconds (like 40ms or 40ms±10ms)")
-            })
-    };
-    let (base, spread) = match s.split_once('±').or_else(|| s.split_once("+-")) {
-        Some((b, sp)) => (ms(b)?, ms(sp)?),
-        None => (ms(s)?, Duration::ZERO),
-    };
-    if spread > base {
-        return Err(format!("{s:?}: the spread is larger than the latency"));
-    }
-    Ok(Latency { base, spread })
-}
-
-/// `40` or `40ms` → 40 (milliseconds); errors for anything else.
-#[cfg(test)]
-fn parse_millis(s: &str) -> Result<u64, String> {
-    parse_latency(s).and_then(|l| {
-        if l.spread.is_zero() {
-            u64::try_from(l.base.as_millis()).map_err(|e| e.to_string())
-        } else {
-            Err(format!("{s:?} has a spread"))
-        }
-    })
-}
-
-/// The faults of `n` nodes with shares `hang`, `drop`, `refuse` (in %): each node's place in a
-/// golden-ratio sequence (`frac((i+1)·φ)`, evenly spread over 0..1 for any prefix) ranks the
-/// nodes; the first ⌊n·hang/100⌋ hang, the next ⌊n·drop/100⌋ drop, the next ⌊n·refuse/100⌋
-/// refuse.
+/// The faults of `n` nodes with shares `hang`, `drop`, `refuse`, `slow` (in %): each node's
+/// place in a golden-ratio sequence (`frac((i+1)·φ)`, evenly spread over 0..1 for any prefix)
+/// ranks the nodes; the first ⌊n·hang/100⌋ hang, the next ⌊n·drop/100⌋ drop, the next
+/// ⌊n·refuse/100⌋ refuse, the next ⌊n·slow/100⌋ are slow to accept.
 ///
 /// Errors: shares that add up to more than 100 %.
-pub fn faults(n: usize, hang: f64, drop: f64, refuse: f64) -> Result<Vec<Fault>, String> {
-    if hang + drop + refuse > 100.0 + 1e-9 {
+pub fn faults(
+    n: usize,
+    hang: f64,
+    drop: f64,
+    refuse: f64,
+    slow: f64,
+) -> Result<Vec<Fault>, String> {
+    if hang + drop + refuse + slow > 100.0 + 1e-9 {
         return Err(format!(
-            "--hang {hang}% + --drop {drop}% + --refuse {refuse}% is more than 100%"
+            "--hang {hang}% + --drop {drop}% + --refuse {refuse}% + --slow-accept {slow}% is \
+             more than 100%"
         ));
     }
     let count = |p: f64| (n as f64 * p / 100.0 + 1e-9).floor() as usize;
@@ -176,7 +152,7 @@ pub fn faults(n: usize, hang: f64, drop: f64, refuse: f64) -> Result<Vec<Fault>,
     let place = |i: usize| ((i + 1) as f64 * phi).fract();
     order.sort_by(|&a, &b| place(a).total_cmp(&place(b)));
     let mut out = vec![Fault::None; n];
-    let (h, d, r) = (count(hang), count(drop), count(refuse));
+    let (h, d, r, sl) = (count(hang), count(drop), count(refuse), count(slow));
     for (rank, &i) in order.iter().enumerate() {
         out[i] = if rank < h {
             Fault::Hang
@@ -184,6 +160,8 @@ pub fn faults(n: usize, hang: f64, drop: f64, refuse: f64) -> Result<Vec<Fault>,
             Fault::Drop
         } else if rank < h + d + r {
             Fault::Refuse
+        } else if rank < h + d + r + sl {
+            Fault::SlowAccept
         } else {
             Fault::None
         };
@@ -211,14 +189,26 @@ fn openssh_public(key: &PublicKey) -> anyhow::Result<String> {
 /// Writes `bytes` to `path` with mode `mode` (replacing the file; the mode applies when it is
 /// created, so an old file is removed first).
 fn write_file(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
+    write_with(path, mode, |w| w.write_all(bytes))
+}
+
+/// Writes to `path` with mode `mode` what `fill` writes, through a buffer (as
+/// [`write_file`]; a 100,000-node inventory is written as it is made, never held whole).
+fn write_with(
+    path: &Path,
+    mode: u32,
+    fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(path);
-    let mut f = std::fs::OpenOptions::new()
+    let f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(mode)
         .open(path)
         .with_context(|| format!("cannot write {}", path.display()))?;
-    f.write_all(bytes)
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+    fill(&mut w)
+        .and_then(|()| w.flush())
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
@@ -247,10 +237,19 @@ struct Written {
     config: Option<PathBuf>,
 }
 
-/// The inventory text for `nodes` (paths relative to the inventory's folder). `upgrades`:
-/// the nodes take the recipe `sim` ([`upgrade::CONFIG`]) without a drain, canaries marked;
-/// otherwise the inventory is read-only.
-fn inventory_text(nodes: &[Bound], key_name: &str, kh_name: &str, upgrades: bool) -> String {
+/// Writes the inventory for `nodes` to `out` (paths relative to the inventory's folder): a head
+/// (known_hosts, read_only, `[defaults]`), then one `[[nodes]]` table a node, each starting a
+/// line and holding one-line values only, so that gpufleet parses a large one node by node
+/// (`inventory::parse_raw`). `upgrades`: the nodes take the recipe `sim`
+/// ([`upgrade::CONFIG`]) without a drain, canaries marked; otherwise the inventory is
+/// read-only.
+fn inventory_to(
+    out: &mut dyn std::io::Write,
+    nodes: &[Bound],
+    key_name: &str,
+    kh_name: &str,
+    upgrades: bool,
+) -> std::io::Result<()> {
     let (what, mode, defaults) = if upgrades {
         (
             "Upgrades are simulated: the rollout's node-side commands change a copy of the \
@@ -265,7 +264,7 @@ fn inventory_text(nodes: &[Bound], key_name: &str, kh_name: &str, upgrades: bool
             "",
         )
     };
-    let mut s = format!(
+    let head = format!(
         "# Written by `gpufleet sim` (pid {}): {} simulated nodes on loopback, valid while it runs.\n\
          # {what}\n\
          known_hosts = {}\n{mode}\n[defaults]\nuser = \"root\"\nidentity_file = {}\n{defaults}",
@@ -274,22 +273,23 @@ fn inventory_text(nodes: &[Bound], key_name: &str, kh_name: &str, upgrades: bool
         toml_str(kh_name),
         toml_str(key_name),
     );
+    out.write_all(head.as_bytes())?;
     for b in nodes {
         let fault = match b.node.fault {
             Fault::None => String::new(),
             f => format!(", sim = {}", toml_str(f.word())),
         };
-        let _ = write!(
-            s,
+        write!(
+            out,
             "\n[[nodes]]\nname = {}\nhost = \"{}\"\nport = {}\n{}labels = {{ fixture = {}{fault} }}\n",
             toml_str(&b.node.name),
             b.ip,
             b.port,
             if b.canary { "canary = true\n" } else { "" },
             toml_str(&b.fixture),
-        );
+        )?;
     }
-    s
+    Ok(())
 }
 
 /// The folder of `path` (`.` when it has none) and its file name.
@@ -328,22 +328,16 @@ fn write_inventory(
         public.as_bytes(),
         0o644,
     )?;
-    let mut kh = String::new();
-    for b in nodes {
-        let _ = writeln!(
-            kh,
-            "[{}]:{} {}",
-            b.ip,
-            b.port,
-            openssh_public(b.host_key.public_key())?
-        );
-    }
-    write_file(&known_hosts, kh.as_bytes(), 0o644)?;
-    write_file(
-        path,
-        inventory_text(nodes, &key_name, &kh_name, upgrades).as_bytes(),
-        0o644,
-    )?;
+    write_with(&known_hosts, 0o644, |w| {
+        for b in nodes {
+            let key = openssh_public(b.host_key.public_key()).map_err(std::io::Error::other)?;
+            writeln!(w, "[{}]:{} {key}", b.ip, b.port)?;
+        }
+        Ok(())
+    })?;
+    write_with(path, 0o644, |w| {
+        inventory_to(w, nodes, &key_name, &kh_name, upgrades)
+    })?;
     let config = if upgrades {
         let c = dir.join(format!("{file}.config.toml"));
         write_file(&c, upgrade::CONFIG.as_bytes(), 0o644)?;
@@ -501,9 +495,11 @@ pub async fn start(
     progress: &mut dyn std::io::Write,
 ) -> anyhow::Result<Running> {
     let n = opts.nodes.max(1) as usize;
-    // One listener per node, one socket per connection: as many files as this user may open.
-    crate::rt::raise_open_files();
-    let faults = faults(n, opts.hang, opts.drop, opts.refuse).map_err(anyhow::Error::msg)?;
+    // One listener per node, one socket per connection: as many files as this user may open
+    // (raised to the hard limit, checked below).
+    let faults = faults(n, opts.hang, opts.drop, opts.refuse, opts.slow_accept)
+        .map_err(anyhow::Error::msg)?;
+    check_open_files(n, crate::rt::raise_open_files())?;
     // The built-in corpus lives in the simulator's own temporary folder when it has one (the
     // demo removes that one at a signal too), else in a private one; removed on drop.
     let mut builtin = None;
@@ -568,6 +564,7 @@ pub async fn start(
             node: Arc::new(SimNode {
                 name: name.clone(),
                 answer,
+                rtt: opts.latency.of_node(i),
                 fault: faults[i],
                 upgrade,
             }),
@@ -595,8 +592,7 @@ pub async fn start(
     };
     let shared = Arc::new(Shared {
         user_key: user_key.public_key().clone(),
-        latency: opts.latency.base,
-        spread: opts.latency.spread,
+        accept_delay: opts.accept_delay,
         stats: Default::default(),
     });
     let mut listing = Vec::with_capacity(n);
@@ -642,18 +638,17 @@ pub async fn start(
         (Fault::Hang, "hanging"),
         (Fault::Drop, "dropping"),
         (Fault::Refuse, "refusing"),
+        (Fault::SlowAccept, "slow to accept"),
     ] {
         if count(f) > 0 {
             let _ = write!(extras, ", {} {what}", count(f));
         }
     }
-    let l = opts.latency;
-    if !l.base.is_zero() {
-        let _ = write!(extras, ", {} ms", l.base.as_millis());
-        if !l.spread.is_zero() {
-            let _ = write!(extras, " ± {} ms", l.spread.as_millis());
-        }
-        extras.push_str(" round trip");
+    if count(Fault::SlowAccept) > 0 {
+        let _ = write!(extras, " ({} ms)", opts.accept_delay.as_millis());
+    }
+    if !opts.latency.is_zero() {
+        let _ = write!(extras, ", {}", opts.latency.describe());
     }
     let summary = format!(
         "gpufleet sim: {n} node{} on {}, {}, {} fixture{}{extras}",
@@ -681,6 +676,28 @@ pub async fn start(
         _refusing: refusing,
         cpu_at_ready: cpu_now(),
     })
+}
+
+/// File descriptors the simulator keeps for itself (the runtime, the corpus, stdio).
+const FD_RESERVE: u64 = 64;
+
+/// Refuses `nodes` listeners that cannot fit in `open_files` (the soft limit in force, after
+/// [`crate::rt::raise_open_files`]): one file a node and [`FD_RESERVE`], before anything is
+/// bound; connections need one more each, said in the message. `None`: unknown, not checked.
+fn check_open_files(nodes: usize, open_files: Option<u64>) -> anyhow::Result<()> {
+    let Some(limit) = open_files else {
+        return Ok(());
+    };
+    let need = nodes as u64 + FD_RESERVE;
+    if need > limit {
+        bail!(
+            "{nodes} nodes need {need} open files (one listener a node, {FD_RESERVE} for the \
+             simulator) and one more per connection served at once; this process may open \
+             {limit} (RLIMIT_NOFILE, raised to the hard limit): raise it with `ulimit -Hn` as \
+             root, or serve fewer nodes"
+        );
+    }
+    Ok(())
 }
 
 /// Canary nodes of an upgrade inventory.

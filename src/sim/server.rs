@@ -8,7 +8,11 @@
 //!   ([`crate::probe::probe_stdin`]): gpufleet's own form; or
 //! - the exec command `B='gpufleet-…' R='…' T=… D=… L=… sh -c '<the probe script>'`: the form
 //!   for tools that cannot feed stdin to every node (pdsh, clush, Ansible's raw module), written
-//!   by a shell as `sh -c "$(cat probe.sh)"` after the five assignments ([`probe_command`]).
+//!   by a shell as `sh -c "$(cat probe.sh)"` after the five assignments ([`probe_command`]);
+//!   or, for tools that cap a command's length (bssh 2.2: 16 KiB, the probe is larger), the same
+//!   with the script packed: `sh -c "$(echo <gzip, base64> | base64 -d | gzip -dc)"`
+//!   ([`probe_command_packed`]), unpacked here in memory and compared with the probe: nothing
+//!   runs for it either.
 //!
 //! The answer is the fixture's recorded output with the client's boundary `B` in place of the
 //! recording's, then its exit status, EOF and close. The header's `R`, `T`, `D` and `L` are read
@@ -50,6 +54,12 @@ pub enum Fault {
     /// Refuses the TCP connection: the port is bound but not listening, so the kernel answers
     /// a connection attempt with a reset (`Connection refused`). Never reaches this server.
     Refuse,
+    /// Slow to accept: the kernel completes the TCP handshake, and the SSH server starts on
+    /// each connection only [`Shared::accept_delay`] after it was accepted, one at a time (the
+    /// connections behind it wait in a short listen queue, [`super::layout::SLOW_BACKLOG`];
+    /// once it is full, further SYNs wait for the client's retransmission); then it answers as
+    /// its fixture.
+    SlowAccept,
 }
 
 impl Fault {
@@ -60,6 +70,7 @@ impl Fault {
             Fault::Hang => "hang",
             Fault::Drop => "drop",
             Fault::Refuse => "refuse",
+            Fault::SlowAccept => "slow-accept",
         }
     }
 }
@@ -67,8 +78,10 @@ impl Fault {
 /// One simulated node as the server sees it.
 #[derive(Debug)]
 pub struct SimNode {
-    /// Inventory name (`sim-000-h200-open-580-k6.18-real`).
+    /// Inventory name (`gpu-r01-n01`).
     pub name: String,
+    /// The round-trip latency of its connections (its rack's, [`super::Latency::of_node`]).
+    pub rtt: super::Rtt,
     /// The recorded probe answer of its fixture.
     pub answer: Arc<Answer>,
     /// How it misbehaves.
@@ -99,32 +112,10 @@ pub struct Stats {
 pub struct Shared {
     /// The only user key accepted (any user name).
     pub user_key: PublicKey,
-    /// The round-trip latency added to every exchange of a session: `latency` ± `spread`,
-    /// drawn once per connection, uniformly.
-    pub latency: Duration,
-    /// See `latency`.
-    pub spread: Duration,
+    /// How long a `slow-accept` node waits before it takes a connection.
+    pub accept_delay: Duration,
     /// Counters.
     pub stats: Stats,
-}
-
-impl Shared {
-    /// The latency of the `k`-th connection: `latency` ± `spread`, spread evenly by a hash of
-    /// `k` (a deterministic draw: a rerun sees the same sequence).
-    pub fn latency_of(&self, k: u64) -> Duration {
-        if self.spread.is_zero() {
-            return self.latency;
-        }
-        // splitmix64
-        let mut z = k.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        let unit = (z >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
-        let lo = self.latency.saturating_sub(self.spread).as_secs_f64();
-        let hi = (self.latency + self.spread).as_secs_f64();
-        Duration::from_secs_f64(lo + (hi - lo) * unit)
-    }
 }
 
 /// The russh server of one node: makes one [`Conn`] per connection.
@@ -143,6 +134,7 @@ pub async fn serve_node(
     node: NodeServer,
 ) {
     let mut said = false;
+    let slow = node.node.fault == Fault::SlowAccept;
     loop {
         let sock = match listener.accept().await {
             // A rebooting node: the connection is closed at once.
@@ -160,6 +152,11 @@ pub async fn serve_node(
                 continue;
             }
         };
+        // A slow node holds each connection before its SSH server sees it, and takes the next
+        // only then: the ones behind it wait in the listen queue, and SYNs past it are dropped.
+        if slow {
+            tokio::time::sleep(node.shared.accept_delay).await;
+        }
         let _ = sock.set_nodelay(true);
         let k = node
             .shared
@@ -171,7 +168,7 @@ pub async fn serve_node(
         if let (Some(u), Some(c)) = (&node.node.upgrade, &cut) {
             u.register(c);
         }
-        let stream = SimStream::new(sock, node.shared.latency_of(k), cut.clone());
+        let stream = SimStream::new(sock, node.node.rtt.draw(k), cut.clone());
         let handler = Conn {
             node: node.node.clone(),
             shared: node.shared.clone(),
@@ -247,10 +244,55 @@ pub fn probe_command(boundary: &str, root: &str, settings: &crate::probe::ProbeS
     )
 }
 
-/// Checks that `command` is [`probe_command`]'s form and returns its boundary.
+/// The words a packed script is wrapped in: `$(echo ` PACKED ` | base64 -d | gzip -dc)`.
+const PACKED: (&str, &str) = ("$(echo ", " | base64 -d | gzip -dc)");
+
+/// [`probe_command`] with the script packed, for tools that cap a command's length: the five
+/// assignments, then `sh -c "$(echo <the script, gzip, base64> | base64 -d | gzip -dc)"` (12 KB
+/// where the plain form is 25 KB). The node needs `base64` (coreutils) and `gzip`.
+pub fn probe_command_packed(
+    boundary: &str,
+    root: &str,
+    settings: &crate::probe::ProbeSettings,
+) -> String {
+    use std::io::Write as _;
+    let stdin = crate::probe::probe_stdin(boundary, root, settings);
+    let text = String::from_utf8_lossy(&stdin);
+    let (header, _) = text.split_once('\n').unwrap_or((&text, ""));
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    // Writing to a Vec cannot fail.
+    let packed = gz
+        .write_all(crate::probe::SCRIPT.as_bytes())
+        .and_then(|()| gz.finish())
+        .unwrap_or_default();
+    let b64 = <base64ct::Base64 as base64ct::Encoding>::encode_string(&packed);
+    format!("{header} sh -c \"{}{b64}{}\"", PACKED.0, PACKED.1)
+}
+
+/// The script a packed word holds (`$(echo <base64> | base64 -d | gzip -dc)`, as the shell
+/// would produce it: its output with trailing newlines dropped), read in memory with a cap of
+/// the probe's size; `None` for any other word.
+fn unpacked(word: &str) -> Option<String> {
+    use std::io::Read as _;
+    let b64 = word.strip_prefix(PACKED.0)?.strip_suffix(PACKED.1)?;
+    let gz = <base64ct::Base64 as base64ct::Encoding>::decode_vec(b64).ok()?;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(&gz[..])
+        .take(crate::probe::SCRIPT.len() as u64 + 1)
+        .read_to_end(&mut out)
+        .ok()?;
+    if out.len() > crate::probe::SCRIPT.len() {
+        return None;
+    }
+    let text = String::from_utf8(out).ok()?;
+    Some(text.trim_end_matches('\n').to_string())
+}
+
+/// Checks that `command` is [`probe_command`]'s form (or [`probe_command_packed`]'s) and returns
+/// its boundary.
 ///
 /// Errors: as [`parse_probe`] for the assignments; anything but `sh -c <this gpufleet's probe
-/// script>` after them.
+/// script>` (or that script packed) after them.
 pub fn parse_probe_command(command: &[u8]) -> Result<String, NotProbe> {
     let text =
         std::str::from_utf8(command).map_err(|_| NotProbe("the command is not UTF-8".into()))?;
@@ -263,7 +305,8 @@ pub fn parse_probe_command(command: &[u8]) -> Result<String, NotProbe> {
     }
     // `"$(cat probe.sh)"` drops the script's trailing newlines: the same script.
     let script = crate::probe::SCRIPT;
-    if words[7] != script && words[7] != script.trim_end_matches('\n') {
+    let plain = |w: &str| w == script || w == script.trim_end_matches('\n');
+    if !plain(&words[7]) && !unpacked(&words[7]).is_some_and(|w| plain(&w)) {
         return Err(NotProbe(
             "the script after sh -c is not this gpufleet's probe script".into(),
         ));
@@ -398,7 +441,7 @@ impl Conn {
                 }
                 Ok(())
             }
-            Fault::None | Fault::Refuse => {
+            Fault::None | Fault::Refuse | Fault::SlowAccept => {
                 stats.probes.fetch_add(1, Ordering::Relaxed);
                 let current = self.node.upgrade.as_ref().map(|u| u.answer());
                 let answer = current.as_ref().unwrap_or(&self.node.answer);
@@ -645,6 +688,44 @@ mod tests {
                 &bad[..80.min(bad.len())]
             );
         }
+    }
+
+    /// The packed form fits bssh 2.2's 16 KiB, a real shell unpacks it into the probe script,
+    /// and only this probe's script is taken: another one packed, or one padded past the
+    /// probe's size, is refused.
+    #[test]
+    fn the_packed_command_form_is_the_probe_and_fits_in_16_kib() {
+        use std::io::Write as _;
+        let b = "gpufleet-0123456789abcdef";
+        let cmd = probe_command_packed(b, "", &ProbeSettings::default());
+        assert!(cmd.len() < 16 * 1024, "{} bytes", cmd.len());
+        assert_eq!(parse_probe_command(cmd.as_bytes()), Ok(b.to_string()));
+        let words = shlex::split(&cmd).unwrap();
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf %s \"{}\"", words[7]))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            crate::probe::SCRIPT.trim_end_matches('\n')
+        );
+        let pack = |text: &[u8]| {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(text).unwrap();
+            let b64 =
+                <base64ct::Base64 as base64ct::Encoding>::encode_string(&gz.finish().unwrap());
+            cmd.replace(&words[7], &format!("{}{b64}{}", PACKED.0, PACKED.1))
+        };
+        let longer = format!("{}\n{}", crate::probe::SCRIPT, " ".repeat(1 << 20));
+        for bad in [pack(b"rm -rf /"), pack(longer.as_bytes())] {
+            assert!(parse_probe_command(bad.as_bytes()).is_err());
+        }
+        assert_eq!(
+            parse_probe_command(pack(crate::probe::SCRIPT.as_bytes()).as_bytes()),
+            Ok(b.to_string())
+        );
     }
 
     #[test]
