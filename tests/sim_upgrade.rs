@@ -321,3 +321,127 @@ fn the_tui_marks_and_upgrades_the_simulated_canaries_then_the_rest() {
     }
     sim.stop();
 }
+
+/// The simulator plays the kill of a step (`kill_after`, `gpufleet upgrade --cancel`) as a
+/// node does, still running nothing: a `gpufleet-sim hang` step is killed at its `kill_after`
+/// (the rollout stops there, the node is not switched, its lock kept); then, without
+/// `kill_after`, a step that outlives `step_timeout` goes on "on the node" until `upgrade
+/// --cancel` stops it (journaled `kill:hang`); a second `--cancel` finds it ended.
+#[test]
+fn kill_after_and_cancel_against_the_simulator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let inv = dir.join("fleet.toml");
+    let fixture = any_fixture("a100-proprietary-535-k5.15-peermem");
+    let sim = Sim::start(
+        dir,
+        &[
+            "--nodes",
+            "4",
+            "--allow-upgrades",
+            "--fixtures",
+            fixture.to_str().unwrap(),
+            "--write-inventory",
+            inv.to_str().unwrap(),
+        ],
+    );
+    let config = dir.join("fleet.toml.config.toml");
+    let written = std::fs::read_to_string(&config).unwrap();
+    let with_hang = |hang: &str, step_timeout: &str| {
+        let text = written
+            .replace(
+                "step_timeout = 60",
+                &format!("step_timeout = {step_timeout}"),
+            )
+            .replace(
+                r#"{ name = "switch-open", run = "gpufleet-sim switch-open" },"#,
+                &format!(r#"{{ name = "hang", run = "gpufleet-sim hang"{hang} }},"#),
+            );
+        assert_ne!(text, written);
+        std::fs::write(&config, text).unwrap();
+    };
+    let (c, i, state) = (
+        config.display().to_string(),
+        inv.display().to_string(),
+        dir.join("state").display().to_string(),
+    );
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--config", &c, "-i", &i, "--state-dir", &state];
+        args.extend_from_slice(extra);
+        let out = gpufleet(dir, &args);
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), said)
+    };
+    let journal = || -> Vec<Value> {
+        std::fs::read_to_string(dir.join("state/journal.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let canaries = canaries(&inv);
+
+    // kill_after: killed on the (simulated) node once it ran 2 s.
+    with_hang(", kill_after = 2", "60");
+    let (code, said) = run(&["upgrade", "--canary", "--yes"]);
+    assert_eq!(code, Some(1), "{said}");
+    for n in &canaries {
+        assert!(
+            said.contains(&format!(
+                "{n} stopped at step:hang: killed at its kill_after of 2 s (killed "
+            )),
+            "{said}"
+        );
+    }
+    let j = journal();
+    let kills: Vec<&Value> = j
+        .iter()
+        .filter(|e| e["step"] == "kill:hang" && e["phase"] == "done")
+        .collect();
+    assert_eq!(kills.len(), canaries.len(), "{j:#?}");
+    for k in &kills {
+        assert!(k["outcome"].as_str().unwrap().starts_with("killed "), "{k}");
+    }
+    let after = snapshot(dir, &inv, &[]);
+    for n in &canaries {
+        let r = node(&after, n);
+        assert_eq!(
+            r["status"], "migrate",
+            "killed before it changed anything: {r:#}"
+        );
+        assert_eq!(r["rollout"]["locked"], true, "{r:#}");
+    }
+    let (code, said) = run(&["upgrade", "--abandon"]);
+    assert_eq!(code, Some(0), "{said}");
+
+    // No kill_after: past step_timeout the step goes on; --cancel stops it.
+    with_hang("", "2");
+    let (code, said) = run(&["upgrade", "--canary", "--yes"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("still running on the node after 2 s"),
+        "{said}"
+    );
+    let (code, said) = run(&["upgrade", "--cancel"]);
+    assert_eq!(code, Some(0), "{said}");
+    for n in &canaries {
+        assert!(said.contains(&format!("{n}: step:hang killed ")), "{said}");
+    }
+    let j = journal();
+    let id = j.last().unwrap()["rollout"].clone();
+    let cancelled: Vec<&Value> = j
+        .iter()
+        .filter(|e| e["rollout"] == id && e["step"] == "kill:hang" && e["phase"] == "done")
+        .collect();
+    assert_eq!(cancelled.len(), canaries.len(), "{j:#?}");
+    // A second cancel finds nothing running: the step ended with the kill's status.
+    let (code, said) = run(&["upgrade", "--cancel"]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(!said.contains(" killed "), "{said}");
+    sim.stop();
+}

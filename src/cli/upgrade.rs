@@ -123,7 +123,7 @@ pub struct UpgradeArgs {
 }
 
 fn print_plan(plan: &rollout::Plan, dry_run: bool, progress: &rollout::Progress) {
-    for l in rollout::plan_lines(plan, dry_run) {
+    for l in rollout::plan_lines_with(plan, dry_run, progress) {
         crate::outln!("{l}");
     }
     let mut steps: Vec<String> = plan

@@ -7,7 +7,11 @@
 //!   [`node_side::read_lock_command`]: the node lock, kept in memory and written into the copy
 //!   (`<copy>/root/var/lib/gpufleet/rollout.lock/owner`), so the next probe shows it;
 //! - [`node_side::launch_command`] and [`node_side::poll_command`]: a detached recipe step, kept
-//!   in memory per step file prefix (started / attached, running / done RC / dead);
+//!   in memory per step file prefix (started / attached, running PID age SECONDS / done RC /
+//!   dead);
+//! - [`node_side::kill_command`] (a step's `kill_after`, `gpufleet upgrade --cancel`): the
+//!   simulated step is stopped before its effect (a killed `switch-open` switches nothing, a
+//!   killed `reboot` reboots nothing) and ends with the status `killed:WHY`, as on a node;
 //! - [`node_side::boot_id_command`]: the node's boot identity, a random `boot_id` made when the
 //!   simulator starts and made again at each simulated reboot (so a rollout proves the reboot);
 //! - `true`.
@@ -19,6 +23,8 @@
 //! - [`SWITCH_OPEN`]: runs for [`SWITCH_TIME`], then the copy shows the open kernel module of
 //!   the same version and no nvidia-peermem (loaded or configured to load), as
 //!   tests/upgrade.rs's fixture stand-in does on a real node's tree; exit status 0.
+//! - [`HANG`]: runs until it is killed (a stuck package manager or DKMS build), for
+//!   `kill_after` and `--cancel`; it changes nothing.
 //! - [`REBOOT`]: after [`REBOOT_DELAY`] the node goes down: every open session is cut without a
 //!   goodbye, new connections are closed at once, the step ends without an exit status (a
 //!   reboot kills it); after [`REBOOT_DOWNTIME`] the node answers again, its kernel taint
@@ -44,6 +50,8 @@ use crate::actions::node_side::{self, StepFiles};
 pub const SWITCH_OPEN: &str = "gpufleet-sim switch-open";
 /// The recipe step that reboots the node.
 pub const REBOOT: &str = "gpufleet-sim reboot";
+/// The recipe step that never ends on its own: it runs until it is killed.
+pub const HANG: &str = "gpufleet-sim hang";
 /// How long [`SWITCH_OPEN`] runs.
 pub const SWITCH_TIME: Duration = Duration::from_millis(1000);
 /// How long after its launch [`REBOOT`] takes the node down.
@@ -87,6 +95,10 @@ pub enum NodeCommand {
     },
     Poll {
         files: StepFiles,
+    },
+    Kill {
+        files: StepFiles,
+        why: String,
     },
     True,
 }
@@ -180,6 +192,19 @@ fn recognise_plain(command: &str) -> Option<NodeCommand> {
             };
             (node_side::poll_command(&files) == command).then_some(NodeCommand::Poll { files })
         }
+        [sh, c, _, name, prefix, why, grace]
+            if sh == "sh" && c == "-c" && name == "gpufleet-kill" =>
+        {
+            let files = StepFiles {
+                prefix: prefix.clone(),
+                lock: String::new(),
+            };
+            let grace: u64 = grace.parse().ok()?;
+            (node_side::kill_command(&files, why, grace) == command).then(|| NodeCommand::Kill {
+                files,
+                why: why.clone(),
+            })
+        }
         _ => None,
     }
 }
@@ -187,7 +212,8 @@ fn recognise_plain(command: &str) -> Option<NodeCommand> {
 /// Where one simulated step stands.
 #[derive(Debug, Clone)]
 enum StepSim {
-    Running(u32),
+    /// Running as this pid since then.
+    Running(u32, Instant),
     Done(String, String),
     Dead(String),
 }
@@ -200,6 +226,8 @@ struct Inner {
     lock: Option<String>,
     /// Steps by their file prefix.
     steps: HashMap<String, StepSim>,
+    /// The task simulating each running step, by its file prefix (aborted by a kill).
+    tasks: HashMap<String, tokio::task::AbortHandle>,
     /// The node is down (rebooting) until then.
     down_until: Option<Instant>,
     /// Open connections, to cut at a reboot.
@@ -379,11 +407,17 @@ impl Upgradable {
                 command,
                 retry,
             } => self.launch(&files.prefix, &command, retry),
+            NodeCommand::Kill { files, why } => self.kill(&files.prefix, &why),
             NodeCommand::Poll { files } => match self.inner().steps.get(&files.prefix) {
                 None => (0, "gpufleet-step none\n".into(), String::new()),
-                Some(StepSim::Running(pid)) => {
-                    (0, format!("gpufleet-step running {pid}\n"), String::new())
-                }
+                Some(StepSim::Running(pid, since)) => (
+                    0,
+                    format!(
+                        "gpufleet-step running {pid} age {}\n",
+                        since.elapsed().as_secs()
+                    ),
+                    String::new(),
+                ),
                 Some(StepSim::Done(rc, out)) => {
                     (0, format!("gpufleet-step done {rc}\n{out}"), String::new())
                 }
@@ -414,33 +448,58 @@ impl Upgradable {
     }
 
     fn launch(self: &Arc<Self>, prefix: &str, command: &str, retry: bool) -> Reply {
-        let pid = {
-            let mut i = self.inner();
-            let again = match i.steps.get(prefix) {
-                None => true,
-                Some(StepSim::Done(rc, _)) => retry && rc != "0",
-                Some(StepSim::Dead(_)) => retry,
-                Some(StepSim::Running(_)) => false,
-            };
-            if !again {
-                return (0, "gpufleet-step attached\n".into(), String::new());
-            }
-            i.next_pid += 1;
-            let pid = i.next_pid;
-            i.steps.insert(prefix.to_string(), StepSim::Running(pid));
-            pid
+        let mut i = self.inner();
+        let again = match i.steps.get(prefix) {
+            None => true,
+            Some(StepSim::Done(rc, _)) => retry && rc != "0",
+            Some(StepSim::Dead(_)) => retry,
+            Some(StepSim::Running(..)) => false,
         };
+        if !again {
+            return (0, "gpufleet-step attached\n".into(), String::new());
+        }
+        i.next_pid += 1;
+        let pid = i.next_pid;
+        i.steps
+            .insert(prefix.to_string(), StepSim::Running(pid, Instant::now()));
         let me = self.clone();
-        let prefix = prefix.to_string();
+        let key = prefix.to_string();
         let command = command.to_string();
-        tokio::spawn(async move {
+        // Spawned while `i` is held: its end (which takes the lock) comes after its handle is
+        // kept.
+        let task = tokio::spawn(async move {
             let end = me.run_step(&command).await;
             let mut i = me.inner();
-            if matches!(i.steps.get(&prefix), Some(StepSim::Running(p)) if *p == pid) {
-                i.steps.insert(prefix, end);
+            if matches!(i.steps.get(&key), Some(StepSim::Running(p, _)) if *p == pid) {
+                i.tasks.remove(&key);
+                i.steps.insert(key, end);
             }
         });
+        i.tasks.insert(prefix.to_string(), task.abort_handle());
         (0, "gpufleet-step started\n".into(), String::new())
+    }
+
+    /// [`node_side::kill_command`] on the step at `prefix`: a running one is stopped before
+    /// its effect and ends `killed:WHY`; the answers are the node's (`killed PID (TERM)`,
+    /// `ended RC`, `gone`, `none`).
+    fn kill(&self, prefix: &str, why: &str) -> Reply {
+        let mut i = self.inner();
+        let said = match i.steps.get(prefix).cloned() {
+            None => "none".to_string(),
+            Some(StepSim::Done(rc, _)) => format!("ended {rc}"),
+            Some(StepSim::Dead(_)) => "gone".to_string(),
+            Some(StepSim::Running(pid, _)) => {
+                if let Some(t) = i.tasks.remove(prefix) {
+                    t.abort();
+                }
+                i.steps.insert(
+                    prefix.to_string(),
+                    StepSim::Done(format!("killed:{why}"), String::new()),
+                );
+                format!("killed {pid} (TERM)")
+            }
+        };
+        (0, format!("gpufleet-kill {said}\n"), String::new())
     }
 
     /// Simulates the step `command`; returns how it ends.
@@ -457,6 +516,7 @@ impl Upgradable {
                     Err(e) => StepSim::Done("1".into(), format!("{e}\n")),
                 }
             }
+            HANG => std::future::pending().await,
             REBOOT => {
                 tokio::time::sleep(REBOOT_DELAY).await;
                 {
@@ -481,7 +541,7 @@ impl Upgradable {
             other => StepSim::Done(
                 "127".into(),
                 format!(
-                    "gpufleet sim: {}: step `{}` is not simulated (it runs nothing; the steps it simulates are `{SWITCH_OPEN}` and `{REBOOT}`)\n",
+                    "gpufleet sim: {}: step `{}` is not simulated (it runs nothing; the steps it simulates are `{SWITCH_OPEN}`, `{REBOOT}` and `{HANG}`)\n",
                     self.name,
                     other
                         .chars()

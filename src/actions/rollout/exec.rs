@@ -100,23 +100,14 @@ pub fn operator() -> String {
     format!("{} pid {}", who(), std::process::id())
 }
 
-fn with_sudo(command: &str, sudo: bool) -> String {
-    if sudo {
-        format!("sudo -n sh -c {}", quote(command))
-    } else {
-        command.to_string()
-    }
-}
-
 async fn exec(
     session: &ssh::Session,
     command: &str,
-    sudo: bool,
     timeout: Duration,
 ) -> Result<ssh::ExecOutput, ssh::Unreachable> {
     session
         .exec(
-            &with_sudo(command, sudo),
+            command,
             b"",
             tokio::time::Instant::now() + timeout,
             1 << 20,
@@ -125,30 +116,29 @@ async fn exec(
         .await
 }
 
-/// Runs a write-side `command` on `node` over a fresh SSH connection (under `sudo -n` when
-/// `sudo`). Needs the write permit.
+/// Runs a write-side `command` on `node` over a fresh SSH connection, exactly as given (the
+/// strings of [`super::wire`], sudo wrapping included). Needs the write permit.
 pub async fn node_write(
     _permit: &WritePermit,
     scan: &Scan,
     node: &Node,
     command: &str,
-    sudo: bool,
     timeout: Duration,
 ) -> Result<ssh::ExecOutput, ssh::Unreachable> {
     let session = ssh::connect(&node.endpoint(), &scan.ssh, scan.keys.clone()).await?;
-    let out = exec(&session, command, sudo, timeout).await;
+    let out = exec(&session, command, timeout).await;
     session.close().await;
     out
 }
 
-/// Starts (or attaches to) a recipe step on the node: a write. Needs the write permit.
+/// Starts (or attaches to) a recipe step on the node ([`wire::launch`]): a write.
+/// Needs the write permit.
 pub async fn launch_step(
     _permit: &WritePermit,
     session: &ssh::Session,
     launch: &str,
-    sudo: bool,
 ) -> Result<ssh::ExecOutput, ssh::Unreachable> {
-    exec(session, launch, sudo, Duration::from_secs(60)).await
+    exec(session, launch, Duration::from_secs(60)).await
 }
 
 /// A read-only command on `node` (no permit: it changes nothing).
@@ -159,7 +149,7 @@ pub(super) async fn node_read(
     timeout: Duration,
 ) -> Result<ssh::ExecOutput, ssh::Unreachable> {
     let session = ssh::connect(&node.endpoint(), &scan.ssh, scan.keys.clone()).await?;
-    let out = exec(&session, command, false, timeout).await;
+    let out = exec(&session, command, timeout).await;
     session.close().await;
     out
 }
@@ -413,8 +403,8 @@ impl Executor {
         let session = ssh::connect(&node.endpoint(), &self.scan.ssh, self.scan.keys.clone())
             .await
             .map_err(|u| u.message)?;
-        let launch = node_side::launch_command(&files, run, timeout_s, retry);
-        let attached = match launch_step(&self.permit, &session, &launch, sudo).await {
+        let launch = wire::launch(&files, run, timeout_s, retry, sudo);
+        let attached = match launch_step(&self.permit, &session, &launch).await {
             Ok(o) if o.exit_status == Some(0) => {
                 String::from_utf8_lossy(&o.output).contains("gpufleet-step attached")
             }
@@ -448,7 +438,7 @@ impl Executor {
         let mut session = Some(session);
         let mut dead_seen = 0;
         let mut pause = Duration::from_millis(300);
-        let poll = node_side::poll_command(&files);
+        let poll = wire::poll(&files, sudo);
         loop {
             tokio::time::sleep(pause).await;
             pause = Duration::from_secs(1);
@@ -460,7 +450,7 @@ impl Executor {
             };
             let polled = match s {
                 Ok(s) => {
-                    let r = exec(&s, &poll, sudo, Duration::from_secs(30)).await;
+                    let r = exec(&s, &poll, Duration::from_secs(30)).await;
                     match &r {
                         Ok(o) if o.exit_status.is_some() => session = Some(s),
                         _ => s.close().await,
@@ -587,13 +577,12 @@ impl Executor {
         root: &str,
         sudo: bool,
     ) -> Result<String, String> {
-        let cmd = node_side::unlock_command(root, rollout);
+        let cmd = wire::unlock(root, rollout, sudo);
         let o = node_write(
             &self.permit,
             &self.scan,
             node,
             &cmd,
-            sudo,
             Duration::from_secs(60),
         )
         .await

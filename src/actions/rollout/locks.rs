@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::exec::{excerpt, exit_words, node_read, node_write};
+use super::wire;
 use crate::actions::node_side;
 use crate::actions::permit::WritePermit;
 use crate::inventory::Node;
@@ -46,8 +47,8 @@ pub async fn break_lock(
     sudo: bool,
 ) -> Result<String, String> {
     checked_root(node)?;
-    let cmd = node_side::unlock_command(&node.root, rollout);
-    let o = node_write(permit, scan, node, &cmd, sudo, Duration::from_secs(60))
+    let cmd = wire::unlock(&node.root, rollout, sudo);
+    let o = node_write(permit, scan, node, &cmd, Duration::from_secs(60))
         .await
         .map_err(|u| u.message)?;
     if o.exit_status == Some(0) {

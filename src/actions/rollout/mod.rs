@@ -29,6 +29,7 @@ mod plan;
 #[cfg(test)]
 mod tests;
 mod waves;
+pub mod wire;
 
 pub use budget::*;
 pub use exec::*;

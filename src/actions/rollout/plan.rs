@@ -666,8 +666,20 @@ pub(super) fn none_unplannable(problems: Vec<String>) -> Result<(), String> {
 }
 
 /// The plan as lines for people: each node, its steps with where they run, and every exact
-/// command (terminal-safe), then the skipped nodes.
+/// command (terminal-safe), then the skipped nodes. A dry run shows each command sent to a node
+/// too, exactly ([`plan_lines_with`]).
 pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
+    plan_lines_with(plan, dry_run, &super::Progress::new())
+}
+
+/// [`plan_lines`], where `progress` says how far an earlier run of the plan got (`--resume
+/// --dry-run`: a failed recipe step is started again, its launch says `retry`). With `dry_run`
+/// every command sent to a node over SSH ([`Step::wire`]: lock, boot identity, launch, poll,
+/// kill, unlock, sudo wrapping included) follows its step, exactly as the executor sends it,
+/// one line of it after each `| ` ([`super::wire::exact_lines`]); the lock names this
+/// process as the operator (`user@host pid N`: a run writes its own pid there).
+pub fn plan_lines_with(plan: &Plan, dry_run: bool, progress: &super::Progress) -> Vec<String> {
+    let operator = super::operator();
     let safe = |s: &str| crate::model::text::terminal_safe(s).into_owned();
     let mode = match plan.mode {
         Mode::Canary => "canary",
@@ -700,7 +712,7 @@ pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
                     .into(),
             );
         }
-        for s in &n.steps {
+        for (seq, s) in n.steps.iter().enumerate() {
             let at = match s.at() {
                 Where::Here => "here",
                 Where::Node => "node",
@@ -723,6 +735,17 @@ pub fn plan_lines(plan: &Plan, dry_run: bool) -> Vec<String> {
                     .iter()
                     .map(|c| format!("        {}", safe(c))),
             );
+            if dry_run {
+                let retry = progress.get(&(n.node.clone(), seq))
+                    == Some(&crate::actions::journal::Phase::Failed);
+                for (when, cmd) in s.wire(&plan.rollout, seq, &operator, retry) {
+                    out.push(format!(
+                        "        sent to the node over SSH, {}:",
+                        safe(&when)
+                    ));
+                    out.extend(super::wire::exact_lines(&cmd, "          "));
+                }
+            }
         }
     }
     out.extend(

@@ -35,8 +35,22 @@ fn rollout_commands_are_read_back_and_nothing_else() {
     );
     assert_eq!(
         recognise(&node_side::poll_command(&files)),
-        Some(NodeCommand::Poll { files })
+        Some(NodeCommand::Poll {
+            files: files.clone()
+        })
     );
+    let kill = node_side::kill_command(&files, "cancel", node_side::KILL_GRACE_S);
+    assert_eq!(
+        recognise(&kill),
+        Some(NodeCommand::Kill {
+            files: StepFiles {
+                prefix: files.prefix.clone(),
+                lock: String::new()
+            },
+            why: "cancel".into()
+        })
+    );
+    assert_eq!(recognise(&kill.replace("cancel", "CANCEL")), None);
     assert_eq!(recognise("true"), Some(NodeCommand::True));
     assert_eq!(
         recognise(&node_side::boot_id_command("/")),
@@ -56,6 +70,7 @@ fn rollout_commands_are_read_back_and_nothing_else() {
         "rm -rf /".into(),
         "true; reboot".into(),
         format!("{}; reboot", node_side::boot_id_command("/")),
+        format!("{kill}; reboot"),
         String::new(),
     ] {
         assert_eq!(recognise(&bad), None, "{bad}");

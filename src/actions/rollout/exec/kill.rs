@@ -30,7 +30,7 @@ impl Executor {
         sudo: bool,
         why: &str,
     ) -> Result<String, String> {
-        let cmd = node_side::kill_command(files, why, node_side::KILL_GRACE_S);
+        let cmd = wire::kill(files, why, sudo);
         let label = format!("kill:{name}");
         self.write(rollout, &node.name, None, &label, Phase::Start, &cmd, why)?;
         let r = node_write(
@@ -38,7 +38,6 @@ impl Executor {
             &self.scan,
             node,
             &cmd,
-            sudo,
             Duration::from_secs(60 + node_side::KILL_GRACE_S),
         )
         .await;
@@ -69,15 +68,24 @@ impl Executor {
     }
 
     /// `gpufleet upgrade --cancel`: for each node of `plan` whose recipe step started and did
-    /// not end (`progress`), kills it on the node and journals the step `failed` ("cancelled
+    /// not end (`progress`; or failed last: one that outlived `step_timeout` goes on there),
+    /// kills it on the node and journals the step `failed` ("cancelled
     /// by the operator"); the node stays drained and locked. `nodes`: how to reach them. A node
     /// at another step has nothing on the node to stop: it is said so.
     pub async fn cancel(&self, plan: &Plan, nodes: &[Node]) -> Vec<Cancelled> {
         let mut out = Vec::new();
         for np in &plan.nodes {
+            // The node's last step journaled: one that started and did not end, or a recipe
+            // step that failed (past step_timeout it goes on there; a kill of an ended one
+            // says so and stops nothing).
             let at = (0..np.steps.len())
                 .rev()
-                .find(|s| self.progress.get(&(np.node.clone(), *s)) == Some(&Phase::Start));
+                .find(|s| self.progress.contains_key(&(np.node.clone(), *s)))
+                .filter(|s| match self.progress.get(&(np.node.clone(), *s)) {
+                    Some(Phase::Start) => true,
+                    Some(Phase::Failed) => matches!(np.steps[*s], Step::Recipe { .. }),
+                    _ => false,
+                });
             let Some(seq) = at else {
                 out.push(Cancelled {
                     node: np.node.clone(),

@@ -43,13 +43,12 @@ impl Executor {
         sudo: bool,
         takeover: &[String],
     ) -> Result<String, Stop> {
-        let cmd = node_side::lock_command(root, rollout, &self.operator, takeover);
+        let cmd = wire::lock(root, rollout, &self.operator, takeover, sudo);
         let o = node_write(
             &self.permit,
             &self.scan,
             node,
             &cmd,
-            sudo,
             Duration::from_secs(60),
         )
         .await

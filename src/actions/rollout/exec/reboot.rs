@@ -39,7 +39,7 @@ impl Executor {
         before: &str,
         root: &str,
     ) -> Result<String, String> {
-        let cmd = node_side::boot_id_command(root);
+        let cmd = wire::boot_id(root);
         let cant = |why: String| {
             format!(
                 "cannot read the node's boot identity ({why}): its reboot could not be proven, so step:{before} was not run"
@@ -108,7 +108,7 @@ impl Executor {
             ));
         };
         let root = if root.is_empty() { &node.root } else { root };
-        let cmd = node_side::boot_id_command(root);
+        let cmd = wire::boot_id(root);
         let start = Instant::now();
         let limit = Duration::from_secs(timeout_s);
         let mut away: Option<u64> = None;
