@@ -3,6 +3,7 @@
 //! out the effects it returns (start or cancel scans, export, quit).
 
 pub mod keys;
+mod rollout;
 mod sort;
 #[cfg(test)]
 mod tests;
@@ -14,6 +15,9 @@ use std::sync::Arc;
 use ratatui::crossterm::event::{KeyEvent, MouseEvent};
 
 pub use keys::{Action, Keymap};
+pub use rollout::{
+    ConfirmKind, NodeResult, PlanRefused, RolloutResult, Unfinished, live_word, unfinished_lines,
+};
 
 use crate::model::text::screen_safe;
 use crate::model::{NodeReport, NodeStatus};
@@ -118,6 +122,10 @@ pub struct Row {
     search: String,
     /// Marked for an upgrade.
     pub marked: bool,
+    /// Where this TUI's rollout is on the node (`draining`, `step NAME`, `rebooting`, `gates`,
+    /// `done`, `failed at …`: [`live_word`]), shown in the ROLLOUT column over the report's
+    /// cell; from the rollout's progress events, until the next rollout starts here.
+    pub live: Option<String>,
     /// How the report differs from the `--compare` snapshot (`None`: no comparison, no report
     /// yet, or nothing changed).
     pub diff: Option<RowDiff>,
@@ -184,6 +192,7 @@ impl Row {
             tones: Vec::new(),
             search: String::new(),
             marked: false,
+            live: None,
             diff: None,
         }
         .refreshed()
@@ -241,17 +250,23 @@ pub enum Mode {
     Help,
     /// Typing a filter after `/`.
     FilterInput,
-    /// An upgrade plan on screen, waiting for the operator to type the node count.
+    /// An upgrade plan (or a resume, an abandon, a cancel) on screen, waiting for the operator
+    /// to type the node count.
     Confirm,
+    /// The last rollout action's result, each node's outcome whole.
+    Result,
 }
 
 /// An upgrade waiting for confirmation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Confirm {
+    /// What typing the count runs.
+    pub kind: ConfirmKind,
     pub names: Vec<String>,
     /// The plan, one line per step (with the exact commands).
     pub plan: Vec<String>,
-    /// The plan itself: what runs once confirmed.
+    /// The plan itself: what runs once confirmed (for a resume, an abandon or a cancel: the
+    /// unfinished rollout's, whose id the runtime checks again).
     pub planned: Box<crate::actions::rollout::Plan>,
     /// What the operator typed so far.
     pub input: String,
@@ -291,13 +306,25 @@ pub enum Msg {
     Notice(String),
     /// The plan for an upgrade (its lines for people, and the plan itself), or why there is
     /// none.
-    UpgradePlanned(Result<(Vec<String>, Box<crate::actions::rollout::Plan>), String>),
+    UpgradePlanned(Result<(Vec<String>, Box<crate::actions::rollout::Plan>), PlanRefused>),
     /// A progress line of the running upgrade.
     UpgradeLog(String),
-    /// The upgrade ended: these nodes, and a summary.
+    /// A progress event of the running rollout (the `--events` ones).
+    RolloutEvent(Box<crate::actions::rollout::Event>),
+    /// The unfinished rollout for a resume, an abandon or a cancel, or why there is none.
+    UnfinishedFound(Result<Unfinished, String>),
+    /// The upgrade ended (or did not start): these nodes (rescanned), a summary for the status
+    /// line when there is no `result`, and the result when it ran.
     UpgradeDone {
         names: Vec<String>,
         summary: String,
+        result: Option<Box<RolloutResult>>,
+    },
+    /// An abandon or a cancel ended: its result, or why it did not happen; `names` are
+    /// rescanned.
+    RolloutActed {
+        names: Vec<String>,
+        result: Result<Box<RolloutResult>, String>,
     },
 }
 
@@ -332,6 +359,25 @@ pub enum Effect {
     RunUpgrade {
         plan: Box<crate::actions::rollout::Plan>,
     },
+    /// Read the unfinished rollout for a confirmation of `kind` (answered by
+    /// [`Msg::UnfinishedFound`]).
+    FindUnfinished {
+        kind: ConfirmKind,
+    },
+    /// Go on with the unfinished rollout, if it is still `rollout` (answered by
+    /// [`Msg::UpgradeDone`]).
+    Resume {
+        rollout: String,
+    },
+    /// Give up the unfinished rollout, if it is still `rollout` ([`Msg::RolloutActed`]).
+    Abandon {
+        rollout: String,
+    },
+    /// Stop the running steps of the unfinished rollout, if it is still `rollout`
+    /// ([`Msg::RolloutActed`]).
+    CancelRollout {
+        rollout: String,
+    },
     Quit,
 }
 
@@ -365,6 +411,8 @@ pub struct Drawn {
     pub detail_max: u16,
     /// How far the help overlay can scroll (its wrapped lines minus its height).
     pub help_max: u16,
+    /// How far the result pane can scroll (its wrapped lines minus its height).
+    pub result_max: u16,
 }
 
 /// The whole TUI state.
@@ -420,6 +468,10 @@ pub struct App {
     pub upgrade_log: Vec<String>,
     /// `quit` was pressed once while an upgrade runs; a second press quits.
     pub quit_armed: bool,
+    /// The plan of the rollout running here (or the last one): its events are shown.
+    pub running_plan: Option<Box<crate::actions::rollout::Plan>>,
+    /// The last rollout action's result (the result pane).
+    pub result: Option<RolloutResult>,
     /// The status line as of the last tick, and for how many ticks it has stood: messages
     /// clear themselves after about 10 s (not while an upgrade runs).
     message_seen: Option<String>,
@@ -460,6 +512,12 @@ fn compute_cell(row: &Row, c: Column) -> String {
         };
         let stale = if row.stale() { " (stale)" } else { "" };
         return format!("{mark}{diff}{}{stale}", screen_safe(&row.name));
+    }
+    // This TUI's rollout on the node, over what the report says.
+    if c == Column::Rollout
+        && let Some(live) = &row.live
+    {
+        return crate::model::text::clip(&screen_safe(live), 64);
     }
     let Some(r) = &row.report else {
         return match c {
@@ -638,6 +696,7 @@ impl App {
                 page: 10,
                 detail_max: u16::MAX,
                 help_max: u16::MAX,
+                result_max: u16::MAX,
                 ..Drawn::default()
             },
             spin: 0,
@@ -649,6 +708,8 @@ impl App {
             upgrading: false,
             upgrade_log: Vec::new(),
             quit_armed: false,
+            running_plan: None,
+            result: None,
             message_seen: None,
             message_age: 0,
         };
@@ -669,6 +730,11 @@ impl App {
             self.detail_scroll = self.detail_scroll.min(d.help_max);
         } else {
             d.help_max = self.drawn.help_max;
+        }
+        if self.mode == Mode::Result {
+            self.detail_scroll = self.detail_scroll.min(d.result_max);
+        } else {
+            d.result_max = self.drawn.result_max;
         }
         self.drawn = d;
     }

@@ -4,6 +4,7 @@
 
 mod detail;
 mod help;
+mod rollout;
 pub mod theme;
 
 pub use detail::detail_lines;
@@ -74,6 +75,9 @@ pub fn draw(f: &mut Frame, app: &App, t: &Theme) -> Drawn {
     if app.mode == Mode::Confirm {
         draw_confirm(f, app, t, area);
     }
+    if app.mode == Mode::Result {
+        drawn.result_max = rollout::draw_result(f, app, t, area);
+    }
     drawn
 }
 
@@ -90,7 +94,7 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         width: w,
         height: h,
     };
-    let n = c.names.len();
+    let (title, warning) = rollout::confirm_words(c);
     let names: Vec<String> = c
         .names
         .iter()
@@ -101,12 +105,7 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
             format!("nodes: {}", names.join(", ")),
             t.role(Role::Title),
         )),
-        Line::from(Span::styled(
-            format!(
-                "This drains and upgrades {n} node(s). Type {n} and press enter to go on; anything else cancels."
-            ),
-            t.role(Role::Warn),
-        )),
+        Line::from(Span::styled(warning, t.role(Role::Warn))),
         Line::from(vec![
             Span::styled("node count: ", t.role(Role::Title)),
             Span::raw(c.input.clone()),
@@ -119,15 +118,7 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
             .iter()
             .map(|l| Line::from(Span::raw(screen_safe(l).into_owned()))),
     );
-    draw_popup(
-        f,
-        t,
-        popup,
-        lines,
-        " upgrade plan ",
-        Role::Crit,
-        app.detail_scroll,
-    );
+    draw_popup(f, t, popup, lines, &title, Role::Crit, app.detail_scroll);
 }
 
 /// The one header line: the title, the read-only badge, while a scan runs its progress (a
@@ -624,6 +615,7 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
             .collect(),
         detail_max: 0,
         help_max: 0,
+        result_max: 0,
     }
 }
 
