@@ -89,7 +89,7 @@ fn tui_rollout_progress_result_abandon_and_resume_at_80_columns() {
     tmux.keys(&["1", "Enter"]);
     // Progress in the ROLLOUT column while the node runs its steps.
     wait(&tmux, "step slow", 60);
-    let screen = wait(&tmux, "failed at step check", 90);
+    let screen = wait(&tmux, "failed: check", 90);
     let status = wait(&tmux, "o: result", 30);
     assert!(
         status.contains("stopped: 0 upgraded, 1 failed"),
@@ -173,7 +173,7 @@ fn tui_cancels_a_hung_step_then_resumes() {
     let confirm = wait(&tmux, "cancel the running steps of rollout r-", 30);
     assert!(confirm.contains("node0: stops step:hang"), "{confirm}");
     tmux.keys(&["1", "Enter"]);
-    let screen = wait(&tmux, "failed at step hang", 90);
+    let screen = wait(&tmux, "failed: hang", 90);
     wait(&tmux, "stopped: 0 upgraded, 1 failed", 30);
     assert!(entries(&f, "kill:hang", "done") >= 1, "{screen}");
     tmux.keys(&["C-r"]);

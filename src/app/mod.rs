@@ -123,7 +123,7 @@ pub struct Row {
     /// Marked for an upgrade.
     pub marked: bool,
     /// Where this TUI's rollout is on the node (`draining`, `step NAME`, `rebooting`, `gates`,
-    /// `done`, `failed at …`: [`live_word`]), shown in the ROLLOUT column over the report's
+    /// `done`, `failed: STEP`: [`live_word`]), shown in the ROLLOUT column over the report's
     /// cell; from the rollout's progress events, until the next rollout starts here.
     pub live: Option<String>,
     /// How the report differs from the `--compare` snapshot (`None`: no comparison, no report

@@ -82,14 +82,13 @@ pub struct Unfinished {
 }
 
 /// What the confirmation of `kind` shows of the unfinished `plan`, with how far each node got
-/// (`progress`): for a resume its plan and the steps done before (skipped); for an abandon
+/// (`progress`): for a resume the steps done before (skipped), then its plan; for an abandon
 /// what each node is left with ([`rollout::left_behind`]) and its plan; for a cancel the step
 /// running on each node (node text in them: escape it where it is shown).
 pub fn unfinished_lines(kind: ConfirmKind, plan: &Plan, progress: &Progress) -> Vec<String> {
     let mut out = Vec::new();
     match kind {
         ConfirmKind::Upgrade | ConfirmKind::Resume => {
-            out.extend(rollout::plan_lines(plan, false));
             let mut done: Vec<String> = plan
                 .nodes
                 .iter()
@@ -104,10 +103,11 @@ pub fn unfinished_lines(kind: ConfirmKind, plan: &Plan, progress: &Progress) -> 
             if !done.is_empty() {
                 done.sort();
                 out.push(format!(
-                    "  done before (skipped on resume): {}",
+                    "done before (skipped on resume): {}",
                     done.join(", ")
                 ));
             }
+            out.extend(rollout::plan_lines(plan, false));
         }
         ConfirmKind::Abandon => {
             out.push("what each node is left with:".into());
@@ -146,7 +146,7 @@ pub fn unfinished_lines(kind: ConfirmKind, plan: &Plan, progress: &Progress) -> 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeResult {
     pub node: String,
-    /// The ROLLOUT cell it leaves: `done`, `failed at step NAME`, `skipped`, `cancelled`, ….
+    /// The ROLLOUT cell it leaves: `done`, `failed: STEP`, `skipped`, `cancelled`, ….
     pub word: String,
     /// What happened to it, whole (node text in it: escape it where it is shown).
     pub outcome: String,
@@ -163,9 +163,10 @@ pub struct RolloutResult {
     pub notes: Vec<String>,
 }
 
-/// A step label for people: `step:switch` → `step switch`.
-fn step_words(label: &str) -> String {
-    label.replacen(':', " ", 1)
+/// A step label as short as the ROLLOUT column wants it (16 cells at most): `step:switch`
+/// → `switch`, `wait-ssh:reboot` → `reboot`, `gates` → `gates`.
+fn step_short(label: &str) -> &str {
+    label.split_once(':').map_or(label, |(_, name)| name)
 }
 
 impl RolloutResult {
@@ -183,7 +184,7 @@ impl RolloutResult {
                 (Some(o), Some(f), _) => {
                     failed += 1;
                     let at = o.failure.as_ref().map_or("", |f| f.step.as_str());
-                    (format!("failed at {}", step_words(at)), f.clone())
+                    (format!("failed: {}", step_short(at)), f.clone())
                 }
                 (Some(_), None, Some(why)) => {
                     skip += 1;
@@ -300,8 +301,8 @@ impl RolloutResult {
 
 /// The ROLLOUT cell a progress event leaves on its node (`None`: the cell stays as it is):
 /// `locking`, `draining`, `step NAME`, `rebooting` (a reboot step, and the wait for the new
-/// boot), `gates`, `uncordoning`, `unlocking`, `done` (the last step done), `failed at …`,
-/// `skipped`. `plan`: the running plan (which steps reboot).
+/// boot), `gates`, `uncordoning`, `unlocking`, `done` (the last step done), `failed: STEP`,
+/// `stopping NAME` (a cancel or `kill_after`), `skipped`. `plan`: the running plan (which steps reboot).
 pub fn live_word(ev: &Event, plan: Option<&Plan>) -> Option<String> {
     let reboots = |name: &str| {
         plan.is_some_and(|p| {
@@ -321,7 +322,7 @@ pub fn live_word(ev: &Event, plan: Option<&Plan>) -> Option<String> {
     let (kind, name) = ev.step.split_once(':').unwrap_or((ev.step.as_str(), ""));
     match ev.state.as_str() {
         "failed" if kind != "hook" && kind != "kill" => {
-            Some(format!("failed at {}", step_words(&ev.step)))
+            Some(format!("failed: {}", step_short(&ev.step)))
         }
         "skipped" => Some("skipped".into()),
         "start" => Some(match kind {
@@ -330,7 +331,7 @@ pub fn live_word(ev: &Event, plan: Option<&Plan>) -> Option<String> {
             "boot-id" => format!("step {name}"),
             "step" if reboots(name) => "rebooting".into(),
             "step" => format!("step {name}"),
-            "kill" => format!("stopping step {name}"),
+            "kill" => format!("stopping {name}"),
             "wait-ssh" => "rebooting".into(),
             "reprobe" | "gates" => "gates".into(),
             "uncordon" => "uncordoning".into(),
@@ -452,7 +453,7 @@ impl App {
             return Vec::new();
         }
         self.message = Some(format!(
-            "reading the unfinished rollout to {}…",
+            "reading the unfinished rollout to {}...",
             kind.verb()
         ));
         vec![Effect::FindUnfinished { kind }]
@@ -468,19 +469,19 @@ impl App {
                 self.upgrade_log.clear();
                 self.rollout_started(c.planned.clone());
                 if c.kind == ConfirmKind::Upgrade {
-                    self.message = Some(format!("upgrading {n} node(s)…"));
+                    self.message = Some(format!("upgrading {n} node(s)..."));
                     vec![Effect::RunUpgrade { plan: c.planned }]
                 } else {
-                    self.message = Some(format!("resuming rollout {id} on {n} node(s)…"));
+                    self.message = Some(format!("resuming rollout {id} on {n} node(s)..."));
                     vec![Effect::Resume { rollout: id }]
                 }
             }
             ConfirmKind::Abandon => {
-                self.message = Some(format!("abandoning rollout {id}…"));
+                self.message = Some(format!("abandoning rollout {id}..."));
                 vec![Effect::Abandon { rollout: id }]
             }
             ConfirmKind::Cancel => {
-                self.message = Some(format!("stopping the running steps of rollout {id}…"));
+                self.message = Some(format!("stopping the running steps of rollout {id}..."));
                 vec![Effect::CancelRollout { rollout: id }]
             }
         }
@@ -587,11 +588,11 @@ mod tests {
         assert_eq!(w("unlock", "done").as_deref(), Some("done"));
         assert_eq!(
             w("step:switch", "failed").as_deref(),
-            Some("failed at step switch")
+            Some("failed: switch")
         );
         assert_eq!(
             w("kill:switch", "start").as_deref(),
-            Some("stopping step switch")
+            Some("stopping switch")
         );
         assert_eq!(w("hook:on_failure", "failed"), None);
     }
@@ -658,7 +659,7 @@ mod tests {
         });
         assert!(matches!(&e[..], [Effect::Scan { .. }]), "{e:?}");
         assert_eq!(cell(&a.rows[0], Column::Rollout), "done");
-        assert_eq!(cell(&a.rows[1], Column::Rollout), "failed at step switch");
+        assert_eq!(cell(&a.rows[1], Column::Rollout), "failed: switch");
         assert_eq!(
             a.message.as_deref(),
             Some("rollout r-1 stopped: 1 upgraded, 1 failed · o: result")
@@ -758,10 +759,7 @@ mod tests {
         );
         let lines = unfinished_lines(ConfirmKind::Resume, &plan(), &progress);
         assert!(
-            lines
-                .last()
-                .unwrap()
-                .contains("done before (skipped on resume): gpu000 step:switch"),
+            lines[0] == "done before (skipped on resume): gpu000 step:switch",
             "{lines:?}"
         );
     }

@@ -641,14 +641,19 @@ fn draw_bottom(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     } else {
         let k = &app.keymap;
         let mut spans = Vec::new();
-        for a in [
+        // The rollout's result, once there is one, first.
+        let result = app
+            .result
+            .as_ref()
+            .map(|_| crate::app::Action::RolloutResult);
+        for a in result.into_iter().chain([
             crate::app::Action::Help,
             crate::app::Action::Filter,
             crate::app::Action::Detail,
             crate::app::Action::SortNext,
             crate::app::Action::Rescan,
             crate::app::Action::Quit,
-        ] {
+        ]) {
             let keys = k.keys_of(a);
             if let Some(first) = keys.split(", ").next().filter(|s| !s.is_empty()) {
                 spans.push(Span::styled(format!(" {first} "), t.role(Role::Header)));
