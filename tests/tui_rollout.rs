@@ -60,6 +60,32 @@ fn wait(tmux: &Tmux, text: &str, secs: u64) -> String {
     }
 }
 
+/// With `GPUFLEET_TUI_SHOTS=DIR`, the screen as the terminal has it (colours included:
+/// `capture-pane -e`) into `DIR/NAME.ansi`, for a person to look at (render it to PNG with
+/// `term-shot.py`'s renderer); otherwise nothing.
+fn shot(tmux: &Tmux, name: &str) {
+    let Some(dir) = std::env::var_os("GPUFLEET_TUI_SHOTS") else {
+        return;
+    };
+    let out = std::process::Command::new(need("tmux"))
+        .args([
+            "-L",
+            &tmux.socket,
+            "capture-pane",
+            "-e",
+            "-p",
+            "-t",
+            &tmux.session,
+        ])
+        .output()
+        .unwrap();
+    std::fs::write(
+        std::path::Path::new(&dir).join(format!("{name}.ansi")),
+        out.stdout,
+    )
+    .unwrap();
+}
+
 /// The journal's entries whose step and phase are these.
 fn entries(f: &UpgradeFleet, step: &str, phase: &str) -> usize {
     f.journal()
@@ -89,6 +115,7 @@ fn tui_rollout_progress_result_abandon_and_resume_at_80_columns() {
     tmux.keys(&["1", "Enter"]);
     // Progress in the ROLLOUT column while the node runs its steps.
     wait(&tmux, "step slow", 60);
+    shot(&tmux, "80x24-progress");
     let screen = wait(&tmux, "failed: check", 90);
     let status = wait(&tmux, "o: result", 30);
     assert!(
@@ -97,6 +124,7 @@ fn tui_rollout_progress_result_abandon_and_resume_at_80_columns() {
     );
     tmux.keys(&["o"]);
     let pane = wait(&tmux, "rollout result", 20);
+    shot(&tmux, "80x24-result");
     // Each word of the reason on screen: the pane wraps it, never cuts it.
     for w in words.iter().chain([&"END-OF-REASON".to_string()]) {
         assert!(pane.contains(w.as_str()), "{w} missing:\n{pane}");
@@ -117,6 +145,7 @@ fn tui_rollout_progress_result_abandon_and_resume_at_80_columns() {
     assert_eq!(entries(&f, "rollout", "abandoned"), 0);
     tmux.keys(&["A"]);
     wait(&tmux, "abandon rollout r-", 30);
+    shot(&tmux, "80x24-abandon");
     tmux.keys(&["1", "Enter"]);
     wait(&tmux, "abandoned (1 node(s))", 30);
     assert_eq!(entries(&f, "rollout", "abandoned"), 1);
@@ -133,8 +162,10 @@ fn tui_rollout_progress_result_abandon_and_resume_at_80_columns() {
         confirm.contains("done before (skipped on resume)"),
         "{confirm}"
     );
+    shot(&tmux, "80x24-resume");
     tmux.keys(&["1", "Enter"]);
     wait(&tmux, "rebooting", 90);
+    shot(&tmux, "80x24-rebooting");
     let done = wait(&tmux, "done: 1 upgraded", 120);
     assert!(done.contains("done"), "{done}");
     assert_eq!(f.status("node0"), "ready");
@@ -169,9 +200,11 @@ fn tui_cancels_a_hung_step_then_resumes() {
     wait(&tmux, "upgrade plan", 60);
     tmux.keys(&["1", "Enter"]);
     wait(&tmux, "step hang", 90);
+    shot(&tmux, "200x50-hang");
     tmux.keys(&["C"]);
     let confirm = wait(&tmux, "cancel the running steps of rollout r-", 30);
     assert!(confirm.contains("node0: stops step:hang"), "{confirm}");
+    shot(&tmux, "200x50-cancel");
     tmux.keys(&["1", "Enter"]);
     let screen = wait(&tmux, "failed: hang", 90);
     wait(&tmux, "stopped: 0 upgraded, 1 failed", 30);
@@ -180,6 +213,9 @@ fn tui_cancels_a_hung_step_then_resumes() {
     wait(&tmux, "resume rollout r-", 30);
     tmux.keys(&["1", "Enter"]);
     wait(&tmux, "done: 1 upgraded", 120);
+    tmux.keys(&["o"]);
+    wait(&tmux, "rollout result", 20);
+    shot(&tmux, "200x50-result");
     assert_eq!(f.status("node0"), "ready");
     tmux.keys(&["q"]);
     wait(&tmux, "EXITED-0", 30);

@@ -134,6 +134,9 @@ impl App {
                 }
             },
             Msg::UpgradeLog(line) => {
+                // The status line escapes `…` (its width is ambiguous): the executor's lines
+                // say `...` here.
+                let line = line.replace('…', "...");
                 self.message = Some(line.clone());
                 self.upgrade_log.push(line);
                 let n = self.upgrade_log.len();

@@ -57,16 +57,9 @@ pub(super) fn draw_result(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> u1
     let Some(r) = &app.result else {
         return 0;
     };
-    let w = area.width.saturating_sub(4).min(140).max(3);
-    let h = area.height.saturating_sub(2).max(3);
-    let popup = Rect {
-        x: area.x + (area.width.saturating_sub(w)) / 2,
-        y: area.y + (area.height.saturating_sub(h)) / 2,
-        width: w.min(area.width),
-        height: h.min(area.height),
-    };
+    let w = area.width.saturating_sub(4).clamp(3, 140).min(area.width);
     // Inside the border and a cell of padding each side.
-    let inner = usize::from(popup.width.saturating_sub(4)).max(1);
+    let inner = usize::from(w.saturating_sub(4)).max(1);
     let mut lines: Vec<Line> = Vec::new();
     for l in wrap(&screen_safe(&r.title), inner, 0) {
         lines.push(Line::from(Span::styled(l, t.role(Role::Title))));
@@ -99,6 +92,18 @@ pub(super) fn draw_result(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> u1
         }
     }
     let rows = lines.len() as u16;
+    // As tall as its lines, up to the screen's height (then it scrolls).
+    let h = rows
+        .saturating_add(2)
+        .min(area.height.saturating_sub(2))
+        .max(3)
+        .min(area.height);
+    let popup = Rect {
+        x: area.x + (area.width.saturating_sub(w)) / 2,
+        y: area.y + (area.height.saturating_sub(h)) / 2,
+        width: w,
+        height: h,
+    };
     let max = rows.saturating_sub(popup.height.saturating_sub(2));
     let key = app.keymap.keys_of(crate::app::Action::RolloutResult);
     let key = key.split(", ").next().unwrap_or("esc");
@@ -147,5 +152,46 @@ mod tests {
         }
         assert_eq!(wrap("", 10, 0), vec![String::new()]);
         assert_eq!(wrap("日本語の文", 4, 0), vec!["日本", "語の", "文"]);
+    }
+
+    /// The result pane on any terminal size: no panic, and at 80x24 the long reason is all
+    /// there, none of it past the edge.
+    #[test]
+    fn the_result_pane_fits_any_terminal() {
+        use crate::app::{App, Keymap, Mode, NodeResult, RolloutResult, Row};
+        use ratatui::{Terminal, backend::TestBackend};
+        let mut app = App::new(vec![Row::new("n")], Keymap::default(), false, String::new());
+        let words: Vec<String> = (0..30).map(|i| format!("w{i:02}")).collect();
+        app.result = Some(RolloutResult {
+            title: "rollout r-1 stopped: 0 upgraded, 1 failed".into(),
+            nodes: vec![NodeResult {
+                node: "n".into(),
+                word: "failed: x".into(),
+                outcome: format!("stopped at step:x: {} END", words.join(" ")),
+            }],
+            notes: vec!["a note".into()],
+        });
+        app.mode = Mode::Result;
+        for (w, h) in [(1u16, 1u16), (3, 2), (10, 3), (40, 10), (80, 24)] {
+            let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+            let mut drawn = crate::app::Drawn::default();
+            term.draw(|f| drawn = crate::ui::draw(f, &app, &crate::ui::Theme::default()))
+                .unwrap();
+            if (w, h) == (80, 24) {
+                let buf = term.backend().buffer();
+                let text: String = (0..h)
+                    .map(|y| {
+                        (0..w)
+                            .map(|x| buf[(x, y)].symbol().to_string())
+                            .collect::<String>()
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                for word in words.iter().map(String::as_str).chain(["END", "a note"]) {
+                    assert!(text.contains(word), "{word}:\n{text}");
+                }
+                assert_eq!(drawn.result_max, 0);
+            }
+        }
     }
 }
