@@ -268,6 +268,9 @@ fn the_tui_marks_and_upgrades_the_simulated_canaries_then_the_rest() {
     let mark = |names: &[String]| {
         for n in names {
             tmux.keys(&["/"]);
+            // The name typed only once the filter line is open: typed into the matrix, its
+            // letters are keys (`e` exports, `s` sorts).
+            wait_long(&tmux, "enter apply", 20);
             tmux.keys(&[n.as_str()]);
             tmux.keys(&["Enter"]);
             wait_long(&tmux, "nodes 1/16 · filter", 20);

@@ -339,3 +339,35 @@ fn tui_compare_against_an_old_snapshot() {
         "{err}"
     );
 }
+
+/// The TUI's export (`e`) lands in its current folder: a tmux session of the tests runs in a
+/// temporary one ([`Tmux::cwd`]), never in the checkout (a test run once left 8 exports in the
+/// repository, committed by accident; `Tmux`'s drop now fails a test that writes one there).
+#[test]
+fn a_tui_export_lands_in_the_sessions_folder_not_the_checkout() {
+    let node = fixture("h100-open-555-k6.6-peermem");
+    let tmp = tempfile::tempdir().unwrap();
+    let command = format!(
+        "env -i PATH={bin_dir}:/usr/bin:/bin TERM=xterm-256color HOME={home} {exe} tui --local --root {root}; echo EXITED-$?; sleep 30",
+        bin_dir = node.join("bin").display(),
+        home = tmp.path().display(),
+        exe = env!("CARGO_BIN_EXE_gpufleet"),
+        root = node.join("root").display(),
+    );
+    let checkout = exports_in(std::path::Path::new(env!("CARGO_MANIFEST_DIR")));
+    let tmux = Tmux::start(&command);
+    tmux.wait_for("scanned 1/1");
+    tmux.keys(&["e"]);
+    let screen = tmux.wait_for("exported 1 nodes to");
+    let written = exports_in(tmux.cwd.path());
+    assert_eq!(written.len(), 1, "{screen}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&written[0]).unwrap()).unwrap();
+    assert_eq!(doc["nodes"].as_array().map(Vec::len), Some(1), "{doc}");
+    assert_eq!(
+        exports_in(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
+        checkout
+    );
+    tmux.keys(&["q"]);
+    tmux.wait_for("EXITED-0");
+}

@@ -49,13 +49,24 @@ actions! {
     Help = "help", "show or hide this help", ["?", "f1"];
     Mark = "mark", "mark or unmark the selected node for an upgrade", ["space"];
     Upgrade = "upgrade", "upgrade the marked nodes (or the selected one): the plan, then type the node count", ["U"];
+    ResumeRollout = "resume-rollout", "resume the rollout that did not finish (upgrade --resume): its plan, then type the node count", ["ctrl-r"];
+    AbandonRollout = "abandon-rollout", "abandon the rollout that did not finish (upgrade --abandon; its nodes stay as they are): type the node count", ["A"];
+    CancelRollout = "cancel-rollout", "stop the running steps of the rollout that did not finish, or of the one running here (upgrade --cancel; its nodes stay drained and locked): type the node count", ["C"];
+    RolloutResult = "rollout-result", "show or hide the last rollout's result: each node's outcome, whole", ["o"];
 }
 
 impl Action {
     /// Whether the action changes a node (drain, upgrade). Read-only mode leaves every such
     /// action unbound, absent from help, and refuses it if it is reached.
     pub fn is_write(self) -> bool {
-        matches!(self, Action::Upgrade | Action::Mark)
+        matches!(
+            self,
+            Action::Upgrade
+                | Action::Mark
+                | Action::ResumeRollout
+                | Action::AbandonRollout
+                | Action::CancelRollout
+        )
     }
 
     pub fn from_name(name: &str) -> Option<Action> {

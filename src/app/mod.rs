@@ -3,6 +3,8 @@
 //! out the effects it returns (start or cancel scans, export, quit).
 
 pub mod keys;
+mod raw;
+mod rollout;
 mod sort;
 #[cfg(test)]
 mod tests;
@@ -14,10 +16,13 @@ use std::sync::Arc;
 use ratatui::crossterm::event::{KeyEvent, MouseEvent};
 
 pub use keys::{Action, Keymap};
+pub use raw::RawOutput;
+pub use rollout::{
+    ConfirmKind, NodeResult, PlanRefused, RolloutResult, Unfinished, live_word, unfinished_lines,
+};
 
 use crate::model::text::screen_safe;
 use crate::model::{NodeReport, NodeStatus};
-use crate::probe::RawRun;
 
 /// Ticks (250 ms each) a status-line message stays.
 pub const MESSAGE_TICKS: u32 = 40;
@@ -34,64 +39,6 @@ pub enum Probe {
     /// The scan was cancelled before this node's result came: its report, if any, is from an
     /// earlier scan (stale), else it was never scanned.
     Cancelled,
-}
-
-/// A probe's raw output as the detail pane shows it, kept per node for as long as the TUI runs:
-/// deflate-compressed (fast level; the H200's 9.5 KB pack to 3.6 KB) and split into its
-/// sections only when shown. Kept parsed, it took ≈ 35 KB of heap a node (335 MiB at 10,000;
-/// bench/README.md). Made by the scan's task ([`RawOutput::of`]), not the TUI's loop.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawOutput {
-    packed: Vec<u8>,
-    boundary: String,
-    /// The output's size in bytes, uncompressed.
-    pub bytes: usize,
-}
-
-impl RawOutput {
-    /// Packs `run`'s output with its boundary.
-    pub fn of(run: &RawRun) -> RawOutput {
-        use std::io::Write;
-        let mut z = flate2::write::DeflateEncoder::new(
-            Vec::with_capacity(run.output.len() / 4),
-            flate2::Compression::fast(),
-        );
-        // Writing to a Vec cannot fail; should it, the packed form is empty and the pane says
-        // the output is unreadable (below), which never claims the output was empty.
-        let packed = match z.write_all(&run.output).and_then(|()| z.finish()) {
-            Ok(mut v) => {
-                v.shrink_to_fit();
-                v
-            }
-            Err(_) => Vec::new(),
-        };
-        RawOutput {
-            packed,
-            boundary: run.boundary.clone(),
-            bytes: run.output.len(),
-        }
-    }
-
-    /// The output split at its boundary, unpacked now (for the one node the pane shows).
-    ///
-    /// Errors: the packed bytes do not inflate to the output's size (never for bytes packed by
-    /// [`RawOutput::of`]; said as such rather than shown as an empty output).
-    pub fn sections(&self) -> Result<crate::model::parse::sections::ProbeOutput, String> {
-        use std::io::Read;
-        let mut out = Vec::with_capacity(self.bytes);
-        flate2::read::DeflateDecoder::new(&self.packed[..])
-            .take(self.bytes as u64 + 1)
-            .read_to_end(&mut out)
-            .map_err(|e| e.to_string())?;
-        if out.len() != self.bytes {
-            return Err(format!(
-                "{} bytes unpacked, {} expected",
-                out.len(),
-                self.bytes
-            ));
-        }
-        Ok(crate::model::parse::sections::parse(&out, &self.boundary))
-    }
 }
 
 /// One node of the matrix.
@@ -118,6 +65,10 @@ pub struct Row {
     search: String,
     /// Marked for an upgrade.
     pub marked: bool,
+    /// Where this TUI's rollout is on the node (`draining`, `step NAME`, `rebooting`, `gates`,
+    /// `done`, `failed: STEP`: [`live_word`]), shown in the ROLLOUT column over the report's
+    /// cell; from the rollout's progress events, until the next rollout starts here.
+    pub live: Option<String>,
     /// How the report differs from the `--compare` snapshot (`None`: no comparison, no report
     /// yet, or nothing changed).
     pub diff: Option<RowDiff>,
@@ -184,6 +135,7 @@ impl Row {
             tones: Vec::new(),
             search: String::new(),
             marked: false,
+            live: None,
             diff: None,
         }
         .refreshed()
@@ -239,17 +191,23 @@ pub enum Mode {
     Help,
     /// Typing a filter after `/`.
     FilterInput,
-    /// An upgrade plan on screen, waiting for the operator to type the node count.
+    /// An upgrade plan (or a resume, an abandon, a cancel) on screen, waiting for the operator
+    /// to type the node count.
     Confirm,
+    /// The last rollout action's result, each node's outcome whole.
+    Result,
 }
 
 /// An upgrade waiting for confirmation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Confirm {
+    /// What typing the count runs.
+    pub kind: ConfirmKind,
     pub names: Vec<String>,
     /// The plan, one line per step (with the exact commands).
     pub plan: Vec<String>,
-    /// The plan itself: what runs once confirmed.
+    /// The plan itself: what runs once confirmed (for a resume, an abandon or a cancel: the
+    /// unfinished rollout's, whose id the runtime checks again).
     pub planned: Box<crate::actions::rollout::Plan>,
     /// What the operator typed so far.
     pub input: String,
@@ -289,13 +247,25 @@ pub enum Msg {
     Notice(String),
     /// The plan for an upgrade (its lines for people, and the plan itself), or why there is
     /// none.
-    UpgradePlanned(Result<(Vec<String>, Box<crate::actions::rollout::Plan>), String>),
+    UpgradePlanned(Result<(Vec<String>, Box<crate::actions::rollout::Plan>), PlanRefused>),
     /// A progress line of the running upgrade.
     UpgradeLog(String),
-    /// The upgrade ended: these nodes, and a summary.
+    /// A progress event of the running rollout (the `--events` ones).
+    RolloutEvent(Box<crate::actions::rollout::Event>),
+    /// The unfinished rollout for a resume, an abandon or a cancel, or why there is none.
+    UnfinishedFound(Result<Unfinished, String>),
+    /// The upgrade ended (or did not start): these nodes (rescanned), a summary for the status
+    /// line when there is no `result`, and the result when it ran.
     UpgradeDone {
         names: Vec<String>,
         summary: String,
+        result: Option<Box<RolloutResult>>,
+    },
+    /// An abandon or a cancel ended: its result, or why it did not happen; `names` are
+    /// rescanned.
+    RolloutActed {
+        names: Vec<String>,
+        result: Result<Box<RolloutResult>, String>,
     },
 }
 
@@ -330,6 +300,25 @@ pub enum Effect {
     RunUpgrade {
         plan: Box<crate::actions::rollout::Plan>,
     },
+    /// Read the unfinished rollout for a confirmation of `kind` (answered by
+    /// [`Msg::UnfinishedFound`]).
+    FindUnfinished {
+        kind: ConfirmKind,
+    },
+    /// Go on with the unfinished rollout, if it is still `rollout` (answered by
+    /// [`Msg::UpgradeDone`]).
+    Resume {
+        rollout: String,
+    },
+    /// Give up the unfinished rollout, if it is still `rollout` ([`Msg::RolloutActed`]).
+    Abandon {
+        rollout: String,
+    },
+    /// Stop the running steps of the unfinished rollout, if it is still `rollout`
+    /// ([`Msg::RolloutActed`]).
+    CancelRollout {
+        rollout: String,
+    },
     Quit,
 }
 
@@ -363,6 +352,8 @@ pub struct Drawn {
     pub detail_max: u16,
     /// How far the help overlay can scroll (its wrapped lines minus its height).
     pub help_max: u16,
+    /// How far the result pane can scroll (its wrapped lines minus its height).
+    pub result_max: u16,
 }
 
 /// The whole TUI state.
@@ -418,6 +409,10 @@ pub struct App {
     pub upgrade_log: Vec<String>,
     /// `quit` was pressed once while an upgrade runs; a second press quits.
     pub quit_armed: bool,
+    /// The plan of the rollout running here (or the last one): its events are shown.
+    pub running_plan: Option<Box<crate::actions::rollout::Plan>>,
+    /// The last rollout action's result (the result pane).
+    pub result: Option<RolloutResult>,
     /// The status line as of the last tick, and for how many ticks it has stood: messages
     /// clear themselves after about 10 s (not while an upgrade runs).
     message_seen: Option<String>,
@@ -460,6 +455,12 @@ fn compute_cell(row: &Row, c: Column) -> crate::view::Cell {
         };
         let stale = if row.stale() { " (stale)" } else { "" };
         return Cell::plain(format!("{mark}{diff}{}{stale}", screen_safe(&row.name)));
+    }
+    // This TUI's rollout on the node, over what the report says.
+    if c == Column::Rollout
+        && let Some(live) = &row.live
+    {
+        return crate::model::text::clip(&screen_safe(live), 64);
     }
     let Some(r) = &row.report else {
         return Cell::plain(match c {
@@ -683,6 +684,7 @@ impl App {
                 page: 10,
                 detail_max: u16::MAX,
                 help_max: u16::MAX,
+                result_max: u16::MAX,
                 ..Drawn::default()
             },
             spin: 0,
@@ -694,6 +696,8 @@ impl App {
             upgrading: false,
             upgrade_log: Vec::new(),
             quit_armed: false,
+            running_plan: None,
+            result: None,
             message_seen: None,
             message_age: 0,
         };
@@ -714,6 +718,11 @@ impl App {
             self.detail_scroll = self.detail_scroll.min(d.help_max);
         } else {
             d.help_max = self.drawn.help_max;
+        }
+        if self.mode == Mode::Result {
+            self.detail_scroll = self.detail_scroll.min(d.result_max);
+        } else {
+            d.result_max = self.drawn.result_max;
         }
         self.drawn = d;
     }

@@ -3,6 +3,7 @@
 use super::*;
 use crate::model::Code;
 use crate::model::report::NodeReport;
+use crate::probe::RawRun;
 use ratatui::crossterm::event::{KeyCode, KeyModifiers};
 
 fn report(name: &str, status: NodeStatus) -> NodeReport {

@@ -97,6 +97,7 @@ impl App {
             }
             Msg::UpgradePlanned(Ok((plan, planned))) => {
                 self.confirm = Some(Confirm {
+                    kind: ConfirmKind::Upgrade,
                     names: planned.nodes.iter().map(|n| n.node.clone()).collect(),
                     plan,
                     planned,
@@ -106,14 +107,36 @@ impl App {
                 self.detail_scroll = 0;
                 Vec::new()
             }
-            Msg::UpgradePlanned(Err(e)) => {
-                // The message line is one line: a list of nodes that cannot be planned is
-                // joined with `; `.
-                let e = e.replace(":\n  ", ": ").replace("\n  ", "; ");
-                self.message = Some(format!("upgrade: {e}"));
+            Msg::UpgradePlanned(Err(r)) => {
+                self.plan_refused(r);
                 Vec::new()
             }
+            Msg::RolloutEvent(ev) => {
+                self.rollout_event(&ev);
+                Vec::new()
+            }
+            Msg::UnfinishedFound(Ok(u)) => {
+                self.unfinished_found(u);
+                Vec::new()
+            }
+            Msg::UnfinishedFound(Err(e)) => {
+                self.message = Some(e.replace('\n', "; "));
+                Vec::new()
+            }
+            Msg::RolloutActed { names, result } => match result {
+                Ok(r) => {
+                    self.rollout_result(*r);
+                    self.start_scan(Some(names))
+                }
+                Err(e) => {
+                    self.message = Some(e.replace('\n', "; "));
+                    Vec::new()
+                }
+            },
             Msg::UpgradeLog(line) => {
+                // The status line escapes `…` (its width is ambiguous): the executor's lines
+                // say `...` here.
+                let line = line.replace('…', "...");
                 self.message = Some(line.clone());
                 self.upgrade_log.push(line);
                 let n = self.upgrade_log.len();
@@ -122,10 +145,25 @@ impl App {
                 }
                 Vec::new()
             }
-            Msg::UpgradeDone { names, summary } => {
+            Msg::UpgradeDone {
+                names,
+                summary,
+                result,
+            } => {
                 self.upgrading = false;
                 self.quit_armed = false;
-                self.message = Some(summary);
+                match result {
+                    Some(r) => self.rollout_result(*r),
+                    None => {
+                        // Not started: the nodes shown as queued are not.
+                        for r in &mut self.rows {
+                            if r.live.as_deref() == Some("queued") {
+                                r.live = None;
+                            }
+                        }
+                        self.message = Some(summary)
+                    }
+                }
                 for r in &mut self.rows {
                     r.marked = false;
                     r.refresh();
@@ -239,19 +277,21 @@ impl App {
                 Vec::new()
             }
             KeyCode::Enter if c.input == c.names.len().to_string() => {
-                let n = c.names.len();
-                let plan = c.planned.clone();
+                let c = c.clone();
                 self.confirm = None;
                 self.mode = Mode::Matrix;
-                self.upgrading = true;
-                self.upgrade_log.clear();
-                self.message = Some(format!("upgrading {n} node(s)…"));
-                vec![Effect::RunUpgrade { plan }]
+                self.confirmed(c)
             }
             _ => {
+                let kind = c.kind;
                 self.confirm = None;
                 self.mode = Mode::Matrix;
-                self.message = Some("upgrade cancelled; nothing changed".into());
+                self.message = Some(match kind {
+                    ConfirmKind::Upgrade => "upgrade cancelled; nothing changed".into(),
+                    ConfirmKind::Resume => "resume not confirmed; nothing changed".into(),
+                    ConfirmKind::Abandon => "abandon not confirmed; nothing changed".into(),
+                    ConfirmKind::Cancel => "cancel not confirmed; nothing changed".into(),
+                });
                 Vec::new()
             }
         }
@@ -297,30 +337,25 @@ impl App {
             self.message = Some(format!("read-only: `{}` is not allowed", action.name()));
             return Vec::new();
         }
-        let scrolling = matches!(self.mode, Mode::Detail | Mode::Help);
+        let scrolling = matches!(self.mode, Mode::Detail | Mode::Help | Mode::Result);
+        let max = match self.mode {
+            Mode::Detail => self.drawn.detail_max,
+            Mode::Result => self.drawn.result_max,
+            _ => self.drawn.help_max,
+        };
         match action {
             Action::Quit if self.upgrading && !self.quit_armed => {
                 self.quit_armed = true;
                 self.message = Some(
-                    "an upgrade is running: quit again to stop it mid-step (then `gpufleet upgrade --resume` goes on)".into(),
+                    "an upgrade is running: quit again to stop it mid-step (then resume goes on: here, or `gpufleet upgrade --resume`)".into(),
                 );
             }
             Action::Quit => return vec![Effect::Quit],
             Action::Down if scrolling => {
-                let max = if self.mode == Mode::Detail {
-                    self.drawn.detail_max
-                } else {
-                    self.drawn.help_max
-                };
                 self.detail_scroll = self.detail_scroll.saturating_add(1).min(max);
             }
             Action::Up if scrolling => self.detail_scroll = self.detail_scroll.saturating_sub(1),
             Action::PageDown if scrolling => {
-                let max = if self.mode == Mode::Detail {
-                    self.drawn.detail_max
-                } else {
-                    self.drawn.help_max
-                };
                 self.detail_scroll = self
                     .detail_scroll
                     .saturating_add(self.drawn.page as u16)
@@ -330,13 +365,7 @@ impl App {
                 self.detail_scroll = self.detail_scroll.saturating_sub(self.drawn.page as u16)
             }
             Action::Top if scrolling => self.detail_scroll = 0,
-            Action::Bottom if scrolling => {
-                self.detail_scroll = if self.mode == Mode::Detail {
-                    self.drawn.detail_max
-                } else {
-                    self.drawn.help_max
-                }
-            }
+            Action::Bottom if scrolling => self.detail_scroll = max,
             Action::Down | Action::NextNode => self.move_to(self.selected + 1),
             Action::PrevNode => self.move_to(self.selected.saturating_sub(1)),
             Action::Up => self.move_to(self.selected.saturating_sub(1)),
@@ -465,6 +494,10 @@ impl App {
                 ));
                 return vec![Effect::PlanUpgrade { nodes }];
             }
+            Action::ResumeRollout => return self.ask_unfinished(ConfirmKind::Resume),
+            Action::AbandonRollout => return self.ask_unfinished(ConfirmKind::Abandon),
+            Action::CancelRollout => return self.ask_unfinished(ConfirmKind::Cancel),
+            Action::RolloutResult => self.toggle_result(),
             Action::ExportJson | Action::ExportCsv => {
                 // Every node the filter passes now, results since the last frame included.
                 self.ensure_view();

@@ -17,6 +17,8 @@ use crate::fleet::scan::{Event as ScanEvent, ScanError, Source};
 use crate::probe::scan::now_rfc3339;
 use crate::ui::{self, Theme};
 
+mod rollout;
+
 /// What the TUI scans ([`crate::fleet::scan::Source`]), shared by its scans.
 pub type Target = Arc<Source>;
 
@@ -123,43 +125,6 @@ fn export_in(
         .map(|d| d.join(&path))
         .unwrap_or(path);
     Ok(shown.display().to_string())
-}
-
-/// Starts `plan`, the one the operator confirmed, through the rollout use case (journaled,
-/// locked, with the write permit), reporting on `tx` when it ends.
-///
-/// Errors: as [`crate::fleet::rollout::Rollouts::start`]'s, and the permit's, the lock's and the
-/// "did not finish" check's (another rollout may have started, and stopped, since the plan was
-/// made), in words.
-fn run_upgrade(
-    ctx: &UpgradeCtx,
-    plan: crate::actions::rollout::Plan,
-    scan: Arc<crate::probe::scan::Scan>,
-    tx: mpsc::Sender<Msg>,
-) -> Result<(), String> {
-    use crate::fleet::rollout::Lock;
-    let started = (|| {
-        let permit = ctx.permit()?;
-        let session = ctx.open(Lock::Take)?;
-        session.check_finished()?;
-        let log_tx = tx.clone();
-        let log = Box::new(move |l: &str| {
-            let _ = log_tx.try_send(Msg::UpgradeLog(l.to_string()));
-        });
-        ctx.start(session, permit, scan, plan, Default::default(), false, log)
-    })();
-    let run = started.map_err(|e| e.to_string())?;
-    let names = run.plan().nodes.iter().map(|n| n.node.clone()).collect();
-    tokio::spawn(async move {
-        let report = run.finish().await;
-        let _ = tx
-            .send(Msg::UpgradeDone {
-                names,
-                summary: report.summary,
-            })
-            .await;
-    });
-    Ok(())
 }
 
 /// Runs the TUI until the user quits or a signal ends it.
@@ -294,42 +259,71 @@ where
                 Effect::Export { format, reports } => {
                     pending.extend(app.update(Msg::Exported(export(format, reports))));
                 }
-                Effect::PlanUpgrade { nodes } => match (&upgrade, &*target) {
-                    (Some(ctx), Source::Fleet(fleet)) => {
-                        let (ctx, scan, tx) = (ctx.clone(), fleet.scan.clone(), tx.clone());
-                        let names: Vec<String> = nodes.iter().map(|r| r.name.clone()).collect();
-                        tokio::spawn(async move {
-                            let answer = ctx
-                                .plan_exactly(scan, &names)
-                                .await
-                                .map(|plan| {
-                                    let lines = crate::actions::rollout::plan_lines(&plan, false);
-                                    (lines, Box::new(plan))
-                                })
-                                .map_err(|e| e.to_string());
-                            let _ = tx.send(Msg::UpgradePlanned(answer)).await;
-                        });
+                Effect::PlanUpgrade { nodes } => match rollout::fleet(&upgrade, &target) {
+                    Ok((ctx, scan)) => {
+                        let names = nodes.iter().map(|r| r.name.clone()).collect();
+                        rollout::plan(ctx, scan, names, tx.clone());
                     }
-                    _ => pending.extend(app.update(Msg::UpgradePlanned(Err(
-                        "upgrades need an inventory (gpufleet tui -i FILE)".to_string(),
+                    Err(why) => pending.extend(app.update(Msg::UpgradePlanned(Err(
+                        crate::app::PlanRefused {
+                            why,
+                            unfinished: false,
+                        },
                     )))),
                 },
                 Effect::RunUpgrade { plan } => {
                     // The plan the operator confirmed, carried whole: it is what runs.
                     let names: Vec<String> = plan.nodes.iter().map(|n| n.node.clone()).collect();
-                    let started = match (&upgrade, &*target) {
-                        (Some(ctx), Source::Fleet(fleet)) => {
-                            run_upgrade(ctx, *plan, fleet.scan.clone(), tx.clone())
-                        }
-                        _ => Err("upgrades need an inventory (gpufleet tui -i FILE)".to_string()),
-                    };
+                    let started = rollout::fleet(&upgrade, &target).and_then(|(ctx, scan)| {
+                        rollout::run(&ctx, rollout::Start::Plan(plan), scan, tx.clone())
+                    });
                     if let Err(e) = started {
                         pending.extend(app.update(Msg::UpgradeDone {
                             names,
                             summary: format!("upgrade not started: {e}"),
+                            result: None,
                         }));
                     }
                 }
+                Effect::Resume { rollout: id } => {
+                    let started = rollout::fleet(&upgrade, &target).and_then(|(ctx, scan)| {
+                        rollout::run(&ctx, rollout::Start::Resume(id), scan, tx.clone())
+                    });
+                    if let Err(e) = started {
+                        pending.extend(app.update(Msg::UpgradeDone {
+                            names: Vec::new(),
+                            summary: format!("resume not started: {e}"),
+                            result: None,
+                        }));
+                    }
+                }
+                Effect::FindUnfinished { kind } => {
+                    let found = rollout::fleet(&upgrade, &target)
+                        .and_then(|(ctx, _)| rollout::find(&ctx, kind));
+                    pending.extend(app.update(Msg::UnfinishedFound(found)));
+                }
+                Effect::Abandon { rollout: id } => {
+                    let done = rollout::fleet(&upgrade, &target)
+                        .and_then(|(ctx, _)| rollout::abandon(&ctx, &id));
+                    let msg = match done {
+                        Ok((names, r)) => Msg::RolloutActed {
+                            names,
+                            result: Ok(Box::new(r)),
+                        },
+                        Err(e) => Msg::RolloutActed {
+                            names: Vec::new(),
+                            result: Err(format!("abandon: {e}")),
+                        },
+                    };
+                    pending.extend(app.update(msg));
+                }
+                Effect::CancelRollout { rollout: id } => match rollout::fleet(&upgrade, &target) {
+                    Ok((ctx, scan)) => rollout::cancel(ctx, scan, id, tx.clone()),
+                    Err(e) => pending.extend(app.update(Msg::RolloutActed {
+                        names: Vec::new(),
+                        result: Err(format!("cancel: {e}")),
+                    })),
+                },
             }
         }
         if undrawn && (draw_now || last_draw.elapsed() >= RESULT_FRAME_GAP) {

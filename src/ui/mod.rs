@@ -4,6 +4,7 @@
 
 mod detail;
 mod help;
+mod rollout;
 pub mod theme;
 
 pub use detail::detail_lines;
@@ -73,6 +74,9 @@ pub fn draw(f: &mut Frame, app: &App, t: &Theme) -> Drawn {
     if app.mode == Mode::Confirm {
         draw_confirm(f, app, t, area);
     }
+    if app.mode == Mode::Result {
+        drawn.result_max = rollout::draw_result(f, app, t, area);
+    }
     drawn
 }
 
@@ -89,7 +93,7 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
         width: w,
         height: h,
     };
-    let n = c.names.len();
+    let (title, warning) = rollout::confirm_words(c);
     let names: Vec<String> = c
         .names
         .iter()
@@ -100,12 +104,7 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
             format!("nodes: {}", names.join(", ")),
             t.role(Role::Title),
         )),
-        Line::from(Span::styled(
-            format!(
-                "This drains and upgrades {n} node(s). Type {n} and press enter to go on; anything else cancels."
-            ),
-            t.role(Role::Warn),
-        )),
+        Line::from(Span::styled(warning, t.role(Role::Warn))),
         Line::from(vec![
             Span::styled("node count: ", t.role(Role::Title)),
             Span::raw(c.input.clone()),
@@ -118,15 +117,7 @@ fn draw_confirm(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
             .iter()
             .map(|l| Line::from(Span::raw(screen_safe(l).into_owned()))),
     );
-    draw_popup(
-        f,
-        t,
-        popup,
-        lines,
-        " upgrade plan ",
-        Role::Crit,
-        app.detail_scroll,
-    );
+    draw_popup(f, t, popup, lines, &title, Role::Crit, app.detail_scroll);
 }
 
 /// The one header line: the title, the read-only badge, while a scan runs its progress (a
@@ -616,6 +607,7 @@ fn draw_table(f: &mut Frame, app: &App, t: &Theme, area: Rect) -> Drawn {
             .collect(),
         detail_max: 0,
         help_max: 0,
+        result_max: 0,
     }
 }
 
@@ -641,14 +633,19 @@ fn draw_bottom(f: &mut Frame, app: &App, t: &Theme, area: Rect) {
     } else {
         let k = &app.keymap;
         let mut spans = Vec::new();
-        for a in [
+        // The rollout's result, once there is one, first.
+        let result = app
+            .result
+            .as_ref()
+            .map(|_| crate::app::Action::RolloutResult);
+        for a in result.into_iter().chain([
             crate::app::Action::Help,
             crate::app::Action::Filter,
             crate::app::Action::Detail,
             crate::app::Action::SortNext,
             crate::app::Action::Rescan,
             crate::app::Action::Quit,
-        ] {
+        ]) {
             let keys = k.keys_of(a);
             if let Some(first) = keys.split(", ").next().filter(|s| !s.is_empty()) {
                 spans.push(Span::styled(format!(" {first} "), t.role(Role::Header)));

@@ -535,20 +535,58 @@ pub fn codes(node: &Value) -> Vec<String> {
         .collect()
 }
 
-/// A tmux server of the test's own (its own socket), with one session of 160x45.
+/// A tmux server of the test's own (its own socket), with one session of 160x45 (or the size
+/// [`Tmux::start_sized`] gives). The session's command runs in a temporary folder of its own
+/// ([`Tmux::cwd`]), never in the checkout: the TUI writes its exports (`e`, `E`) into its
+/// current folder, and a key typed in the matrix by mistake would leave them in the
+/// repository (8 of them were committed once). On drop, a `gpufleet-*` export that appeared in
+/// the checkout while the session ran fails the test.
 pub struct Tmux {
     pub socket: String,
     pub session: String,
+    /// The session's current folder (where the TUI's exports land).
+    pub cwd: tempfile::TempDir,
+    /// The checkout's `gpufleet-*` exports when the session started.
+    exports_before: Vec<PathBuf>,
+}
+
+/// The `gpufleet-*.json` / `gpufleet-*.csv` files (TUI exports) in `dir`, sorted.
+pub fn exports_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| {
+                    let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                    n.starts_with("gpufleet-") && (n.ends_with(".json") || n.ends_with(".csv"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
 }
 
 impl Tmux {
     pub fn start(command: &str) -> Tmux {
+        Tmux::start_sized(command, 160, 45)
+    }
+
+    /// [`Tmux::start`] with a terminal of `width` x `height`.
+    pub fn start_sized(command: &str, width: u16, height: u16) -> Tmux {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cwd = tempfile::Builder::new()
+            .prefix("gpufleet-tmux-cwd-")
+            .tempdir()
+            .unwrap();
         let t = Tmux {
             socket: format!("gpufleet-test-{}-{n}", std::process::id()),
             session: "tui".into(),
+            exports_before: exports_in(Path::new(env!("CARGO_MANIFEST_DIR"))),
+            cwd,
         };
+        let (w, h) = (width.to_string(), height.to_string());
         let ok = Command::new(need("tmux"))
             .args([
                 "-L",
@@ -557,10 +595,12 @@ impl Tmux {
                 "-d",
                 "-s",
                 &t.session,
+                "-c",
+                t.cwd.path().to_str().unwrap(),
                 "-x",
-                "160",
+                &w,
                 "-y",
-                "45",
+                &h,
                 command,
             ])
             .status()
@@ -618,6 +658,14 @@ impl Drop for Tmux {
         let _ = Command::new(need("tmux"))
             .args(["-L", &self.socket, "kill-server"])
             .status();
+        let now = exports_in(Path::new(env!("CARGO_MANIFEST_DIR")));
+        let new: Vec<&PathBuf> = now
+            .iter()
+            .filter(|p| !self.exports_before.contains(p))
+            .collect();
+        if !new.is_empty() && !std::thread::panicking() {
+            panic!("a TUI session wrote exports into the checkout: {new:?}");
+        }
     }
 }
 

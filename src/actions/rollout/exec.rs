@@ -25,7 +25,7 @@ mod kill;
 mod reboot;
 pub use kill::Cancelled;
 mod notify;
-pub use notify::{EventSink, HOOK_TIMEOUT_S};
+pub use notify::{Event, EventSink, HOOK_TIMEOUT_S};
 
 /// Runs plans: owns the journal and the write permit.
 pub struct Executor {

@@ -8,12 +8,41 @@ use std::io::Write;
 
 use super::*;
 
-/// Where progress events go: a file opened for appending, shared by the executor and the
-/// caller (wave events). Cloned handles write to the same file; each event is one `write` of
-/// one line.
+/// One progress event (`gpufleet upgrade --events FILE` writes each as a JSON object on a
+/// line; the TUI shows them in its ROLLOUT column). Fields in the order the line has them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Event {
+    /// What happened, for people (a step's outcome, an excerpt of its output, a failure's
+    /// reason; node output in it: escape it where it is shown); absent when empty; at most
+    /// 2,000 characters.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    /// The node; absent for the rollout's own events (its start and end, waves).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node: String,
+    /// The rollout's id (`r-…`; empty for `--until-done`'s last event).
+    pub rollout: String,
+    /// The journal phase as a word (`start`, `done`, `failed`, `skipped`, `abandoned`) or a
+    /// wave's state (`done`, `soak`, `healthy`, …).
+    pub state: String,
+    /// The step's label (`lock`, `drain`, `boot-id:NAME`, `step:NAME`, `wait-ssh:NAME`,
+    /// `reprobe`, `gates`, `uncordon`, `unlock`, `kill:NAME`, `hook:…`, `rollout`, `wave`).
+    pub step: String,
+    /// When, RFC 3339 UTC.
+    pub time: String,
+}
+
+/// Where progress events go: a file opened for appending (`--events FILE`; each event one
+/// `write` of one line), or a function of the caller (the TUI's channel). Cloned handles go
+/// to the same place.
 #[derive(Clone)]
 pub struct EventSink {
-    file: Arc<Mutex<std::fs::File>>,
+    to: Arc<To>,
+}
+
+enum To {
+    File(Mutex<std::fs::File>),
+    Call(Box<dyn Fn(&Event) + Send + Sync>),
 }
 
 /// How long a hook may run before it is killed.
@@ -30,33 +59,42 @@ impl EventSink {
             .open(path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(EventSink {
-            file: Arc::new(Mutex::new(file)),
+            to: Arc::new(To::File(Mutex::new(file))),
         })
     }
 
-    /// Writes one event: `{"time", "rollout", "node" (absent for the rollout's own), "step",
-    /// "state", "detail" (absent when empty; at most 2,000 characters)}`. Errors are ignored:
-    /// events are for others; the journal is the record.
+    /// Events handed to `f`, in the order they happen (it runs in the executor's tasks: it
+    /// must not block).
+    pub fn call(f: impl Fn(&Event) + Send + Sync + 'static) -> EventSink {
+        EventSink {
+            to: Arc::new(To::Call(Box::new(f))),
+        }
+    }
+
+    /// Sends one [`Event`] (`node` and `detail` may be empty; `detail` is cut at 2,000
+    /// characters). Errors are ignored: events are for others; the journal is the record.
     pub fn emit(&self, rollout: &str, node: &str, step: &str, state: &str, detail: &str) {
-        let mut v = serde_json::json!({
-            "time": now_rfc3339(),
-            "rollout": rollout,
-            "step": step,
-            "state": state,
-        });
-        if !node.is_empty() {
-            v["node"] = node.into();
+        let ev = Event {
+            detail: detail.chars().take(2000).collect(),
+            node: node.into(),
+            rollout: rollout.into(),
+            state: state.into(),
+            step: step.into(),
+            time: now_rfc3339(),
+        };
+        match &*self.to {
+            To::Call(f) => f(&ev),
+            To::File(file) => {
+                let Ok(mut line) = serde_json::to_string(&ev) else {
+                    return;
+                };
+                line.push('\n');
+                let _ = file
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .write_all(line.as_bytes());
+            }
         }
-        if !detail.is_empty() {
-            v["detail"] = detail.chars().take(2000).collect::<String>().into();
-        }
-        let mut line = v.to_string();
-        line.push('\n');
-        let _ = self
-            .file
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .write_all(line.as_bytes());
     }
 }
 
