@@ -210,6 +210,15 @@ pub fn reason(code: Code) -> Advice {
             "one fact could not be read: the message names it and why",
             "Fix that read (permissions, a tool missing on the node, a probe cut short) and scan again; an unknown fact is never taken as absent.",
         ),
+        // The scheduler's view (src/fleet/scheduler.rs).
+        SchedulerDown => a(
+            "the node's scheduler says it is down: Slurm DOWN, not responding, powered down or not yet in service; Kubernetes not-ready or unreachable. It was still probed where it answers",
+            "Find out why the scheduler lost it (its Reason, slurmctld's log, `kubectl describe node`) before trusting its status; gpufleet's rollout skips it unless `--include-drained`.",
+        ),
+        SchedulerDrained => a(
+            "someone took the node out of service in its scheduler: Slurm DRAIN, FAIL, MAINT, RESERVED or a reboot requested; Kubernetes cordoned or tainted out of service. It was still probed where it answers",
+            "Read its Reason (who and why) before upgrading it: gpufleet's rollout skips it unless `--include-drained`, and never gives back a node it did not drain.",
+        ),
     }
 }
 

@@ -154,6 +154,9 @@ reason_codes! {
     GpuBoundElsewhere = "gpu-bound-elsewhere", Info, None;
     RebootPending = "reboot-pending", Info, None;
     FactUnknown = "fact-unknown", Info, None;
+    // The scheduler's view, joined by the scan (src/fleet/scheduler.rs), not by a rule.
+    SchedulerDown = "scheduler-down", Info, None;
+    SchedulerDrained = "scheduler-drained", Info, None;
 }
 
 impl Serialize for Code {
