@@ -62,12 +62,8 @@ fn snapshot(f: &Fleet, env: &[(&str, &str)]) -> Value {
         c.env(k, v);
     }
     let out = c.output().unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)))
 }
 
 #[test]
@@ -108,7 +104,9 @@ fn drained_and_down_slurm_nodes_are_probed_and_say_so_unreachable_stays_unreacha
     assert_eq!(r[0]["severity"], "info");
     let msg = r[0]["message"].as_str().unwrap();
     assert!(
-        msg.starts_with("out of service in Slurm: drained (Slurm IDLE+DRAIN): Reason \"bad dimm\" set by root"),
+        msg.starts_with(
+            "out of service in Slurm: drained (Slurm IDLE+DRAIN): Reason \"bad dimm\" set by root"
+        ),
         "{msg}"
     );
     let ev = &r[0]["evidence"][0];
@@ -151,12 +149,15 @@ fn drained_and_down_slurm_nodes_are_probed_and_say_so_unreachable_stays_unreacha
         let g = node(&doc, n);
         assert!(scheduler_reasons(g).is_empty());
         assert!(
-            g["reasons"].as_array().unwrap().iter().any(|r| r["code"]
-                == "fact-unknown"
-                && r["message"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("scheduler state unknown: ")),
+            g["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["code"] == "fact-unknown"
+                    && r["message"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("scheduler state unknown: ")),
             "{n}: {g:#}"
         );
     }
