@@ -240,6 +240,15 @@ pub fn reason(code: Code) -> Advice {
             "MIG mode is enabled (now, or after the next GPU reset) and the GPU has no GPU instances: it offers nothing to workloads (the device plugin refuses it)",
             "Create the instances (nvidia-smi mig -cgi … -C, or the MIG manager's config), or disable MIG (nvidia-smi -mig 0) and reset the GPU.",
         ),
+        // The scheduler's view (src/fleet/scheduler.rs).
+        SchedulerDown => a(
+            "the node's scheduler says it is down: Slurm DOWN, not responding, powered down or not yet in service; Kubernetes not-ready or unreachable. It was still probed where it answers",
+            "Find out why the scheduler lost it (its Reason, slurmctld's log, `kubectl describe node`) before trusting its status; gpufleet's rollout skips it unless `--include-drained`.",
+        ),
+        SchedulerDrained => a(
+            "someone took the node out of service in its scheduler: Slurm DRAIN, FAIL, MAINT, RESERVED or a reboot requested; Kubernetes cordoned or tainted out of service. It was still probed where it answers",
+            "Read its Reason (who and why) before upgrading it: gpufleet's rollout skips it unless `--include-drained`, and never gives back a node it did not drain.",
+        ),
     }
 }
 

@@ -54,6 +54,16 @@ const HOSTS: &[&str] = &[
     "ansible_ssh_common_args='-o IdentityFile=@K/k1 -o IdentitiesOnly=yes -J b31'",
     "ansible_ssh_common_args='-p2210' ansible_ssh_extra_args='-J b32:2022'",
     "ansible_ssh_private_key_file=~/kk ansible_ssh_common_args='-i @K/k1 -i @K/k1'",
+    // ansible_ssh_args comes before Ansible's own -o Port=/IdentityFile=/User= (ssh.py
+    // `_build_command`): its values win.
+    "ansible_ssh_args='-o Port=2211' ansible_port=2212",
+    "ansible_ssh_args='-l sa35' ansible_user=u35",
+    "ansible_ssh_args='-i @K/k1' ansible_ssh_private_key_file=@K/k0 ansible_ssh_common_args='-i @K/k2'",
+    "ansible_ssh_args='-J b37'",
+    "ansible_ssh_args='-C -o ControlMaster=auto -o ControlPersist=60s'",
+    "ansible_ssh_args='-p 2213' ansible_ssh_extra_args='-p 2214' ansible_port=2215",
+    "ansible_ssh_args='-o User=sa40 -o HostName=real40.example' ansible_host=10.9.0.40 ansible_user=u40",
+    "ansible_ssh_args='' ansible_port=2216 ansible_user=u41",
 ];
 
 /// Group and YAML cases: `[g:vars]` (two hosts) and a YAML inventory.
@@ -71,6 +81,8 @@ const REFUSED: &[&str] = &[
     "ansible_ssh_common_args=\"-o 'x\"",
     "ansible_ssh_common_args='-o Port=abc'",
     "ansible_ssh_extra_args='-p'",
+    "ansible_ssh_args='-o ProxyCommand=\"nc %h %p\"' ansible_ssh_common_args='-J b'",
+    "ansible_ssh_args='-p x'",
 ];
 
 /// Where gpufleet differs on purpose (docs/ssh.md "Command-line options"): (variables, what

@@ -446,3 +446,59 @@ fn ssh_config_resolves_as_ssh_dash_g() {
         differ.join("\n")
     );
 }
+
+/// Without a config (`--ssh-config none`, ssh's `-F none`) ssh still lowercases the host it
+/// connects to, an address excepted: gpufleet connects to the same name (issue 22).
+#[test]
+fn without_a_config_the_host_is_the_one_ssh_dash_f_none_connects_to() {
+    let bin = support::need("ssh");
+    let hosts = [
+        "GPU01",
+        "Gpu-A.Example.COM",
+        "gpu02",
+        "FE80::AB",
+        "2001:DB8::1",
+        "10.0.0.1",
+        "Node_7",
+    ];
+    let root = tempfile::tempdir().unwrap();
+    let list = root.path().join("hosts.txt");
+    std::fs::write(&list, hosts.join("\n") + "\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args([
+            "inventory",
+            "list",
+            "--ssh-config",
+            "none",
+            "-f",
+            "json",
+            "-i",
+        ])
+        .arg(&list)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let nodes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut differ = Vec::new();
+    for (i, h) in hosts.iter().enumerate() {
+        let g = Command::new(&bin)
+            .args(["-G", "-F", "none", h])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let text = String::from_utf8(g.stdout).unwrap();
+        let theirs = text
+            .lines()
+            .find_map(|l| l.strip_prefix("hostname "))
+            .unwrap();
+        if nodes[i]["name"] != *h || nodes[i]["host"] != theirs {
+            differ.push(format!("{h}: ssh {theirs}, gpufleet {}", nodes[i]["host"]));
+        }
+    }
+    eprintln!(
+        "ssh -G -F none oracle: {} hosts, {} agree, 0 deliberate deviations",
+        hosts.len(),
+        hosts.len() - differ.len()
+    );
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}

@@ -460,7 +460,7 @@ fn compute_cell(row: &Row, c: Column) -> crate::view::Cell {
     if c == Column::Rollout
         && let Some(live) = &row.live
     {
-        return crate::model::text::clip(&screen_safe(live), 64);
+        return Cell::plain(crate::model::text::clip(&screen_safe(live), 64));
     }
     let Some(r) = &row.report else {
         return Cell::plain(match c {

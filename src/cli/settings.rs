@@ -297,6 +297,11 @@ impl Settings {
                     scan,
                     nodes,
                     journal: self.journal_path(),
+                    schedulers: Some(std::sync::Arc::new(
+                        crate::fleet::scheduler::Schedulers::new(
+                            self.config.upgrade.unavailable_taints.clone(),
+                        ),
+                    )),
                 };
                 Ok((Source::Fleet(fleet), Some(inv)))
             }
@@ -378,10 +383,22 @@ impl Settings {
     }
 
     /// The OpenSSH client config to read: `--ssh-config FILE` (an error if it does not parse),
-    /// `none`, or ~/.ssh/config when it exists (a warning if it does not parse).
+    /// `none`, or ~/.ssh/config when it exists (a warning if it does not parse). Without
+    /// `--ssh-config`, where ssh would also read /etc/ssh/ssh_config, a warning when that file
+    /// sets what gpufleet would honour ([`crate::inventory::ssh_config::system_config_warning`]).
     fn ssh_config(
         paths: &Paths,
     ) -> anyhow::Result<Option<crate::inventory::ssh_config::ClientConfig>> {
+        if paths.ssh_config.is_none()
+            && let Some(w) = crate::inventory::ssh_config::system_config_warning(
+                std::path::Path::new(crate::inventory::ssh_config::SYSTEM_CONFIG),
+            )
+        {
+            eprintln!(
+                "gpufleet: warning: {}",
+                crate::model::text::terminal_safe(&w)
+            );
+        }
         let (path, explicit) = match &paths.ssh_config {
             Some(p) if p.as_os_str() == "none" => return Ok(None),
             Some(p) => (p.clone(), true),

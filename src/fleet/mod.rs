@@ -3,6 +3,8 @@
 //!
 //! - [`scan`]: one decision of what a scan reads (this machine, an inventory's nodes over SSH,
 //!   collected files) and one stream of reports, with the journal's drain marks joined.
+//! - [`scheduler`]: each node's scheduler state (Slurm, Kubernetes), joined to its report as a
+//!   `scheduler-down` / `scheduler-drained` reason.
 //! - [`rollout`]: open the state folder → prepare (probe, then plan) → execute → report.
 //!
 //! The rule of this layer: it decides and orchestrates, and never prints, prompts or draws;
@@ -11,3 +13,4 @@
 
 pub mod rollout;
 pub mod scan;
+pub mod scheduler;

@@ -206,6 +206,7 @@ impl Rollouts {
             scan,
             nodes: all,
             journal: None,
+            schedulers: None,
         });
         let mut reports: HashMap<String, NodeReport> = source
             .reports(std::future::pending())
@@ -545,6 +546,7 @@ impl Rollouts {
             scan,
             nodes,
             journal: None,
+            schedulers: None,
         });
         let reports: HashMap<String, crate::model::NodeStatus> = source
             .reports(std::future::pending())

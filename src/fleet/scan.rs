@@ -2,8 +2,9 @@
 //! snapshots collected elsewhere — decided once ([`Source`]), and one stream of reports
 //! ([`Source::run`]) that `gpufleet snapshot`, the TUI, `policy check --against` and a rollout's
 //! prepare all read. The rollout journal's drain marks are joined here, on the way out
-//! (docs/domain.md, "Snapshot JSON": `rollout.drained_by`), so the read path never calls the
-//! write layer.
+//! (docs/domain.md, "Snapshot JSON": `rollout.drained_by`), and each node's scheduler state
+//! ([`super::scheduler`]: `scheduler-down`, `scheduler-drained`), so the read path never calls
+//! the write layer and the model never reads a scheduler.
 
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
@@ -43,6 +44,10 @@ pub struct Fleet {
     /// The rollout journal whose drained nodes are marked (`rollout.drained_by`), read again at
     /// each run; `None`: no marks.
     pub journal: Option<PathBuf>,
+    /// Read each node's scheduler state while it is probed (Slurm and Kubernetes drain
+    /// backends) and join it as a reason ([`super::scheduler`]); `None`: not read (a rollout's
+    /// prepare reads the states itself, before planning).
+    pub schedulers: Option<Arc<super::scheduler::Schedulers>>,
 }
 
 /// Snapshots collected elsewhere, merged by node name, the newest `scanned_at` winning
@@ -230,14 +235,27 @@ impl Source {
                     .collect();
                 let work = f.scan.clone().each(chosen, |scan, _, pos| {
                     let (on, marks, node) = (on.clone(), marks.clone(), f.nodes[pos].clone());
+                    let schedulers = f.schedulers.clone();
                     async move {
                         on(Event::Running {
                             pos,
                             name: node.name.clone(),
                         })
                         .await;
-                        let (mut report, raw) = scan.probe_guarded(node).await;
+                        // The scheduler is asked while the node is probed.
+                        let sched_node = schedulers.as_ref().map(|_| node.clone());
+                        let sched = async {
+                            match (&schedulers, &sched_node) {
+                                (Some(s), Some(n)) => s.reason(n).await,
+                                _ => None,
+                            }
+                        };
+                        let ((mut report, raw), sched) =
+                            tokio::join!(scan.probe_guarded(node), sched);
                         mark_drained(&mut report, &marks);
+                        if let Some(r) = sched {
+                            super::scheduler::join(&mut report, r);
+                        }
                         let report = Box::new(report);
                         on(Event::Done { pos, report, raw }).await;
                     }

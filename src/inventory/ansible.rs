@@ -10,10 +10,10 @@
 //! the inventory). INI values are typed as Ansible's INI plugin types them ([`literal`]:
 //! Python's `literal_eval`, so `True`/`False` booleans, `None` null, numbers as Python prints
 //! them, quotes removed, lists and maps no label); `[2001:db8::1]:2203` is an IPv6 host with a port.
-//! `ansible_ssh_common_args` and `ansible_ssh_extra_args` are read as ssh reads the command line
-//! Ansible builds from them ([`ssh_args`]: `-J`, `-o ProxyJump=`, `-o ProxyCommand=`, `-p`,
-//! `-l`, `-i`, `-o Port=`, …; other options warned once, naming the host). Connection variables
-//! gpufleet does not honour (`ansible_connection` other than ssh, `ansible_ssh_args`,
+//! `ansible_ssh_args`, `ansible_ssh_common_args` and `ansible_ssh_extra_args` are read as ssh
+//! reads the command line Ansible builds from them ([`ssh_args`]: `-J`, `-o ProxyJump=`, `-o
+//! ProxyCommand=`, `-p`, `-l`, `-i`, `-o Port=`, …; other options warned once, naming the
+//! host). Connection variables gpufleet does not honour (`ansible_connection` other than ssh,
 //! passwords, …) give one warning each. A vault-encrypted value
 //! (`!vault`, or `$ANSIBLE_VAULT;…` text) is never used as text: an error for a variable gpufleet
 //! uses, a warning (and no label) for another. A connection variable that is a list or a map is
@@ -268,11 +268,23 @@ fn finish(
             )));
         }
         let get = |keys: &[&str]| keys.iter().rev().find_map(|k| vars.get(k).copied());
+        let port = match get(&PORT_VARS) {
+            Some((p, line)) => Some(match p.parse::<u16>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(InventoryError(format!(
+                        "{file}:{line}: ansible_port `{p}` of host `{name}` is not a port (1-65535)"
+                    )));
+                }
+            }),
+            None => None,
+        };
         let mut spec = NodeSpec {
             name: name.clone(),
             host: get(&HOST_VARS).map(|(v, _)| v.clone()),
             user: get(&USER_VARS).map(|(v, _)| v.clone()),
             identity_file: get(&KEY_VARS).map(|(v, _)| expand_home(v, base)),
+            port,
             root: vars.get("gpufleet_root").map(|(v, _)| v.clone()),
             groups: ordered
                 .iter()
@@ -280,19 +292,33 @@ fn finish(
                 .map(|g| g.to_string())
                 .collect(),
             origin: Some(origin(host.line)),
-            ssh_args: ssh_args::read(&vars, file, name, &mut warned, &mut warnings)?,
             ..Default::default()
         };
-        if let Some((p, line)) = get(&PORT_VARS) {
-            spec.port = Some(match p.parse::<u16>() {
-                Ok(n) if n > 0 => n,
-                _ => {
-                    return Err(InventoryError(format!(
-                        "{file}:{line}: ansible_port `{p}` of host `{name}` is not a port (1-65535)"
-                    )));
-                }
-            });
-        }
+        // `ansible_ssh_args` comes before Ansible's own `-o Port=`, `-o IdentityFile=`, `-o
+        // User=` (ssh.py `_build_command`): they go on the command line after it, so its
+        // values win as ssh takes the first.
+        let first = vars.contains_key(ssh_args::FIRST);
+        let own = if first {
+            vec![
+                ("Port", spec.port.take().map(|p| p.to_string())),
+                (
+                    "IdentityFile",
+                    spec.identity_file.take().map(|k| k.display().to_string()),
+                ),
+                ("User", spec.user.take()),
+            ]
+        } else {
+            Vec::new()
+        };
+        spec.ssh_args = ssh_args::read(
+            &vars,
+            file,
+            name,
+            host.line,
+            &own,
+            &mut warned,
+            &mut warnings,
+        )?;
         if let Some((c, line)) = vars.get("gpufleet_canary") {
             spec.canary = match c.to_ascii_lowercase().as_str() {
                 "true" | "yes" | "1" | "on" => true,

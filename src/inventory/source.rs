@@ -236,7 +236,11 @@ fn resolve_one(
     };
     let cfg = cfg.as_ref();
     let original = host.clone();
-    let host = cfg.and_then(|c| c.host_name.clone()).unwrap_or(host);
+    // Without a config ssh still lowercases the host it connects to, an address excepted
+    // (`ssh -G -F none GPU01` says `hostname gpu01`).
+    let host = cfg
+        .and_then(|c| c.host_name.clone())
+        .unwrap_or_else(|| super::ssh_config::connect_name(&host));
     let port = s.port.or_else(|| cfg.and_then(|c| c.port)).unwrap_or(22);
     let user = s
         .user

@@ -65,6 +65,58 @@ pub fn parse(text: &str, path: &Path) -> Result<(ClientConfig, Vec<String>), Str
     ))
 }
 
+/// OpenSSH's system-wide client config: ssh reads it after the user's `~/.ssh/config` unless
+/// `-F` names another file (ssh(1), "FILES"); gpufleet does not read it.
+pub const SYSTEM_CONFIG: &str = "/etc/ssh/ssh_config";
+
+/// The one warning to give about the system-wide config at `path` (read with its `Include`s,
+/// absolute paths only: its relative ones are under /etc/ssh, not under `~/.ssh`): `None`
+/// when it does not exist or sets none of the keywords gpufleet honours in `~/.ssh/config`
+/// (`HostName`, `Port`, `User`, `IdentityFile`, `ProxyJump`, `ProxyCommand`, …: the same list
+/// as for command-line options); else the first such line (`file:line`, the keyword) and that
+/// gpufleet does not apply it, or, when it cannot be read, why (raw text: the caller escapes
+/// it).
+pub fn system_config_warning(path: &Path) -> Option<String> {
+    let not_read = "gpufleet reads only ~/.ssh/config (or --ssh-config FILE), while ssh also \
+                    reads it after ~/.ssh/config";
+    let text = match crate::limits::read_to_string(path, crate::limits::Kind::SshConfig) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            return Some(format!(
+                "{}: {e}; it is not read: {not_read}",
+                path.display()
+            ));
+        }
+    };
+    let items = match include::read(&text, path, None, &mut Vec::new()) {
+        Ok(items) => items,
+        Err(e) => return Some(format!("{e}; {} is not read: {not_read}", path.display())),
+    };
+    fn first(items: &[(include::Loc, include::Item)]) -> Option<(String, String)> {
+        for (loc, item) in items {
+            match item {
+                include::Item::Set { name, key, .. }
+                    if cmdline::HONOURED.contains(&key.as_str()) =>
+                {
+                    return Some((loc.to_string(), name.clone()));
+                }
+                include::Item::Include { files } => {
+                    if let Some(f) = files.iter().find_map(|f| first(f)) {
+                        return Some(f);
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+    let (loc, name) = first(&items)?;
+    Some(format!(
+        "{loc}: `{name}` is not applied: {not_read}; copy what should apply into ~/.ssh/config"
+    ))
+}
+
 impl ClientConfig {
     /// A config without any line (`--ssh-config none`), to resolve command-line options alone.
     pub fn empty() -> ClientConfig {
@@ -78,6 +130,16 @@ impl ClientConfig {
 
 fn is_addr(h: &str) -> bool {
     h.parse::<std::net::IpAddr>().is_ok()
+}
+
+/// The name ssh connects to for `host` when no `HostName` applies: lowercased unless an
+/// address (OpenSSH 9.2; `ssh -G -F none GPU01` says `hostname gpu01`, `FE80::AB` stays).
+pub fn connect_name(host: &str) -> String {
+    if is_addr(host) {
+        host.to_string()
+    } else {
+        host.to_ascii_lowercase()
+    }
 }
 
 impl ClientConfig {
@@ -155,10 +217,7 @@ impl ClientConfig {
         // ssh's command-line options first: their first values win.
         resolve::evaluate(&cmdline.items, &mut got, &mut active, false, &mut cx)?;
         resolve::evaluate(&self.items, &mut got, &mut active, false, &mut cx)?;
-        let mut host = match_host(&got)?;
-        if !is_addr(&host) {
-            host = host.to_ascii_lowercase();
-        }
+        let host = connect_name(&match_host(&got)?);
         if cx.wants_final {
             // ssh's final pass: HostName is now the host, `Host` patterns match it.
             cx.host = host.clone();

@@ -1,17 +1,28 @@
-//! `ansible_ssh_common_args` and `ansible_ssh_extra_args` as Ansible's ssh connection plugin
-//! (ansible-core 2.19, `Connection._split_ssh_args`) puts them on ssh's command line: split with
-//! Python's `shlex.split` (POSIX rules, no comments), each word stripped, empty words dropped;
-//! the common ones first, then the extra ones, both after Ansible's `-o Port=`, `-o
-//! IdentityFile=` and `-o User=` of `ansible_port`, the key file and `ansible_user` (so those
-//! win). ssh then reads them ([`CommandLine`], docs/ssh.md "Command-line options").
+//! `ansible_ssh_args`, `ansible_ssh_common_args` and `ansible_ssh_extra_args` as Ansible's ssh
+//! connection plugin (ansible-core 2.19, `Connection._build_command` and `_split_ssh_args`)
+//! puts them on ssh's command line: split with Python's `shlex.split` (POSIX rules, no
+//! comments), each word stripped, empty words dropped; `ansible_ssh_args` first, then Ansible's
+//! own `-o Port=`, `-o IdentityFile=` and `-o User=` of `ansible_port`, the key file and
+//! `ansible_user`, then the common ones, then the extra ones. ssh takes the first value of
+//! each, so `ansible_ssh_args` wins over `ansible_port`/`ansible_user`, which win over the
+//! common and extra ones. ssh then reads them ([`CommandLine`], docs/ssh.md "Command-line
+//! options").
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::inventory::InventoryError;
 use crate::inventory::ssh_config::CommandLine;
 
-/// The variables, in the order Ansible writes them on the command line.
-pub(super) const VARS: [&str; 2] = ["ansible_ssh_common_args", "ansible_ssh_extra_args"];
+/// The variables, in the order Ansible writes them on the command line (its own `-o Port=`,
+/// `-o IdentityFile=`, `-o User=` between the first and the second).
+pub(super) const VARS: [&str; 3] = [
+    "ansible_ssh_args",
+    "ansible_ssh_common_args",
+    "ansible_ssh_extra_args",
+];
+
+/// The variable that comes before Ansible's own options.
+pub(super) const FIRST: &str = "ansible_ssh_args";
 
 /// Python's `shlex.split(s)` (posix, whitespace_split, no commenters) followed by Ansible's
 /// `[x.strip() for x in … if x.strip()]`. Errors: Python's, "No closing quotation" and "No
@@ -77,27 +88,48 @@ pub fn split(s: &str) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// Reads host `name`'s [`VARS`] out of `vars` (value, line): `None` when neither is set.
-/// Options gpufleet does not honour are warned once per load (`warned`), naming the host.
-/// Errors (`file:line: host `h`: VAR: …`): an unclosed quote, and what ssh refuses
-/// ([`CommandLine::add`]).
+/// Reads host `name`'s [`VARS`] out of `vars` (value, line): `None` when none is set. When
+/// `ansible_ssh_args` is set, `own` — Ansible's own options, `(keyword, value)`: `Port`,
+/// `IdentityFile`, `User` — are written after it, as Ansible writes them (the caller then
+/// leaves them to the command line). `host_line`: the host's own line (what later errors name
+/// first). Options gpufleet does not honour are warned once per load
+/// (`warned`), naming the host. Errors (`file:line: host `h`: VAR: …`): an unclosed quote, and
+/// what ssh refuses ([`CommandLine::add`]).
 pub(super) fn read(
     vars: &BTreeMap<&str, &(String, usize)>,
     file: &str,
     name: &str,
+    host_line: usize,
+    own: &[(&str, Option<String>)],
     warned: &mut BTreeSet<String>,
     warnings: &mut Vec<String>,
 ) -> Result<Option<CommandLine>, InventoryError> {
     let mut cl = CommandLine::default();
     let mut any = false;
     for var in VARS {
+        if var != FIRST && vars.contains_key(FIRST) && !own.is_empty() {
+            // Ansible's own options, once, right after ansible_ssh_args.
+            if var == VARS[1] {
+                for (k, v) in own {
+                    if let Some(v) = v {
+                        cl.add_setting(k, v, &format!("Ansible's own `-o {k}=`"));
+                    }
+                }
+            }
+        }
         let Some((value, line)) = vars.get(var).copied() else {
             continue;
         };
         any = true;
         let at = |m: String| InventoryError(format!("{file}:{line}: host `{name}`: {var}: {m}"));
         let words = split(value).map_err(|e| at(format!("{value:?}: {e}")))?;
-        let origin = format!("{file}:{line}: host `{name}`'s {var}");
+        // Errors that come later (resolving the host) are prefixed with the host's file:line
+        // and name: the variable's own line only when it is elsewhere.
+        let origin = if *line == host_line {
+            var.to_string()
+        } else {
+            format!("{var} (line {line})")
+        };
         for u in cl.add(&words, &origin).map_err(at)? {
             if warned.insert(format!("ssh-args {}", u.key)) {
                 warnings.push(format!(

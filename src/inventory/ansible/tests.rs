@@ -450,3 +450,49 @@ fn vars_folders_priority_ipv6_and_typing() {
     assert!(e.contains("ansible_group_priority `hi`"), "{e}");
     assert!(parse_ini("[v6]\n[2001:db8::2]\n", &path).is_err());
 }
+
+#[test]
+fn a_resolving_error_names_the_file_and_line_once_then_the_variable() {
+    use crate::inventory::source::{InventoryFormat, from_text};
+    let path = Path::new("/inv/hosts");
+    let err = |ini: &str| match from_text(path, ini, InventoryFormat::AnsibleIni, None) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("accepted: {ini}"),
+    };
+    let e = err("[g]\nh1 ansible_ssh_common_args='-o ProxyJump=a%h'\n");
+    assert!(
+        e.starts_with("/inv/hosts:2: node `h1`: ansible_ssh_common_args: ProxyJump \"a%h\""),
+        "{e}"
+    );
+    assert_eq!(e.matches("/inv/hosts").count(), 1, "{e}");
+    // Set in [g:vars]: the variable's own line too.
+    let e = err("[g]\nh1\n[g:vars]\nansible_ssh_common_args='-o ProxyJump=a%h'\n");
+    assert!(
+        e.starts_with("/inv/hosts:2: node `h1`: ansible_ssh_common_args (line 4): ProxyJump"),
+        "{e}"
+    );
+}
+
+#[test]
+fn ansible_ssh_args_come_before_ansibles_own_options() {
+    use crate::inventory::source::{InventoryFormat, from_text};
+    let path = Path::new("/inv/hosts");
+    let inv = from_text(
+        path,
+        "[g]\nh1 ansible_ssh_args='-o Port=2211 -l sa -J b1' ansible_port=2212 ansible_user=u ansible_ssh_common_args='-p 2213'\nh2 ansible_port=2214 ansible_ssh_common_args='-p 2215 -l x'\n",
+        InventoryFormat::AnsibleIni,
+        None,
+    )
+    .unwrap();
+    let n = |name: &str| inv.nodes.iter().find(|n| n.name == name).unwrap();
+    assert_eq!((n("h1").port, n("h1").user.as_str()), (2211, "sa"));
+    assert_eq!(n("h1").route.jump.len(), 1, "{:?}", n("h1").route);
+    // Without ansible_ssh_args, Ansible's own options win over the common args.
+    assert_eq!((n("h2").port, n("h2").user.as_str()), (2214, "x"));
+    // No "not used" warning for ansible_ssh_args any more.
+    assert!(
+        !inv.warnings.iter().any(|w| w.contains("ansible_ssh_args")),
+        "{:?}",
+        inv.warnings
+    );
+}

@@ -19,7 +19,7 @@ use super::include::{self, Item, Loc};
 const OPTSTRING: &str = "1246ab:c:e:fgi:kl:m:no:p:qstvxAB:CD:E:F:GI:J:KL:MNO:PQ:R:S:TVw:W:XYy";
 
 /// `-o` keywords gpufleet honours (what [`super::query_with`] reads); others are warned.
-const HONOURED: &[&str] = &[
+pub(super) const HONOURED: &[&str] = &[
     "hostname",
     "port",
     "user",
@@ -124,6 +124,18 @@ impl CommandLine {
             }
         }
         Ok(out)
+    }
+
+    /// Adds one `-o Name=value` that its writer puts on the line itself (Ansible's own `-o
+    /// Port=`, `-o IdentityFile=`, `-o User=` between `ansible_ssh_args` and the common
+    /// args), unchecked: its writer checked it. `origin` names where it came from.
+    pub fn add_setting(&mut self, name: &str, value: &str, origin: &str) {
+        let loc = Loc {
+            file: Arc::from(origin),
+            line: 0,
+            cmdline: true,
+        };
+        self.set(&loc, name, value);
     }
 
     fn set(&mut self, loc: &Loc, name: &str, value: &str) {

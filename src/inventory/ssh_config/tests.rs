@@ -247,3 +247,52 @@ fn unknown_tokens_and_bad_lines_name_file_and_line() {
         assert!(e.contains(says), "{text:?}: {e}");
     }
 }
+
+#[test]
+fn the_system_config_is_warned_once_only_when_it_sets_what_gpufleet_honours() {
+    let d = tempfile::tempdir().unwrap();
+    let sys = d.path().join("ssh_config");
+    // Absent: nothing to say.
+    assert_eq!(system_config_warning(&sys), None);
+    // Debian's default: nothing gpufleet would apply.
+    let inc = d.path().join("ssh_config.d");
+    std::fs::create_dir(&inc).unwrap();
+    std::fs::write(
+        &sys,
+        format!(
+            "Include {}/*.conf\nHost *\n    SendEnv LANG LC_*\n    HashKnownHosts yes\n    GSSAPIAuthentication yes\n",
+            inc.display()
+        ),
+    )
+    .unwrap();
+    assert_eq!(system_config_warning(&sys), None);
+    // An included file that sets a jump host: named with its file and line.
+    std::fs::write(
+        inc.join("10-site.conf"),
+        "# site\nHost gpu*\n  ProxyJump bastion\n",
+    )
+    .unwrap();
+    let w = system_config_warning(&sys).unwrap();
+    assert!(
+        w.starts_with(&format!(
+            "{}:3: `ProxyJump` is not applied: gpufleet reads only ~/.ssh/config",
+            inc.join("10-site.conf").display()
+        )),
+        "{w}"
+    );
+    // The main file's own line comes first when it is before the Include.
+    std::fs::write(
+        &sys,
+        format!("Port 2222\nInclude {}/*.conf\n", inc.display()),
+    )
+    .unwrap();
+    let w = system_config_warning(&sys).unwrap();
+    assert!(
+        w.starts_with(&format!("{}:1: `Port`", sys.display())),
+        "{w}"
+    );
+    // A relative Include (under /etc/ssh for ssh) is not guessed: said, not read.
+    std::fs::write(&sys, "Include site.conf\n").unwrap();
+    let w = system_config_warning(&sys).unwrap();
+    assert!(w.contains("is not read"), "{w}");
+}

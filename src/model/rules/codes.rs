@@ -164,6 +164,9 @@ reason_codes! {
     FabricNotReady = "fabric-not-ready", Error, Some(S::Attention);
     XidActionRequired = "xid-action-required", Error, Some(S::Attention);
     MigWithoutInstances = "mig-without-instances", Warn, None;
+    // The scheduler's view, joined by the scan (src/fleet/scheduler.rs), not by a rule.
+    SchedulerDown = "scheduler-down", Info, None;
+    SchedulerDrained = "scheduler-drained", Info, None;
 }
 
 impl Serialize for Code {

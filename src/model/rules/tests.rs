@@ -388,19 +388,21 @@ fn every_code_round_trips_and_has_the_documented_severity() {
                         | Code::GpuOperatorManaged
                         | Code::GpuBoundElsewhere
                         | Code::RebootPending
+                        | Code::SchedulerDown
+                        | Code::SchedulerDrained
                 )
         {
             assert_eq!(c.severity(), Severity::Warn, "{c:?}");
         }
     }
-    assert_eq!(Code::ALL.len(), 53);
+    assert_eq!(Code::ALL.len(), 55);
 }
 
 #[test]
 fn every_code_a_probed_node_can_get_is_listed_by_one_rule_of_the_table() {
-    // The scan's codes (unreachable) and the verdict's own are emitted outside the table;
-    // `fact-unknown` comes from three rows (the fabric, Xid and MIG facts; the unknown facts a
-    // rule needs; then the rest).
+    // The scan's codes (unreachable, the scheduler's view) and the verdict's own are emitted
+    // outside the table; `fact-unknown` comes from three rows (the fabric, Xid and MIG facts;
+    // the unknown facts a rule needs; then the rest).
     for &c in Code::ALL {
         let rows: Vec<&str> = RULES
             .iter()
@@ -408,7 +410,12 @@ fn every_code_a_probed_node_can_get_is_listed_by_one_rule_of_the_table() {
             .map(|r| r.name)
             .collect();
         match c {
-            _ if c.status() == Some(NodeStatus::Unreachable) || c == Code::VerdictIncomplete => {
+            _ if c.status() == Some(NodeStatus::Unreachable)
+                || matches!(
+                    c,
+                    Code::VerdictIncomplete | Code::SchedulerDown | Code::SchedulerDrained
+                ) =>
+            {
                 assert!(rows.is_empty(), "{c:?} is not a rule's: {rows:?}")
             }
             Code::FactUnknown => assert_eq!(rows.len(), 3, "{rows:?}"),
