@@ -392,8 +392,17 @@ mod tests {
         assert_eq!(n.status, NodeStatus::Ready, "{:#?}", n.reasons);
         // No RDMA device on this machine: the one (info) reason; no schema-2 rule fires falsely
         // (no /lib/modules, no /lib/firmware/nvidia, BIOS boot, a kernel log without failures).
+        // The recording (docs/examples/README.md) is of a probe before `nvidia-smi -q` was
+        // read: the schema-3 facts from it are unknown, said as such, and nothing else.
         let codes: Vec<&str> = n.reasons.iter().map(|r| r.code.as_str()).collect();
-        assert_eq!(codes, ["no-rdma-device"]);
+        assert_eq!(codes, ["no-rdma-device", "fact-unknown"]);
+        assert!(
+            n.reasons[1]
+                .message
+                .ends_with("unknown: nvidia-smi -q: not in the probe output"),
+            "{}",
+            n.reasons[1].message
+        );
         assert_eq!(
             n.next_boot_driver(),
             Some(crate::model::report::NextBootDriver::NotApplicable)
