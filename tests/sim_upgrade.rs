@@ -298,7 +298,7 @@ fn the_tui_marks_and_upgrades_the_simulated_canaries_then_the_rest() {
         std::time::Duration::from_secs(120),
         || done() == 1,
     );
-    wait_long(&tmux, "2 node(s) upgraded", 30);
+    wait_long(&tmux, "2 upgraded", 30);
     // The waves: the other migrate nodes.
     let rest: Vec<String> = migrate
         .iter()
@@ -313,7 +313,7 @@ fn the_tui_marks_and_upgrades_the_simulated_canaries_then_the_rest() {
         done() == 2
     });
     // `done`: every node of both rollouts finished (a failed node ends a rollout `failed`).
-    wait_long(&tmux, "2 node(s) upgraded", 30);
+    wait_long(&tmux, "2 upgraded", 30);
     tmux.keys(&["q"]);
     wait_long(&tmux, "EXITED-0", 30);
     let after = snapshot(dir, &inv, &[]);

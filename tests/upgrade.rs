@@ -560,7 +560,7 @@ fn tui_upgrade_asks_for_the_node_count_then_upgrades() {
     tmux.keys(&["U"]);
     tmux.wait_for("upgrade plan");
     tmux.keys(&["1", "Enter"]);
-    tmux.wait_for("1 node(s) upgraded");
+    tmux.wait_for("1 upgraded");
     tmux.wait_for("1 ready");
     assert_eq!(f.drains(), ["drain node0", "uncordon node0"]);
     tmux.keys(&["q"]);

@@ -345,6 +345,15 @@ pub fn live_word(ev: &Event, plan: Option<&Plan>) -> Option<String> {
 }
 
 impl App {
+    /// Whether the status line says the last rollout's result: that line stays until another
+    /// message replaces it (a rollout's outcome must not vanish after a few seconds).
+    pub(super) fn message_is_result(&self) -> bool {
+        match (&self.message, &self.result) {
+            (Some(m), Some(r)) => m.starts_with(&r.title),
+            _ => false,
+        }
+    }
+
     /// A progress event of the running rollout: its node's ROLLOUT cell follows it; events of
     /// another rollout are not this TUI's run and are left out.
     pub(super) fn rollout_event(&mut self, ev: &Event) {

@@ -165,6 +165,16 @@ fn progress_then_result_in_the_matrix_and_the_pane() {
         a.message.as_deref(),
         Some("rollout r-1 stopped: 1 upgraded, 1 failed (o: result)")
     );
+    // The result line stays (other messages clear themselves after MESSAGE_TICKS).
+    for _ in 0..=crate::app::MESSAGE_TICKS * 2 {
+        a.update(Msg::Tick {
+            since_scan_secs: None,
+        });
+    }
+    assert_eq!(
+        a.message.as_deref(),
+        Some("rollout r-1 stopped: 1 upgraded, 1 failed (o: result)")
+    );
     a.update(Msg::Key(KeyEvent::new(
         KeyCode::Char('o'),
         KeyModifiers::NONE,

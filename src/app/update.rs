@@ -82,7 +82,7 @@ impl App {
                 if self.message != self.message_seen {
                     self.message_seen = self.message.clone();
                     self.message_age = 0;
-                } else if self.message.is_some() && !self.upgrading {
+                } else if self.message.is_some() && !self.upgrading && !self.message_is_result() {
                     self.message_age += 1;
                     if self.message_age >= MESSAGE_TICKS {
                         self.message = None;
