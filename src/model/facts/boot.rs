@@ -45,6 +45,17 @@ pub struct KernelInstall {
     pub nvidia_modules: Option<Vec<String>>,
 }
 
+impl BootFacts {
+    /// The installed kernel `release` (`None`: not installed, or the list is unknown).
+    pub fn installed(&self, release: &str) -> Option<&KernelInstall> {
+        self.kernels
+            .value
+            .as_ref()?
+            .iter()
+            .find(|k| k.release == release)
+    }
+}
+
 impl KernelInstall {
     /// Whether a driver module (`nvidia.ko` or Debian's names) is among its files; `None` unknown.
     pub fn has(&self, kind: boot::ModuleFile) -> Option<bool> {

@@ -296,11 +296,7 @@ fn signatures(out: &ProbeOutput, f: &mut Facts) {
         None => {
             let compressed = f
                 .boot
-                .kernels
-                .value
-                .iter()
-                .flatten()
-                .find(|k| k.release == rel)
+                .installed(&rel)
                 .and_then(|k| k.nvidia_modules.as_ref())
                 .is_some_and(|m| {
                     m.iter().any(|p| {

@@ -146,14 +146,7 @@ pub(super) fn key_untrusted(n: &Node, r: &mut Vec<Reason>) {
         .kernel
         .release
         .as_deref()
-        .and_then(|rel| {
-            f.boot
-                .kernels
-                .value
-                .iter()
-                .flatten()
-                .find(|k| k.release == rel)
-        })
+        .and_then(|rel| f.boot.installed(rel))
         .and_then(|k| k.nvidia_modules.as_ref())
         .and_then(|m| {
             m.iter()
