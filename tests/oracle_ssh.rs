@@ -293,10 +293,12 @@ fn ssh(bin: &Path, config: &Path, case: &Case) -> Result<Resolved, String> {
             .map(str::to_string)
     };
     // The identity and certificate files as ssh expands and loads them: `ssh -v` through a
-    // ProxyCommand that exits at once (no connection is made).
+    // ProxyCommand that exits at once (no connection is made). ssh runs it as `exec <command>`,
+    // so the command is plain `true`: `exec true` became `exec exec true`, whose shell error
+    // (written in pieces by the child) could land inside ssh's first debug line and hide it.
     let v = Command::new(bin)
         .arg("-v")
-        .args(["-o", "ProxyCommand=exec true", "-o", "BatchMode=yes"])
+        .args(["-o", "ProxyCommand=true", "-o", "BatchMode=yes"])
         .args(&args)
         .arg(case.host)
         .arg("true")
@@ -313,7 +315,10 @@ fn ssh(bin: &Path, config: &Path, case: &Case) -> Result<Resolved, String> {
     let mut identity_files: Vec<String> = Vec::new();
     let mut certificate_files = Vec::new();
     for l in err.lines() {
-        if let Some(rest) = l.strip_prefix("debug1: identity file ") {
+        // A line is matched where ssh's message starts, not at the line's start: the proxy's
+        // own stderr shares the pipe.
+        let at = |m: &str| l.find(m).map(|i| &l[i + m.len()..]);
+        if let Some(rest) = at("debug1: identity file ") {
             let path = rest.rsplit_once(" type ").unwrap().0.to_string();
             // ssh also tries each key's `-cert` file.
             if identity_files
@@ -323,7 +328,7 @@ fn ssh(bin: &Path, config: &Path, case: &Case) -> Result<Resolved, String> {
                 continue;
             }
             identity_files.push(path);
-        } else if let Some(rest) = l.strip_prefix("debug1: certificate file ") {
+        } else if let Some(rest) = at("debug1: certificate file ") {
             certificate_files.push(rest.rsplit_once(" type ").unwrap().0.to_string());
         }
     }
