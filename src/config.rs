@@ -6,7 +6,7 @@
 //! file, line and column.
 
 mod max_unavailable;
-pub use max_unavailable::MaxUnavailable;
+pub use max_unavailable::{MaxUnavailable, MaxUnavailableError};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -362,10 +362,71 @@ pub const MAX_WORKERS: u64 = 256;
 /// Most kernel log lines a probe may keep (each node's output is capped at 1 MiB anyway).
 pub const MAX_KERNEL_LOG_LINES: u64 = 5_000;
 
-/// A config error, already formatted as `file:line:column: message`.
+/// Why a config file was refused. Each says where: `file:line:column: message` (the line and
+/// column of the key's first mention; `1:1` when the text does not name it), or `file: message`
+/// for a rule across keys.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+pub enum ConfigError {
+    /// The file could not be read (it exists, or was named with `--config`).
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Not TOML, or a key of the wrong type or unknown: the message of
+    /// [`diag::toml_error`], already `file:line:column: …` with the line shown.
+    #[error("{0}")]
+    Toml(String),
+    /// A number out of its range: `[table] key = value` is not within `min..=max`.
+    #[error("{}:{line}:{col}: [{table}] {key} = {value}: must be between {min} and {max}", path.display())]
+    OutOfRange {
+        path: PathBuf,
+        line: usize,
+        col: usize,
+        table: &'static str,
+        key: &'static str,
+        value: u64,
+        min: u64,
+        max: u64,
+    },
+    /// An `[assessment]` version threshold that is not `major.minor`; `reason` is the
+    /// version parser's message.
+    #[error("{}:{line}:{col}: [assessment] {key}: {reason}", path.display())]
+    Threshold {
+        path: PathBuf,
+        line: usize,
+        col: usize,
+        key: String,
+        reason: String,
+    },
+    /// `[upgrade] max_unavailable = 0`.
+    #[error("{}: [upgrade] max_unavailable must be at least 1", path.display())]
+    NoUnavailability { path: PathBuf },
+    /// `[upgrade] drain_timeout = 0` (kubectl drain reads `--timeout=0s` as no timeout).
+    #[error(
+        "{}:{line}:{col}: [upgrade] drain_timeout = 0: must be at least 1 s (kubectl drain \
+         reads --timeout=0s as no timeout: a drain that cannot finish would wait forever)",
+        path.display()
+    )]
+    NoDrainTimeout {
+        path: PathBuf,
+        line: usize,
+        col: usize,
+    },
+    /// `[upgrade] gates = []`: a node would be uncordoned without any check.
+    #[error("{}: [upgrade] gates is empty: a node would be uncordoned without any check", path.display())]
+    NoGates { path: PathBuf },
+    /// `[probe] nvidia_smi_timeout` is not shorter than `[probe] deadline` (seconds).
+    #[error(
+        "{}: [probe] nvidia_smi_timeout ({smi} s) must be shorter than deadline ({deadline} s)",
+        path.display()
+    )]
+    SmiTimeout {
+        path: PathBuf,
+        smi: u64,
+        deadline: u64,
+    },
+}
 
 /// The XDG config folder (`~/.config/gpufleet`), where user themes live in `themes/`.
 pub fn config_dir() -> Option<PathBuf> {
@@ -435,8 +496,9 @@ impl Paths {
 impl Config {
     /// Parses config text; `path` is only used in messages.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let mut cfg: Config = toml::from_str(text)
-            .map_err(|e| ConfigError(diag::toml_error(&path.display().to_string(), text, &e)))?;
+        let mut cfg: Config = toml::from_str(text).map_err(|e| {
+            ConfigError::Toml(diag::toml_error(&path.display().to_string(), text, &e))
+        })?;
         if let Ok(table) = text.parse::<toml::Table>() {
             for (name, value) in &table {
                 match value.as_table() {
@@ -492,52 +554,60 @@ impl Config {
                 let (line, col) = text
                     .find(key)
                     .map_or((1, 1), |off| diag::line_col(text, off));
-                return Err(ConfigError(format!(
-                    "{}:{line}:{col}: [{table}] {key} = {v}: must be between 1 and {max}",
-                    path.display()
-                )));
+                return Err(ConfigError::OutOfRange {
+                    path: path.to_path_buf(),
+                    line,
+                    col,
+                    table,
+                    key,
+                    value: v,
+                    min: 1,
+                    max,
+                });
             }
         }
         if cfg.collected.clock_skew > MAX_SECS {
             let (line, col) = text
                 .find("clock_skew")
                 .map_or((1, 1), |off| diag::line_col(text, off));
-            return Err(ConfigError(format!(
-                "{}:{line}:{col}: [collected] clock_skew = {}: must be between 0 and {MAX_SECS}",
-                path.display(),
-                cfg.collected.clock_skew
-            )));
+            return Err(ConfigError::OutOfRange {
+                path: path.to_path_buf(),
+                line,
+                col,
+                table: "collected",
+                key: "clock_skew",
+                value: cfg.collected.clock_skew,
+                min: 0,
+                max: MAX_SECS,
+            });
         }
         if cfg.upgrade.max_unavailable == MaxUnavailable::Count(0) {
-            return Err(ConfigError(format!(
-                "{}: [upgrade] max_unavailable must be at least 1",
-                path.display()
-            )));
+            return Err(ConfigError::NoUnavailability {
+                path: path.to_path_buf(),
+            });
         }
         if cfg.upgrade.drain_timeout == 0 {
             // kubectl drain reads `--timeout=0s` as "wait forever" (issue 22 item 5).
             let (line, col) = text
                 .find("drain_timeout")
                 .map_or((1, 1), |off| diag::line_col(text, off));
-            return Err(ConfigError(format!(
-                "{}:{line}:{col}: [upgrade] drain_timeout = 0: must be at least 1 s (kubectl drain \
-                 reads --timeout=0s as no timeout: a drain that cannot finish would wait forever)",
-                path.display()
-            )));
+            return Err(ConfigError::NoDrainTimeout {
+                path: path.to_path_buf(),
+                line,
+                col,
+            });
         }
         if cfg.upgrade.gates.is_empty() {
-            return Err(ConfigError(format!(
-                "{}: [upgrade] gates is empty: a node would be uncordoned without any check",
-                path.display()
-            )));
+            return Err(ConfigError::NoGates {
+                path: path.to_path_buf(),
+            });
         }
         if cfg.probe.nvidia_smi_timeout >= cfg.probe.deadline {
-            return Err(ConfigError(format!(
-                "{}: [probe] nvidia_smi_timeout ({} s) must be shorter than deadline ({} s)",
-                path.display(),
-                cfg.probe.nvidia_smi_timeout,
-                cfg.probe.deadline
-            )));
+            return Err(ConfigError::SmiTimeout {
+                path: path.to_path_buf(),
+                smi: cfg.probe.nvidia_smi_timeout,
+                deadline: cfg.probe.deadline,
+            });
         }
         Ok(cfg)
     }
@@ -561,7 +631,7 @@ impl Config {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
                 Ok(Config::default())
             }
-            Err(e) => Err(ConfigError(format!("{}: {e}", path.display()))),
+            Err(source) => Err(ConfigError::Read { path, source }),
         }
     }
 
@@ -572,10 +642,13 @@ impl Config {
                 let (line, col) = text
                     .find(key)
                     .map_or((1, 1), |off| diag::line_col(text, off));
-                ConfigError(format!(
-                    "{}:{line}:{col}: [assessment] {key}: {e}",
-                    path.display()
-                ))
+                ConfigError::Threshold {
+                    path: path.to_path_buf(),
+                    line,
+                    col,
+                    key: key.to_string(),
+                    reason: e,
+                }
             })
         };
         Ok(Thresholds {
@@ -658,7 +731,7 @@ mod tests {
     #[test]
     fn typo_names_line_and_column() {
         let text = "[assessment]\ndmabuf_min_kernle = \"5.12\"\n";
-        let e = Config::parse(text, Path::new("c.toml")).unwrap_err().0;
+        let e = Config::parse(text, Path::new("c.toml")).unwrap_err().to_string();
         assert!(
             e.starts_with("c.toml:2:1: unknown field `dmabuf_min_kernle`"),
             "{e}"
@@ -684,7 +757,7 @@ mod tests {
         assert!(c.thresholds().kernel_guideline < t.kernel_guideline);
         let e = Config::parse("[assessment]\nkernel_guideline = 6\n", Path::new("c.toml"))
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(
             e.contains("c.toml:2:1: [assessment] kernel_guideline: \"6\" is not major.minor"),
             "{e}"
@@ -694,7 +767,7 @@ mod tests {
             Path::new("c.toml"),
         )
         .unwrap_err()
-        .0;
+        .to_string();
         assert!(
             e.contains("c.toml:2:") && e.contains("expected a version such as"),
             "{e}"
@@ -704,7 +777,7 @@ mod tests {
     #[test]
     fn bad_threshold_is_reported() {
         let text = "[assessment]\nkernel_guideline = \"six\"\n";
-        let e = Config::parse(text, Path::new("c.toml")).unwrap_err().0;
+        let e = Config::parse(text, Path::new("c.toml")).unwrap_err().to_string();
         assert!(
             e.contains("c.toml:2:1: [assessment] kernel_guideline"),
             "{e}"
@@ -715,7 +788,7 @@ mod tests {
     fn zero_limits_are_rejected() {
         let e = Config::parse("[probe]\ndeadline = 0\n", Path::new("c.toml"))
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(
             e.contains("c.toml:2:1: [probe] deadline = 0: must be between 1 and 86400"),
             "{e}"
@@ -725,11 +798,11 @@ mod tests {
             Path::new("c.toml"),
         )
         .unwrap_err()
-        .0;
+        .to_string();
         assert!(e.contains("between 1 and 86400"), "{e}");
         let e = Config::parse("[probe]\nnvidia_smi_timeout = 90\n", Path::new("c.toml"))
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("shorter than deadline"), "{e}");
     }
 
@@ -738,7 +811,7 @@ mod tests {
     fn zero_drain_timeout_is_refused() {
         let e = Config::parse("[upgrade]\ndrain_timeout = 0\n", Path::new("c.toml"))
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(
             e.starts_with("c.toml:2:1: [upgrade] drain_timeout = 0: must be at least 1 s")
                 && e.contains("kubectl drain reads --timeout=0s as no timeout"),

@@ -281,7 +281,7 @@ fn demo_in(s: &super::Settings, args: &DemoArgs, temp: &std::path::Path) -> anyh
     if let Some(c) = &running.config {
         // The demo's own config: the recipe the simulator plays, nothing of the user's.
         let text = std::fs::read_to_string(c)?;
-        s.config = crate::config::Config::parse(&text, c).map_err(|e| anyhow::anyhow!(e.0))?;
+        s.config = crate::config::Config::parse(&text, c)?;
     }
     let code = if std::io::stdout().is_terminal() {
         let t = super::TuiSession::new(

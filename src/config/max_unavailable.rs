@@ -37,23 +37,32 @@ impl std::fmt::Display for MaxUnavailable {
     }
 }
 
-impl std::str::FromStr for MaxUnavailable {
-    type Err = String;
+/// Why a `max_unavailable` value was refused; the text (debug-quoted) is in the message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MaxUnavailableError {
+    /// `P%` with `P` not 1 to 100.
+    #[error("{0:?}: a percentage is 1% to 100%")]
+    Percent(String),
+    /// Neither a count of 1 to 10000 nor a percentage.
+    #[error("{0:?}: a number of nodes (1 to 10000) or a percentage of them (\"25%\")")]
+    Count(String),
+}
 
-    /// `N` (1 to 10000) or `P%` (1 to 100).
-    fn from_str(s: &str) -> Result<Self, String> {
+impl std::str::FromStr for MaxUnavailable {
+    type Err = MaxUnavailableError;
+
+    /// `N` (1 to 10000) or `P%` (1 to 100), spaces around them ignored.
+    fn from_str(s: &str) -> Result<Self, MaxUnavailableError> {
         let s = s.trim();
         if let Some(p) = s.strip_suffix('%') {
             match p.trim().parse::<u8>() {
                 Ok(p) if (1..=100).contains(&p) => Ok(MaxUnavailable::Percent(p)),
-                _ => Err(format!("{s:?}: a percentage is 1% to 100%")),
+                _ => Err(MaxUnavailableError::Percent(s.to_string())),
             }
         } else {
             match s.parse::<usize>() {
                 Ok(n) if (1..=10_000).contains(&n) => Ok(MaxUnavailable::Count(n)),
-                _ => Err(format!(
-                    "{s:?}: a number of nodes (1 to 10000) or a percentage of them (\"25%\")"
-                )),
+                _ => Err(MaxUnavailableError::Count(s.to_string())),
             }
         }
     }
