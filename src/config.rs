@@ -731,7 +731,9 @@ mod tests {
     #[test]
     fn typo_names_line_and_column() {
         let text = "[assessment]\ndmabuf_min_kernle = \"5.12\"\n";
-        let e = Config::parse(text, Path::new("c.toml")).unwrap_err().to_string();
+        let e = Config::parse(text, Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("c.toml:2:1: unknown field `dmabuf_min_kernle`"),
             "{e}"
@@ -777,7 +779,9 @@ mod tests {
     #[test]
     fn bad_threshold_is_reported() {
         let text = "[assessment]\nkernel_guideline = \"six\"\n";
-        let e = Config::parse(text, Path::new("c.toml")).unwrap_err().to_string();
+        let e = Config::parse(text, Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("c.toml:2:1: [assessment] kernel_guideline"),
             "{e}"
