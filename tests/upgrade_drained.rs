@@ -244,11 +244,97 @@ fn after_its_reboot_slurm_resumes_what_gpufleet_drained_undrains_a_node_down_for
                 .contains("State=UNDRAIN"),
         "{failed}"
     );
-    assert!(t.contains("2 stopped at uncordon"), "{t}");
+    // The report: gpu2 is still down (upgraded, gates passed), never "stays drained" nor done.
+    eprintln!("--- the still-down report:\n{t}");
+    assert!(
+        t.contains("gpufleet: 2 upgraded, its gates passed, but still down (State=DOWN+DRAIN, Reason \"PSU failure\")")
+            && t.contains("1 node(s) upgraded, 1 still down: 2 upgraded, its gates passed, but still down (")
+            && t.contains("a node still down is its owner's to bring back"),
+        "{t}"
+    );
+    assert!(
+        !t.contains("stays drained") && !t.contains("2 stopped at"),
+        "{t}"
+    );
     assert!(
         !j.iter()
             .any(|e| e["node"] == "2" && e["step"] == "uncordon" && e["phase"] == "done")
     );
+    let end = j.last().unwrap();
+    assert!(
+        end["step"] == "rollout" && end["phase"] == "failed",
+        "{end}"
+    );
+    // --abandon: gpu2 is still down, nothing of this rollout's to give back.
+    let out = f
+        .command(&["upgrade", "--abandon"])
+        .env("SLURM_CONF", &slurm.conf)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains(
+            "2 is still down: upgraded, its gates passed, gpufleet's drain flag removed (UNDRAIN)"
+        ) && !t.contains("2 stays drained"),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_node_gpufleet_did_not_drain_that_is_down_after_its_reboot_stays_down_and_drained_nothing_sent_real_slurm()
+ {
+    let slurm = Slurm::start(2, 26);
+    let recipes = format!(
+        "max_failures = 1\n{}",
+        set_down_recipe(
+            &slurm,
+            "admindown",
+            "gpu2",
+            "Node unexpectedly rebooted boot_time=1"
+        )
+    );
+    let f = UpgradeFleet::start(2, 149, "1", &recipes);
+    slurm_inventory(&f, &["fixture", "admindown"]);
+    // An administrator drained gpu2 before the rollout; --include-drained takes it.
+    scontrol(
+        &slurm,
+        &["update", "NodeName=gpu2", "State=DRAIN", "Reason=bad DIMM"],
+    );
+    let out = f
+        .command(&["upgrade", "--canary", "--yes", "--include-drained"])
+        .env("SLURM_CONF", &slurm.conf)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    eprintln!("--- the kept node DOWN after its reboot:\n{t}");
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    // gpufleet sent nothing to gpu2: it stays DOWN (and drained), as slurmctld left it.
+    let show = scontrol(&slurm, &["-o", "show", "node", "gpu2"]);
+    assert!(show.contains("State=DOWN"), "{show}");
+    assert!(
+        slurm.state("gpu1").starts_with("idle"),
+        "{}",
+        slurm.state("gpu1")
+    );
+    let j = f.journal();
+    let back = entry(&j, "2", "uncordon", "done");
+    let said = back["outcome"].as_str().unwrap();
+    assert!(
+        said.starts_with("down after reboot, admin drain kept (State=DOWN")
+            && said.contains(
+                "gpufleet did not drain it (drained (Slurm IDLE+DRAIN): Reason \"bad DIMM\""
+            )
+            && !said.contains("State=RESUME")
+            && !said.contains("State=UNDRAIN"),
+        "{back}"
+    );
+    assert!(
+        t.contains("gpufleet: 2 down after reboot, admin drain kept (State=DOWN")
+            && t.contains("2 node(s) upgraded (1 out of service before, left so: 2: down after reboot, admin drain kept ("),
+        "{t}"
+    );
+    assert!(!t.contains("(uncordoned)") && !t.contains("resumed"), "{t}");
 }
 
 /// A stand-in kubectl keeping one node's `.spec.unschedulable` and taints in files beside it:

@@ -331,6 +331,11 @@ pub fn rollout_of_reason(reason: &str) -> Option<&str> {
 /// decides whether it is set DOWN): `Node unexpectedly rebooted …`.
 pub const UNEXPECTED_REBOOT: &str = "Node unexpectedly rebooted";
 
+/// How [`slurm_give_back`]'s words start for a node gpufleet drained that is DOWN for a reason
+/// of someone else's after its upgrade (its uncordon step fails with them; the report says
+/// "still down", never "done": [`crate::actions::rollout::Drained::StillDown`]).
+pub const STILL_DOWN: &str = "still down (";
+
 impl SlurmNode {
     pub fn has(&self, flag: &str) -> bool {
         self.flags.iter().any(|f| f.eq_ignore_ascii_case(flag))
@@ -451,7 +456,7 @@ pub fn slurm_give_back(
             return (
                 back.undrain.clone().filter(|_| n.drain_flag()),
                 Err(format!(
-                    "still down ({state}{reason}): gpufleet's drain flag removed (UNDRAIN), the node's DOWN state and Reason kept; it returns to service when its owner resumes it, or as slurmctld's ReturnToService says"
+                    "{STILL_DOWN}{state}{reason}): gpufleet's drain flag removed (UNDRAIN), the node's DOWN state and Reason kept; it returns to service when its owner resumes it, or as slurmctld's ReturnToService says"
                 )),
             );
         }

@@ -89,24 +89,7 @@ pub fn unfinished_lines(kind: ConfirmKind, plan: &Plan, progress: &Progress) -> 
     let mut out = Vec::new();
     match kind {
         ConfirmKind::Upgrade | ConfirmKind::Resume => {
-            let mut done: Vec<String> = plan
-                .nodes
-                .iter()
-                .flat_map(|n| {
-                    n.steps
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| progress.get(&(n.node.clone(), *i)) == Some(&Phase::Done))
-                        .map(|(_, s)| format!("{} {}", n.node, s.label()))
-                })
-                .collect();
-            if !done.is_empty() {
-                done.sort();
-                out.push(format!(
-                    "done before (skipped on resume): {}",
-                    done.join(", ")
-                ));
-            }
+            out.extend(crate::fleet::rollout::done_before(plan, progress));
             out.extend(rollout::plan_lines(plan, false));
         }
         ConfirmKind::Abandon => {
@@ -176,11 +159,15 @@ impl RolloutResult {
         let failures: std::collections::HashMap<&str, String> = r.failures().into_iter().collect();
         let skipped: std::collections::HashMap<&str, &str> = r.skipped().into_iter().collect();
         let mut nodes = Vec::new();
-        let (mut up, mut failed, mut skip) = (0, 0, 0);
+        let (mut up, mut failed, mut skip, mut down) = (0, 0, 0, 0);
         for np in &r.plan.nodes {
             let o = r.outcomes.iter().find(|o| o.node == np.node);
             let n = np.node.as_str();
             let (word, outcome) = match (o, failures.get(n), skipped.get(n)) {
+                (Some(o), Some(f), _) if o.drained == rollout::Drained::StillDown => {
+                    down += 1;
+                    ("still down".to_string(), f.clone())
+                }
                 (Some(o), Some(f), _) => {
                     failed += 1;
                     let at = o.failure.as_ref().map_or("", |f| f.step.as_str());
@@ -190,12 +177,19 @@ impl RolloutResult {
                     skip += 1;
                     ("skipped".to_string(), format!("skipped: {why}"))
                 }
-                (Some(_), None, None) => {
+                (Some(o), None, None) => {
                     up += 1;
-                    (
-                        "done".to_string(),
-                        "upgraded: every step done, gates passed".to_string(),
-                    )
+                    let outcome = match (o.drained, &o.kept) {
+                        (rollout::Drained::Kept, Some(said)) => {
+                            format!("upgraded, gates passed; not given back: {said}")
+                        }
+                        (rollout::Drained::Kept, None) => {
+                            "upgraded, gates passed; not given back: gpufleet did not drain it"
+                                .to_string()
+                        }
+                        _ => "upgraded: every step done, gates passed".to_string(),
+                    };
+                    ("done".to_string(), outcome)
                 }
                 (None, ..) => {
                     failed += 1;
@@ -215,11 +209,19 @@ impl RolloutResult {
         if failed > 0 {
             counts.push(format!("{failed} failed"));
         }
+        if down > 0 {
+            counts.push(format!("{down} still down"));
+        }
         if skip > 0 {
             counts.push(format!("{skip} skipped"));
         }
-        let ended = if failed > 0 { "stopped" } else { "done" };
+        let ended = if failed + down > 0 { "stopped" } else { "done" };
         let mut notes = Vec::new();
+        if down > 0 {
+            notes.push(
+                "a node still down is its owner's to bring back; then resume finds it back in service and finishes".into(),
+            );
+        }
         if failed > 0 {
             notes.push(
                 "fix what stopped them, then resume goes on from there (or abandon gives the rollout up)".into(),

@@ -132,6 +132,7 @@ fn progress_then_result_in_the_matrix_and_the_pane() {
                 failure: None,
                 skipped: None,
                 drained: Drained::GivenBack,
+                kept: None,
             },
             NodeOutcome {
                 node: "gpu001".into(),
@@ -142,6 +143,7 @@ fn progress_then_result_in_the_matrix_and_the_pane() {
                 }),
                 skipped: None,
                 drained: Drained::Yes,
+                kept: None,
             },
         ],
         summary: "rollout r-1: …".into(),

@@ -126,23 +126,8 @@ fn print_plan(plan: &rollout::Plan, dry_run: bool, progress: &rollout::Progress)
     for l in rollout::plan_lines_with(plan, dry_run, progress) {
         crate::outln!("{l}");
     }
-    let mut steps: Vec<String> = plan
-        .nodes
-        .iter()
-        .flat_map(|n| {
-            n.steps
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| {
-                    progress.get(&(n.node.clone(), *i))
-                        == Some(&crate::actions::journal::Phase::Done)
-                })
-                .map(|(_, s)| format!("{} {}", n.node, s.label()))
-        })
-        .collect();
-    if !steps.is_empty() {
-        steps.sort();
-        crate::outln!("  done before (skipped on resume): {}", steps.join(", "));
+    if let Some(l) = crate::fleet::rollout::done_before(plan, progress) {
+        crate::outln!("  {}", crate::model::text::terminal_safe(&l));
     }
 }
 
@@ -288,8 +273,16 @@ fn run_once(
     for (node, what) in report.failures() {
         eprintln!("gpufleet: {} {}", safe(node), safe(&what));
     }
+    for (node, said) in report.kept() {
+        eprintln!("gpufleet: {} {}", safe(node), safe(said));
+    }
     let failed = report.failed();
-    if failed > 0 {
+    if report.still_down() > 0 {
+        eprintln!(
+            "gpufleet: a node still down is its owner's to bring back; then `gpufleet upgrade --resume` finds it back in service and finishes (or `--abandon`)"
+        );
+    }
+    if failed > report.still_down() {
         eprintln!(
             "gpufleet: fix what stopped them, then `gpufleet upgrade --resume` goes on from there (or `--abandon`)"
         );

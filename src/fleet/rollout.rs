@@ -477,6 +477,32 @@ impl Run {
     }
 }
 
+/// The steps of `plan` done before, as `progress` (an earlier run of it) says, for the plan a
+/// resume shows: `done before (skipped on resume): NODE STEP, …` (sorted), or `None` when none
+/// is (node text in it: escape it where it is shown). The CLI's `--resume` and the TUI's resume
+/// confirmation both show it.
+pub fn done_before(plan: &Plan, progress: &Progress) -> Option<String> {
+    let mut done: Vec<String> = plan
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            n.steps
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| progress.get(&(n.node.clone(), *i)) == Some(&Phase::Done))
+                .map(|(_, s)| format!("{} {}", n.node, s.label()))
+        })
+        .collect();
+    if done.is_empty() {
+        return None;
+    }
+    done.sort();
+    Some(format!(
+        "done before (skipped on resume): {}",
+        done.join(", ")
+    ))
+}
+
 /// What `gpufleet upgrade --cancel` did.
 pub struct CancelReport {
     /// The unfinished rollout's id.
@@ -575,20 +601,38 @@ impl Report {
     }
 
     /// Each node that stopped, and where, what it left of its drain, and why (`stopped at STEP
-    /// and stays drained: WHY`, `… and may be drained (its drain started): …`, or `stopped at
-    /// STEP: WHY` for a node this rollout never drained, [`rollout::drained_note`]; node text in
-    /// both: escape them where they are shown).
+    /// and stays drained: WHY`, `… and may be drained (its drain started): …`, `stopped at
+    /// STEP: WHY` for a node this rollout never drained, [`rollout::drained_note`]), or, for a
+    /// node still down after its upgrade, `upgraded, its gates passed, but still down (…)`
+    /// ([`rollout::stopped_words`]); node text in both: escape them where they are shown.
     pub fn failures(&self) -> Vec<(&str, String)> {
         self.outcomes
             .iter()
             .filter_map(|o| {
-                let f = o.failure.as_ref()?;
-                let drained = rollout::drained_note(o.drained);
                 Some((
                     o.node.as_str(),
-                    format!("stopped at {}{drained}: {}", f.step, f.why),
+                    rollout::stopped_words(o, o.failure.as_ref()?),
                 ))
             })
+            .collect()
+    }
+
+    /// How many nodes are still down after their upgrade ([`rollout::Drained::StillDown`]:
+    /// counted in [`Report::failed`], never done).
+    pub fn still_down(&self) -> usize {
+        self.outcomes
+            .iter()
+            .filter(|o| o.drained == rollout::Drained::StillDown)
+            .count()
+    }
+
+    /// Each upgraded node gpufleet did not drain (`--include-drained`), and what its give-back
+    /// said (`down after reboot, admin drain kept (…)`; node text: escape it).
+    pub fn kept(&self) -> Vec<(&str, &str)> {
+        self.outcomes
+            .iter()
+            .filter(|o| o.failure.is_none() && o.drained == rollout::Drained::Kept)
+            .filter_map(|o| Some((o.node.as_str(), o.kept.as_deref()?)))
             .collect()
     }
 

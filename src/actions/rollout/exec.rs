@@ -20,7 +20,7 @@ use crate::probe::ssh;
 
 mod node;
 use node::Stop;
-pub use node::summarize;
+pub use node::{stopped_words, summarize};
 mod kill;
 mod reboot;
 pub use kill::Cancelled;
@@ -79,6 +79,10 @@ pub struct NodeOutcome {
     pub skipped: Option<String>,
     /// What this rollout left of its drain on the node (from the journal's phases).
     pub drained: Drained,
+    /// A node gpufleet did not drain ([`Drained::Kept`]): what its give-back said (`down after
+    /// reboot, admin drain kept (…)`, `not resumed: gpufleet did not drain it …`), when it ran
+    /// in this run.
+    pub kept: Option<String>,
 }
 
 pub(super) fn excerpt(b: &[u8]) -> String {
@@ -236,7 +240,7 @@ impl Executor {
             self.phases
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert((node.to_string(), seq), phase);
+                .record(node, seq, step, phase, outcome);
         }
         if let Some(ev) = self
             .events
@@ -284,6 +288,7 @@ impl Executor {
             }),
             skipped: None,
             drained,
+            kept: None,
         }
     }
 

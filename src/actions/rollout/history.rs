@@ -9,9 +9,65 @@ use serde::Serialize;
 use super::*;
 use crate::actions::journal::{Entry, Phase};
 use crate::actions::node_side;
+use crate::actions::scheduler;
 
-/// How far a rollout got, per (node, step number): the last phase the journal says.
-pub type Progress = HashMap<(String, usize), Phase>;
+/// How far a rollout got, per (node, step number): the last phase the journal says (a map:
+/// `get`, `insert`, … through `Deref`), and the nodes whose give-back last said "still down"
+/// ([`Progress::record`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    phases: HashMap<(String, usize), Phase>,
+    /// Nodes whose last uncordon ended `failed` with [`scheduler::STILL_DOWN`]: upgraded, gates
+    /// passed, gpufleet's drain removed, DOWN for a reason of someone else's.
+    still_down: std::collections::BTreeSet<String>,
+}
+
+impl Progress {
+    pub fn new() -> Progress {
+        Progress::default()
+    }
+
+    /// Records one journal entry of a node step: its phase, and whether its give-back said
+    /// the node is still down (an uncordon `failed` whose outcome starts with
+    /// [`scheduler::STILL_DOWN`]; any later uncordon entry of the node clears it).
+    pub fn record(&mut self, node: &str, seq: usize, step: &str, phase: Phase, outcome: &str) {
+        self.phases.insert((node.to_string(), seq), phase);
+        if step == "uncordon" {
+            if phase == Phase::Failed && outcome.starts_with(scheduler::STILL_DOWN) {
+                self.still_down.insert(node.to_string());
+            } else {
+                self.still_down.remove(node);
+            }
+        }
+    }
+
+    /// Whether `node`'s last give-back said "still down".
+    pub fn still_down(&self, node: &str) -> bool {
+        self.still_down.contains(node)
+    }
+}
+
+impl std::ops::Deref for Progress {
+    type Target = HashMap<(String, usize), Phase>;
+    fn deref(&self) -> &Self::Target {
+        &self.phases
+    }
+}
+
+impl std::ops::DerefMut for Progress {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.phases
+    }
+}
+
+impl FromIterator<((String, usize), Phase)> for Progress {
+    fn from_iter<I: IntoIterator<Item = ((String, usize), Phase)>>(iter: I) -> Progress {
+        Progress {
+            phases: iter.into_iter().collect(),
+            still_down: Default::default(),
+        }
+    }
+}
 
 /// What a rollout left of its drain on a node, from the phases of its drain and uncordon steps
 /// (the journal's, or the executor's as it goes): never a guess from where the node stopped.
@@ -25,6 +81,13 @@ pub enum Drained {
     Yes,
     /// Drained, then given back to the scheduler (its uncordon finished).
     GivenBack,
+    /// Drained, upgraded (its gates passed), then found DOWN for a reason of someone else's:
+    /// gpufleet's drain flag removed (Slurm UNDRAIN), its DOWN state and Reason kept; not back
+    /// in service, never `done` (docs/domain.md's give-back table).
+    StillDown,
+    /// Out of service before this rollout (`--include-drained`, [`Step::Drain`]'s `pre`):
+    /// gpufleet did not drain it, and never gives it back.
+    Kept,
 }
 
 /// [`Drained`] of `np` as `progress` (each step's last phase) says.
@@ -37,23 +100,35 @@ pub fn drained_state(np: &NodePlan, progress: &Progress) -> Drained {
     };
     let drain = phase(&|s| matches!(s, Step::Drain { .. }));
     let uncordon = phase(&|s| matches!(s, Step::Uncordon { .. }));
+    let kept = np
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Drain { pre: Some(_), .. }));
     match drain {
         None | Some(Phase::Skipped) => Drained::No,
+        Some(_) if kept => Drained::Kept,
         Some(Phase::Done) if uncordon == Some(Phase::Done) => Drained::GivenBack,
+        Some(Phase::Done) if uncordon == Some(Phase::Failed) && progress.still_down(&np.node) => {
+            Drained::StillDown
+        }
         Some(Phase::Done) => Drained::Yes,
         Some(_) => Drained::Maybe,
     }
 }
 
 /// The words after `stopped at STEP` for a node that stopped with `drained`:
-/// ` and stays drained`, ` and may be drained (its drain started)`, ` (uncordoned)`, or nothing
-/// (a node stopped before its drain, by its lock or a halt, was never drained).
+/// ` and stays drained`, ` and may be drained (its drain started)`, ` (uncordoned)`,
+/// ` (its gates passed)` for a node still down (the why says "still down (…)"), ` (out of
+/// service before this rollout: gpufleet did not drain it)`, or nothing (a node stopped before
+/// its drain, by its lock or a halt, was never drained).
 pub fn drained_note(drained: Drained) -> &'static str {
     match drained {
         Drained::No => "",
         Drained::Maybe => " and may be drained (its drain started)",
         Drained::Yes => " and stays drained",
         Drained::GivenBack => " (uncordoned)",
+        Drained::StillDown => " (its gates passed)",
+        Drained::Kept => " (out of service before this rollout: gpufleet did not drain it)",
     }
 }
 
@@ -77,7 +152,7 @@ pub fn unfinished(journal: &[Entry]) -> Option<(Plan, Progress)> {
                 .position(|s| s.label() == e.step)
         });
         if let Some(seq) = seq {
-            progress.insert((e.node.clone(), seq), e.phase);
+            progress.record(&e.node, seq, &e.step, e.phase, &e.outcome);
         }
     }
     Some((plan, progress))
@@ -178,6 +253,15 @@ pub fn rollouts(journal: &[Entry]) -> Vec<RolloutSummary> {
     out
 }
 
+/// The state a node was found in before this rollout when gpufleet did not drain it
+/// ([`Step::Drain`]'s `pre`).
+pub fn pre_state(np: &NodePlan) -> Option<String> {
+    np.steps.iter().find_map(|s| match s {
+        Step::Drain { pre, .. } => pre.clone(),
+        _ => None,
+    })
+}
+
 /// What a rollout given up leaves on each node of `plan`, in words, with the exact commands
 /// that give a drained node back to its scheduler.
 pub fn left_behind(plan: &Plan, progress: &Progress) -> Vec<String> {
@@ -209,6 +293,15 @@ pub fn left_behind(plan: &Plan, progress: &Progress) -> Vec<String> {
             Drained::GivenBack => {
                 out.push(format!("{} was given back (uncordoned)", safe(&np.node)))
             }
+            Drained::StillDown => out.push(format!(
+                "{} is still down: upgraded, its gates passed, gpufleet's drain flag removed (UNDRAIN); its DOWN state and Reason are someone else's: nothing of this rollout's to give back",
+                safe(&np.node)
+            )),
+            Drained::Kept => out.push(format!(
+                "{} was out of service before this rollout ({}): gpufleet did not drain it, and it stays as its owner left it (nothing to give back)",
+                safe(&np.node),
+                safe(&pre_state(np).unwrap_or_default())
+            )),
             Drained::No => {}
         }
         let root = match lock.map(|l| &np.steps[l]) {

@@ -22,6 +22,8 @@ mod budget_tests;
 mod exec;
 mod gates;
 mod history;
+#[cfg(test)]
+mod history_tests;
 mod live;
 mod local;
 mod locks;

@@ -66,23 +66,12 @@ pub fn plan_in(
         .iter()
         .filter(|(n, _)| n.canary == (mode == Mode::Canary))
     {
-        if operator_managed(r) {
-            skipped.push((n.name.clone(), OPERATOR_SKIP.into()));
-            continue;
-        }
-        let note = match verdict(r, last.get(&n.name)) {
-            Verdict::Skip(why) => {
+        let Eligible { note, pre, charged } = match classify(n, r, &last, around, cfg) {
+            Ok(e) => e,
+            Err(why) => {
                 skipped.push((n.name.clone(), why));
                 continue;
             }
-            Verdict::Plan(note) => note,
-        };
-        let (pre, charged) = match sched_verdict(n, r, around, cfg) {
-            Sched::Skip(why) => {
-                skipped.push((n.name.clone(), why));
-                continue;
-            }
-            Sched::Plan { pre, charged } => (pre, charged),
         };
         match plan_node(n, r, recipes, cfg, rollout, &takeover, note, pre, charged) {
             Err(e) => problems.push(e),
@@ -139,19 +128,9 @@ pub fn plan_selected_in(
     let mut skipped = Vec::new();
     let mut eligible = Vec::new();
     for (n, r) in chosen {
-        if operator_managed(r) {
-            skipped.push((n.name.clone(), OPERATOR_SKIP.into()));
-            continue;
-        }
-        match verdict(r, last.get(&n.name)) {
-            Verdict::Skip(why) => skipped.push((
-                n.name.clone(),
-                format!("{why}; only migrate nodes are upgraded"),
-            )),
-            Verdict::Plan(note) => match sched_verdict(n, r, around, cfg) {
-                Sched::Skip(why) => skipped.push((n.name.clone(), why)),
-                Sched::Plan { pre, charged } => eligible.push((n, r, note, pre, charged)),
-            },
+        match classify(n, r, &last, around, cfg) {
+            Ok(e) => eligible.push((n, r, e)),
+            Err(why) => skipped.push((n.name.clone(), why)),
         }
     }
     if eligible.is_empty() {
@@ -166,7 +145,7 @@ pub fn plan_selected_in(
     if with_other {
         canaries_done(canaries, &last)?;
     }
-    let charged = eligible.iter().filter(|e| e.4).count();
+    let charged = eligible.iter().filter(|(.., e)| e.charged).count();
     if charged > budget.left() {
         return Err(format!(
             "{charged} nodes in service chosen, more than max_unavailable leaves ({}): choose fewer",
@@ -176,7 +155,7 @@ pub fn plan_selected_in(
     let takeover = abandoned(journal);
     let mut nodes = Vec::new();
     let mut problems = Vec::new();
-    for (n, r, note, pre, charged) in eligible {
+    for (n, r, Eligible { note, pre, charged }) in eligible {
         match plan_node(n, r, recipes, cfg, rollout, &takeover, note, pre, charged) {
             Ok(p) => nodes.push(p),
             Err(e) => problems.push(e),
@@ -194,6 +173,41 @@ pub fn plan_selected_in(
         skipped,
         budget: Some(budget),
     })
+}
+
+/// A node to plan, as [`classify`] found it.
+struct Eligible<'a> {
+    /// Why it is planned though the journal says otherwise ([`verdict`]).
+    note: Option<super::live::Again>,
+    /// Out of service before (`--include-drained`).
+    pre: Option<&'a Taken>,
+    /// It takes one of the budget (it is in service now: its drain makes one more node
+    /// unavailable).
+    charged: bool,
+}
+
+/// The one per-node classification of planning, for the CLI's waves and the TUI's marked nodes
+/// alike: `Err(why)` when the node is not planned — managed by the GPU Operator, not to be
+/// upgraded as probed now over the journal ([`verdict`]), out of service before without
+/// `--include-drained`, or its scheduler state unknown ([`sched_verdict`]); else how it is.
+fn classify<'a>(
+    n: &Node,
+    r: &NodeReport,
+    last: &std::collections::HashMap<String, super::live::LastUpgrade>,
+    around: &'a Around,
+    cfg: &UpgradeConfig,
+) -> Result<Eligible<'a>, String> {
+    if operator_managed(r) {
+        return Err(OPERATOR_SKIP.into());
+    }
+    let note = match verdict(r, last.get(&n.name)) {
+        Verdict::Skip(why) => return Err(why),
+        Verdict::Plan(note) => note,
+    };
+    match sched_verdict(n, r, around, cfg) {
+        Sched::Skip(why) => Err(why),
+        Sched::Plan { pre, charged } => Ok(Eligible { note, pre, charged }),
+    }
 }
 
 /// Whether a node is planned, from its scheduler state and node lock.

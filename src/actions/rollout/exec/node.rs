@@ -103,6 +103,7 @@ impl Executor {
             failure,
             skipped,
             drained: self.drained(np),
+            kept: None,
         }
     }
 
@@ -110,6 +111,7 @@ impl Executor {
     /// skip (another rollout holds the node).
     pub async fn run_node(&self, rollout: &str, node: &Node, plan: &NodePlan) -> NodeOutcome {
         let mut report = None;
+        let mut kept = None;
         let failed = |seq, step: String, why| {
             Some(Failure {
                 seq: Some(seq),
@@ -159,6 +161,9 @@ impl Executor {
             };
             match result {
                 Ok(out) => {
+                    if matches!(step, Step::Uncordon { back: Some(b), .. } if b.kept.is_some()) {
+                        kept = Some(out.clone());
+                    }
                     let _ = write(Phase::Done, &out);
                     (self.log)(&format!("{}: {label} done", node.name));
                 }
@@ -175,35 +180,69 @@ impl Executor {
                 }
             }
         }
-        self.outcome(plan, None, None)
+        NodeOutcome {
+            kept,
+            ..self.outcome(plan, None, None)
+        }
+    }
+}
+
+/// What the report says of a node that stopped (`failure`): `stopped at STEP` with what it left
+/// of its drain ([`drained_note`]) and why, or, for a node still down after its upgrade
+/// ([`Drained::StillDown`]), `upgraded, its gates passed, but still down (…)`.
+pub fn stopped_words(o: &NodeOutcome, f: &Failure) -> String {
+    if o.drained == Drained::StillDown {
+        format!("upgraded, its gates passed, but {}", f.why)
+    } else {
+        format!(
+            "stopped at {}{}: {}",
+            f.step,
+            drained_note(o.drained),
+            f.why
+        )
     }
 }
 
 /// The rollout's end from its nodes' outcomes: its phase (`done` when every node of the plan
 /// ended without a failure and one was upgraded, `skipped` when each was skipped: the rollout
-/// did nothing, `failed` — resumable — otherwise) and a one-line summary that says what
-/// happened to each node that was not upgraded (node text in it: escape it where it is shown).
+/// did nothing, `failed` — resumable — otherwise: a node still down after its upgrade is not
+/// done) and a one-line summary that says what happened to each node that was not upgraded, and
+/// to each upgraded node gpufleet did not drain (node text in it: escape it where it is shown).
 pub fn summarize(plan: &Plan, outcomes: &[NodeOutcome]) -> (Phase, String) {
-    let failed: Vec<String> = outcomes
+    let stopped = |down: bool| -> Vec<String> {
+        outcomes
+            .iter()
+            .filter(|o| (o.drained == Drained::StillDown) == down)
+            .filter_map(|o| {
+                Some(format!(
+                    "{} {}",
+                    o.node,
+                    stopped_words(o, o.failure.as_ref()?)
+                ))
+            })
+            .collect()
+    };
+    let (failed, down) = (stopped(false), stopped(true));
+    let kept: Vec<String> = outcomes
         .iter()
-        .filter_map(|o| {
-            let f = o.failure.as_ref()?;
-            Some(format!(
-                "{} stopped at {}{}: {}",
+        .filter(|o| o.failure.is_none() && o.skipped.is_none() && o.drained == Drained::Kept)
+        .map(|o| {
+            format!(
+                "{}: {}",
                 o.node,
-                f.step,
-                drained_note(o.drained),
-                f.why
-            ))
+                o.kept
+                    .as_deref()
+                    .unwrap_or("gpufleet did not drain it; not given back")
+            )
         })
         .collect();
     let skipped: Vec<String> = outcomes
         .iter()
         .filter_map(|o| Some(format!("{} skipped: {}", o.node, o.skipped.as_ref()?)))
         .collect();
-    let upgraded = outcomes.len() - failed.len() - skipped.len();
+    let upgraded = outcomes.len() - failed.len() - down.len() - skipped.len();
     let all = outcomes.len() == plan.nodes.len();
-    let phase = if !failed.is_empty() || !all {
+    let phase = if !failed.is_empty() || !down.is_empty() || !all {
         Phase::Failed
     } else if upgraded == 0 && !skipped.is_empty() {
         Phase::Skipped
@@ -211,6 +250,16 @@ pub fn summarize(plan: &Plan, outcomes: &[NodeOutcome]) -> (Phase, String) {
         Phase::Done
     };
     let mut parts = vec![format!("{upgraded} node(s) upgraded")];
+    if !kept.is_empty() {
+        parts[0].push_str(&format!(
+            " ({} out of service before, left so: {})",
+            kept.len(),
+            kept.join("; ")
+        ));
+    }
+    if !down.is_empty() {
+        parts.push(format!("{} still down: {}", down.len(), down.join("; ")));
+    }
     if !skipped.is_empty() {
         parts.push(format!("{} skipped: {}", skipped.len(), skipped.join("; ")));
     }
