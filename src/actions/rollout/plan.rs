@@ -472,7 +472,10 @@ pub fn check_names(node: &Node, spec: Option<&DrainSpec>, recipe: &Recipe) -> Re
         bad.push(e);
     }
     if (recipe.steps.iter().any(|s| s.run.contains("{node}"))
-        || recipe.nccl_test.as_ref().is_some_and(|t| t.contains("{node}")))
+        || recipe
+            .nccl_test
+            .as_ref()
+            .is_some_and(|t| t.contains("{node}")))
         && let Some(why) = names::shell_name(&node.name)
     {
         bad.push(format!(
