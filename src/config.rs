@@ -65,9 +65,15 @@ pub enum Gate {
     /// The kernel the next reboot starts has an nvidia.ko (or the node has no host driver to
     /// check): the node survives its next reboot too.
     NextBootHasDriver,
+    /// On a canary: the recipe's `nccl_test` command, run on the canary with NCCL_DEBUG=INFO,
+    /// proves from its NCCL log that GPUDirect RDMA ran over DMA-BUF there (docs/domain.md,
+    /// "The nccl-dmabuf gate"). Opt-in: not in the default gates.
+    NcclDmabuf,
 }
 
 impl Gate {
+    /// The default gates (every gate that needs nothing beyond the re-probe; `nccl-dmabuf`,
+    /// which needs a recipe's `nccl_test`, is opt-in).
     pub const ALL: [Gate; 6] = [
         Gate::OpenModule,
         Gate::NoPeermem,
@@ -85,6 +91,7 @@ impl Gate {
             Gate::DmabufKernel => "dmabuf-kernel",
             Gate::NoErrors => "no-errors",
             Gate::NextBootHasDriver => "next-boot-has-driver",
+            Gate::NcclDmabuf => "nccl-dmabuf",
         }
     }
 }
@@ -152,6 +159,17 @@ pub struct Recipe {
     #[serde(default)]
     pub sudo: bool,
     pub steps: Vec<RecipeStep>,
+    /// The driver version the recipe installs (`580.95.05`, or a branch: `580`); optional.
+    /// The plan refuses a node with a GPU whose architecture's last branch
+    /// (data/driver-branches.toml) is below it, before anything runs.
+    #[serde(default)]
+    pub driver_version: Option<String>,
+    /// The `nccl-dmabuf` gate's test (a shell command line run on each canary, as the login
+    /// user, with `NCCL_DEBUG=INFO` exported; `{node}` and `{root}` replaced as in steps, e.g.
+    /// `mpirun -H {node},gpu-ref-01 -x NCCL_DEBUG all_reduce_perf -b 1G -e 1G`): its output,
+    /// stdout and stderr, is read as the NCCL log.
+    #[serde(default)]
+    pub nccl_test: Option<String>,
 }
 
 /// One recipe step. `run` is a shell command line on the node; `{node}`, `{root}` and
@@ -399,6 +417,19 @@ pub enum ConfigError {
         key: String,
         reason: String,
     },
+    /// A recipe's `driver_version` that is not a driver version or a branch.
+    #[error(
+        "{}:{line}:{col}: [recipes.{recipe}] driver_version = {value:?}: not a driver version \
+         (580.95.05, or a branch: 580)",
+        path.display()
+    )]
+    DriverVersion {
+        path: PathBuf,
+        line: usize,
+        col: usize,
+        recipe: String,
+        value: String,
+    },
     /// `[upgrade] max_unavailable = 0`.
     #[error("{}: [upgrade] max_unavailable must be at least 1", path.display())]
     NoUnavailability { path: PathBuf },
@@ -601,6 +632,22 @@ impl Config {
             return Err(ConfigError::NoGates {
                 path: path.to_path_buf(),
             });
+        }
+        for (name, r) in &cfg.recipes {
+            if let Some(v) = &r.driver_version
+                && crate::model::facts::branches::branch_of(v).is_none()
+            {
+                let (line, col) = text
+                    .find("driver_version")
+                    .map_or((1, 1), |off| diag::line_col(text, off));
+                return Err(ConfigError::DriverVersion {
+                    path: path.to_path_buf(),
+                    line,
+                    col,
+                    recipe: name.clone(),
+                    value: v.clone(),
+                });
+            }
         }
         if cfg.probe.nvidia_smi_timeout >= cfg.probe.deadline {
             return Err(ConfigError::SmiTimeout {

@@ -24,7 +24,10 @@ fuzz_target!(|data: &[u8]| {
     let _ = report.gpu_summary();
     let _ = report.min_compute_capability();
     let json = serde_json::to_string(&report).expect("a NodeReport always serializes");
-    let safe = text::json_safe(json);
-    let back: serde_json::Value = serde_json::from_str(&safe).expect("json_safe keeps it JSON");
+    let safe = text::json_string(&report, false).expect("a NodeReport always serializes");
+    let back: serde_json::Value = serde_json::from_str(&safe).expect("json_string writes JSON");
+    // The escaped document means the same as serde_json's own.
+    let plain: serde_json::Value = serde_json::from_str(&json).expect("serde_json writes JSON");
+    assert_eq!(back, plain);
     assert_eq!(back["status"], a.status.as_str());
 });

@@ -574,6 +574,37 @@ impl Executor {
         }
     }
 
+    /// The `nccl-dmabuf` gate: the test run on the canary over SSH ([`NcclTest::wire`]), its
+    /// output judged with the fresh re-probe `r` ([`nccl_verdict`]).
+    async fn nccl_test(&self, node: &Node, t: &NcclTest, r: &NodeReport) -> Result<String, String> {
+        let session = ssh::connect(&node.endpoint(), &self.scan.ssh, self.scan.keys.clone())
+            .await
+            .map_err(|u| format!("the test could not be started: {}", u.message))?;
+        let o = session
+            .exec(
+                &t.wire(),
+                b"",
+                tokio::time::Instant::now() + Duration::from_secs(t.timeout_s),
+                NCCL_OUTPUT_CAP,
+                true,
+            )
+            .await;
+        session.close().await;
+        let o = o.map_err(|u| format!("the test did not run: {}", u.message))?;
+        let exit = match (o.end, o.exit_status) {
+            (crate::probe::RunEnd::CapExceeded, _) => Some(format!(
+                "printed more than {} MiB (reading stopped; NCCL_DEBUG_SUBSYS=INIT,NET shortens the log)",
+                NCCL_OUTPUT_CAP >> 20
+            )),
+            (crate::probe::RunEnd::Deadline, _) => {
+                Some(format!("ran past {} s (step_timeout)", t.timeout_s))
+            }
+            (_, Some(0)) => None,
+            _ => Some(exit_words(&o)),
+        };
+        nccl_verdict(&o.output, exit, node, r)
+    }
+
     /// Releases `rollout`'s lock on `node` (only that rollout's).
     async fn unlock(
         &self,
@@ -719,14 +750,27 @@ impl Executor {
                 *report = Some(r);
                 if bad { Err(s) } else { Ok(s) }
             }
-            Step::Gates { gates } => {
+            Step::Gates { gates, nccl } => {
                 let r = match report.take() {
                     Some(r) => r,
                     None => self.scan.probe_node(node).await.0,
                 };
-                let failed = check_gates(&r, gates);
+                let mut failed = check_gates(&r, gates);
+                let names: Vec<&str> = gates.iter().map(|g| g.name()).collect();
+                match nccl {
+                    None => {}
+                    Some(_) if !failed.is_empty() => {
+                        failed.push("nccl-dmabuf: not run, the gates above failed".into())
+                    }
+                    Some(t) => match self.nccl_test(node, t, &r).await {
+                        Ok(why) if failed.is_empty() => {
+                            return Ok(format!("passed: {}; {why}", names.join(", ")));
+                        }
+                        Ok(_) => {}
+                        Err(why) => failed.push(format!("nccl-dmabuf: {why}")),
+                    },
+                }
                 if failed.is_empty() {
-                    let names: Vec<&str> = gates.iter().map(|g| g.name()).collect();
                     Ok(format!("passed: {}", names.join(", ")))
                 } else {
                     Err(failed.join("; "))

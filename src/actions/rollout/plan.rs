@@ -141,8 +141,14 @@ pub enum Step {
     },
     /// The read-only probe, again.
     Reprobe,
-    /// These gates, on the re-probe's report.
-    Gates { gates: Vec<Gate> },
+    /// These gates, on the re-probe's report; then, on a canary with `nccl-dmabuf`, the
+    /// recipe's NCCL test on the node ([`super::gates::plan_gates`]; absent in journals older
+    /// than it).
+    Gates {
+        gates: Vec<Gate>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nccl: Option<super::gates::NcclTest>,
+    },
     /// Give the node back to the scheduler.
     Uncordon {
         commands: Vec<Local>,
@@ -262,14 +268,21 @@ impl Step {
                 "wait up to {timeout_s} s until the node answers with a new boot identity (going away first, or its boot identity changed); the old one after {timeout_s} s, or no answer, stops the node here, drained"
             )],
             Step::Reprobe => vec!["the read-only probe".into()],
-            Step::Gates { gates } => {
-                vec![
+            Step::Gates { gates, nccl } => {
+                let mut v = vec![
                     gates
                         .iter()
                         .map(|g| g.name())
                         .collect::<Vec<_>>()
                         .join(", "),
-                ]
+                ];
+                if let Some(t) = nccl {
+                    v.push(format!(
+                        "nccl-dmabuf, once the others pass: on this canary over SSH (NCCL_DEBUG=INFO, up to {} s): {}; its output read as an NCCL log, joined with this re-probe: passes only on dma-buf for this node's host",
+                        t.timeout_s, t.run
+                    ));
+                }
+                v
             }
             Step::Uncordon { commands, back, .. } => {
                 let mut v = Vec::new();
@@ -428,7 +441,7 @@ fn expand(run: &str, node: &Node, report: &NodeReport) -> Result<String, String>
 /// Every name of `node` that reaches a command line on the write side, checked before a plan
 /// is made ([`crate::actions::names`]): the SSH host and user (and its jump hosts'), the root
 /// prefix, the scheduler name for its drain backend ([`drain::check_name`]) and, when the
-/// recipe uses `{node}`, the node's name. `Err`: each name that breaks its rule, `; `-joined.
+/// recipe (a step or its `nccl_test`) uses `{node}`, the node's name. `Err`: each name that breaks its rule, `; `-joined.
 pub fn check_names(node: &Node, spec: Option<&DrainSpec>, recipe: &Recipe) -> Result<(), String> {
     use crate::actions::names;
     let shown = drain::shown;
@@ -458,7 +471,11 @@ pub fn check_names(node: &Node, spec: Option<&DrainSpec>, recipe: &Recipe) -> Re
     {
         bad.push(e);
     }
-    if recipe.steps.iter().any(|s| s.run.contains("{node}"))
+    if (recipe.steps.iter().any(|s| s.run.contains("{node}"))
+        || recipe
+            .nccl_test
+            .as_ref()
+            .is_some_and(|t| t.contains("{node}")))
         && let Some(why) = names::shell_name(&node.name)
     {
         bad.push(format!(
@@ -510,6 +527,7 @@ pub fn node_plan_in(
     let timeout = Duration::from_secs(cfg.drain_timeout);
     let root = node.root.clone();
     check_names(node, node.drain.as_ref(), recipe)?;
+    super::gates::check_driver_version(node, report, recipe)?;
     let mut steps = vec![Step::Lock {
         root: root.clone(),
         sudo: recipe.sudo,
@@ -578,9 +596,9 @@ pub fn node_plan_in(
         }
     }
     steps.push(Step::Reprobe);
-    steps.push(Step::Gates {
-        gates: cfg.gates.clone(),
-    });
+    steps.push(super::gates::plan_gates(node, recipe, cfg, |run| {
+        expand(run, node, report)
+    })?);
     if drains {
         let slurm = spec.backend == DrainBackend::Slurm;
         let back = (slurm || kept.is_some()).then(|| GiveBack {

@@ -87,6 +87,8 @@ pub(super) fn recipes() -> BTreeMap<String, Recipe> {
                     kill_after: None,
                 },
             ],
+            driver_version: None,
+            nccl_test: None,
         },
     );
     m
@@ -574,6 +576,8 @@ fn hostile_names_are_refused_in_the_plan() {
                 reboot: false,
                 kill_after: None,
             }],
+            driver_version: None,
+            nccl_test: None,
         },
     );
     let with = |name: &str, f: &dyn Fn(&mut Node)| {

@@ -112,6 +112,11 @@ impl Step {
                 }
                 v
             }
+            Step::Gates { nccl: Some(t), .. } => vec![(
+                "once, when the gates above pass (the nccl-dmabuf test; its output is read back)"
+                    .into(),
+                t.wire(),
+            )],
             Step::Drain { .. } | Step::Uncordon { .. } | Step::Reprobe | Step::Gates { .. } => {
                 Vec::new()
             }
