@@ -63,7 +63,7 @@ fn probe(fixture: &Path) -> (Value, Duration) {
         String::from_utf8_lossy(&out.stderr)
     );
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON output");
-    assert_eq!(doc["schema_version"], 2);
+    assert_eq!(doc["schema_version"], 3);
     assert_eq!(doc["nodes"].as_array().unwrap().len(), 1);
     (doc, took)
 }

@@ -1,6 +1,7 @@
 //! The per-node report and the snapshot document (docs/domain.md "Snapshot JSON",
-//! schema_version 2). Unknown values are `null`; an unreachable node has `name`, `status`,
-//! `reasons` and every fact `null`.
+//! schema_version 3; the schema-3 objects are in schema3.rs). Unknown values are `null`; an
+//! unreachable node has `name`, `status`, `reasons` and every fact `null`. The JSON Schema of
+//! the document, docs/report.schema.json, is generated from these types (`report_schema` below).
 
 use std::collections::BTreeMap;
 
@@ -11,7 +12,13 @@ use super::parse::driver::Flavor;
 use super::parse::smi::SmiFailure;
 use super::rules::{Assessment, Code, NodeStatus, Reason};
 
-pub const SCHEMA_VERSION: u32 = 2;
+/// The `schema_version` gpufleet writes (docs/domain.md "Snapshot JSON"); readers accept
+/// [`READABLE_SCHEMA_VERSIONS`].
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// The schema versions `diff`, `--from` and every other reader accept: 1 to [`SCHEMA_VERSION`]
+/// (each version adds fields; none renames or removes one).
+pub const READABLE_SCHEMA_VERSIONS: std::ops::RangeInclusive<u64> = 1..=SCHEMA_VERSION as u64;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelJson {
@@ -37,6 +44,11 @@ pub struct DriverJson {
     /// with no driver loaded or when unknown. Schema 2.
     #[serde(default)]
     pub managed_by: Option<ManagedBy>,
+    /// Schema 3: the driver branch, the version's first field (`580` of `580.95.05`): of the
+    /// loaded module, else of the version the kernel log's legacy notice names; `null` when
+    /// neither is known.
+    #[serde(default)]
+    pub branch: Option<u32>,
 }
 
 /// Who manages a node's NVIDIA driver (`driver.managed_by`, docs/domain.md "Snapshot JSON").
@@ -195,6 +207,10 @@ pub struct FirmwareJson {
     /// `gsp*.bin` for the loaded driver in a firmware search folder; `null` unless a GPU is not
     /// initialized (while GPUs work, its absence proves nothing).
     pub gsp_files_present: Option<bool>,
+    /// Schema 3: each firmware folder looked in for the loaded version's GSP files; `null` with
+    /// no loaded driver version.
+    #[serde(default)]
+    pub gsp_dirs: Option<Vec<super::schema3::GspDirJson>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -234,6 +250,15 @@ pub struct SecureBootJson {
     pub nvidia_ko_signed: Option<bool>,
     /// Secure Boot, CONFIG_MODULE_SIG_FORCE=y or module.sig_enforce=1.
     pub signature_enforced: Option<bool>,
+    /// Schema 3: `CONFIG_INTEGRITY_MACHINE_KEYRING=y` in the kernel config (a MOK-enrolled key
+    /// is trusted for modules only then); `false` when the config was read without it.
+    #[serde(default)]
+    pub machine_keyring: Option<bool>,
+    /// Schema 3: the signer of the running kernel's host nvidia.ko (the common name `modinfo -F
+    /// signer` prints); `null` when unsigned, absent, or unknown (a compressed module without
+    /// its decompressor on the node).
+    #[serde(default)]
+    pub nvidia_ko_signer: Option<String>,
 }
 
 /// `kernel_log` (schema 2).
@@ -334,6 +359,14 @@ pub struct NodeReport {
     /// Schema 3: the NVLink fabric (`null` on an unreachable node and in older documents).
     #[serde(default)]
     pub fabric: Option<super::schema3::FabricJson>,
+    /// Schema 3: the NVIDIA display/3D PCI functions and the driver bound to each (`null` when
+    /// the PCI scan is unknown, on an unreachable node and in older documents).
+    #[serde(default)]
+    pub pci_devices: Option<Vec<super::schema3::PciDeviceJson>>,
+    /// Schema 3: the `blacklist` lines of modprobe.d and the command line's blacklists (`null`
+    /// when a folder or file that takes effect could not be read).
+    #[serde(default)]
+    pub blacklists: Option<Vec<super::schema3::BlacklistJson>>,
     /// gpufleet's rollout state of the node: lock and drain (`null` in documents older than it).
     #[serde(default)]
     pub rollout: Option<RolloutJson>,
@@ -377,6 +410,7 @@ impl NodeReport {
                 (_, Some(true)) => Some(ManagedBy::GpuOperator),
                 (_, Some(false)) => Some(ManagedBy::Host),
             },
+            branch: super::schema3::driver_branch(facts),
         });
         let not_initialized = a
             .reasons
@@ -552,6 +586,7 @@ impl NodeReport {
                 } else {
                     None
                 },
+                gsp_dirs: super::schema3::gsp_dirs_json(facts),
             }),
             module_params: Some(ModuleParamsJson {
                 configured: facts.peermem.configured.map(|_| {
@@ -577,6 +612,8 @@ impl NodeReport {
                 lockdown: facts.firmware.lockdown.value.clone(),
                 nvidia_ko_signed: facts.firmware.nvidia_ko_signed.value,
                 signature_enforced: facts.firmware.signature_enforced.value,
+                machine_keyring: facts.firmware.machine_keyring.value,
+                nvidia_ko_signer: facts.firmware.nvidia_ko_signer.value.clone(),
             }),
             kernel_log: Some(KernelLogJson {
                 xid_counts: facts.kernel_log.messages.value.as_ref().map(|log| {
@@ -589,6 +626,8 @@ impl NodeReport {
                 recovery_actions: super::schema3::xids_json(facts).1,
             }),
             fabric: super::schema3::fabric_json(facts),
+            pci_devices: super::schema3::pci_devices_json(facts),
+            blacklists: super::schema3::blacklists_json(facts),
             rollout: Some(RolloutJson {
                 locked: facts.node_lock.value.as_ref().map(Option::is_some),
                 lock: facts.node_lock.value.clone().flatten(),
@@ -683,6 +722,8 @@ impl NodeReport {
             secure_boot: None,
             kernel_log: None,
             fabric: None,
+            pci_devices: None,
+            blacklists: None,
             rollout: Some(RolloutJson::default()),
             evidence: BTreeMap::new(),
         }
