@@ -21,16 +21,19 @@ pub const SCHEMA_VERSION: u32 = 3;
 pub const READABLE_SCHEMA_VERSIONS: std::ops::RangeInclusive<u64> = 1..=SCHEMA_VERSION as u64;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct KernelJson {
     pub release: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct OsJson {
     pub pretty_name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct DriverJson {
     /// `open`, `proprietary`, `none` or `unknown`.
     pub flavor: Flavor,
@@ -54,6 +57,7 @@ pub struct DriverJson {
 /// Who manages a node's NVIDIA driver (`driver.managed_by`, docs/domain.md "Snapshot JSON").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub enum ManagedBy {
     /// The host's own packages (DKMS, precompiled, a .run installer).
     Host,
@@ -105,6 +109,7 @@ impl NextBootDriver {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct GpuJson {
     pub index: u32,
     pub name: Option<String>,
@@ -125,6 +130,7 @@ pub struct GpuJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ModuleJson {
     pub name: String,
     pub state: super::parse::modules::ModuleState,
@@ -132,11 +138,13 @@ pub struct ModuleJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct DmaBufJson {
     pub kernel_support: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct PeermemJson {
     pub loaded: Option<bool>,
     pub configured: Option<bool>,
@@ -148,6 +156,7 @@ pub struct PeermemJson {
 
 /// `boot` (schema 2): the next boot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct BootJson {
     /// The running kernel release.
     pub running: Option<String>,
@@ -160,6 +169,7 @@ pub struct BootJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct InstalledKernelJson {
     pub release: String,
     /// Paths on the node; `null` when that folder could not be searched.
@@ -169,6 +179,7 @@ pub struct InstalledKernelJson {
 /// `rollout` (schema 2, gpufleet's own state): the node lock read by the probe, and the
 /// rollout of this machine's journal that drained the node and has not given it back.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct RolloutJson {
     /// The node lock (`<root>/var/lib/gpufleet/rollout.lock`) is held; `null` when it could
     /// not be read (or the node was not reached).
@@ -203,6 +214,7 @@ impl RolloutJson {
 
 /// `firmware` (schema 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct FirmwareJson {
     /// `gsp*.bin` for the loaded driver in a firmware search folder; `null` unless a GPU is not
     /// initialized (while GPUs work, its absence proves nothing).
@@ -214,6 +226,7 @@ pub struct FirmwareJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ConfiguredParamJson {
     /// The key without `NVreg_`, as /proc/driver/nvidia/params names it.
     pub key: String,
@@ -224,6 +237,7 @@ pub struct ConfiguredParamJson {
 
 /// `module_params` (schema 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ModuleParamsJson {
     /// `options nvidia NVreg_K=V` lines of the boot configuration, in reading order.
     pub configured: Option<Vec<ConfiguredParamJson>>,
@@ -233,6 +247,7 @@ pub struct ModuleParamsJson {
 
 /// `rdma` (schema 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct RdmaJson {
     /// Entries of /sys/class/infiniband.
     pub devices: Option<Vec<String>>,
@@ -242,6 +257,7 @@ pub struct RdmaJson {
 
 /// `secure_boot` (schema 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct SecureBootJson {
     pub enabled: Option<bool>,
     /// The lockdown mode (`none`, `integrity`, `confidentiality`).
@@ -263,6 +279,7 @@ pub struct SecureBootJson {
 
 /// `kernel_log` (schema 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct KernelLogJson {
     /// Xid events in the lines read, by code; `null` when the log could not be read.
     pub xid_counts: Option<BTreeMap<String, u32>>,
@@ -275,6 +292,7 @@ pub struct KernelLogJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TaintJson {
     /// Bit 0 (P) of /proc/sys/kernel/tainted.
     pub proprietary: Option<bool>,
@@ -326,6 +344,7 @@ pub fn taint_words(value: u64) -> String {
 
 /// One node's report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct NodeReport {
     pub name: String,
     pub status: NodeStatus,
@@ -416,100 +435,7 @@ impl NodeReport {
             .reasons
             .iter()
             .any(|r| matches!(r.code, Code::GpuNotInitialized | Code::GpuWithoutDriver));
-        let mut evidence: BTreeMap<String, Vec<Evidence>> = BTreeMap::new();
-        let mut ev = |path: &str, e: Vec<Evidence>| {
-            if !e.is_empty() {
-                evidence.insert(path.to_string(), e);
-            }
-        };
-        ev(
-            "kernel.release",
-            facts.kernel.evidence.iter().cloned().collect(),
-        );
-        ev(
-            "driver.flavor",
-            facts
-                .driver
-                .as_ref()
-                .map(|d| d.evidence.clone())
-                .unwrap_or_default(),
-        );
-        ev("peermem.loaded", facts.peermem.loaded_evidence.clone());
-        ev(
-            "peermem.configured",
-            facts.peermem.configured_evidence.clone(),
-        );
-        ev(
-            "taint.value",
-            facts.kernel.taint_evidence.iter().cloned().collect(),
-        );
-        ev("dma_buf.kernel_support", a.dma_buf_evidence.clone());
-        ev(
-            "gpus",
-            facts.gpus.iter().map(|g| g.evidence.clone()).collect(),
-        );
-        ev("boot.kernels", facts.boot.kernels.evidence.clone());
-        ev("boot.boot_kernel", facts.boot.boot_kernel.evidence.clone());
-        ev(
-            "boot.reboot_pending",
-            facts.boot.reboot_pending.evidence.clone(),
-        );
-        if not_initialized {
-            ev(
-                "firmware.gsp_files_present",
-                facts.firmware.gsp_files_present.evidence.clone(),
-            );
-        }
-        ev(
-            "module_params.in_effect",
-            facts.module_params.in_effect.evidence.clone(),
-        );
-        ev(
-            "module_params.configured",
-            facts
-                .module_params
-                .configured
-                .iter()
-                .map(|(c, src)| Evidence::new(src.clone(), c.line.clone()))
-                .collect(),
-        );
-        ev(
-            "peermem.registered",
-            facts.peermem.registered.evidence.clone(),
-        );
-        ev("rollout.locked", facts.node_lock.evidence.clone());
-        ev(
-            "rdma.devices",
-            facts
-                .rdma
-                .devices
-                .iter()
-                .flatten()
-                .map(|d| Evidence::new("/sys/class/infiniband", d.clone()))
-                .collect(),
-        );
-        ev(
-            "rdma.libibverbs_dmabuf",
-            facts.rdma.libibverbs_dmabuf.evidence.clone(),
-        );
-        ev(
-            "secure_boot.enabled",
-            facts.firmware.secure_boot.evidence.clone(),
-        );
-        ev(
-            "secure_boot.lockdown",
-            facts.firmware.lockdown.evidence.clone(),
-        );
-        ev(
-            "secure_boot.nvidia_ko_signed",
-            facts.firmware.nvidia_ko_signed.evidence.clone(),
-        );
-        ev(
-            "secure_boot.signature_enforced",
-            facts.firmware.signature_enforced.evidence.clone(),
-        );
-        ev("driver.managed_by", facts.gpu_operator.evidence.clone());
-        super::schema3::evidence(facts, &mut evidence);
+        let evidence = super::report_evidence::evidence(facts, a, not_initialized);
         NodeReport {
             name,
             status: a.status,
@@ -775,11 +701,18 @@ pub fn summary(statuses: impl IntoIterator<Item = NodeStatus>) -> BTreeMap<&'sta
 
 /// The whole snapshot document.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Snapshot {
+    /// 3 (this version; `SCHEMA_VERSION`); readers accept 1 to 3.
+    #[cfg_attr(test, schemars(range(min = 1, max = 3)))]
     pub schema_version: u32,
+    /// RFC 3339, UTC, seconds.
     pub generated_at: String,
+    /// gpufleet's version (Cargo.toml).
     pub tool_version: &'static str,
     pub nodes: Vec<NodeReport>,
+    /// Node counts per status; every status is present.
+    #[cfg_attr(test, schemars(schema_with = "super::report_schema::summary"))]
     pub summary: BTreeMap<&'static str, usize>,
 }
 

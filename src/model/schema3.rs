@@ -20,6 +20,7 @@ const MAX_BLACKLISTS: usize = 256;
 /// `pci_devices[]`: an NVIDIA display or 3D PCI function (vendor 0x10de, class 0x0300xx or
 /// 0x0302xx, under /sys/bus/pci/devices) and the kernel driver bound to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct PciDeviceJson {
     /// Lower-case `dddd:bb:dd.f`.
     pub bus_id: String,
@@ -34,6 +35,7 @@ pub struct PciDeviceJson {
 
 /// `blacklists[]`: one `blacklist <module>` that modprobe.d or the kernel command line holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct BlacklistJson {
     /// The module as written (`nouveau`, `nova_core`).
     pub module: String,
@@ -49,6 +51,7 @@ pub struct BlacklistJson {
 
 /// `firmware.gsp_dirs[]`: one firmware folder looked in for the loaded version's GSP files.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct GspDirJson {
     /// `<dir>/nvidia/<version>`, or `/sys/module/firmware_class/parameters/path` when that
     /// file was not read (the folder it names is then unknown).
@@ -61,6 +64,7 @@ pub struct GspDirJson {
 
 /// `fabric`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct FabricJson {
     /// `hgx`, `nvl-rack`, `none`; `null` when unknown.
     pub platform: Option<String>,
@@ -77,6 +81,7 @@ pub struct FabricJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct FabricGpuJson {
     pub bus_id: String,
     /// `Completed`, `In Progress`, `Not Started`.
@@ -85,6 +90,7 @@ pub struct FabricGpuJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct FabricManagerJson {
     pub running: Option<bool>,
     pub version: Option<String>,
@@ -92,6 +98,7 @@ pub struct FabricManagerJson {
 
 /// `gpus[].mig`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct MigJson {
     /// `Enabled` or `Disabled`.
     pub current: String,
@@ -102,6 +109,7 @@ pub struct MigJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct MigInstanceJson {
     pub profile: String,
     pub profile_id: u32,
@@ -111,6 +119,7 @@ pub struct MigInstanceJson {
 
 /// `gpus[].remapped_rows`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct RemapJson {
     pub pending: bool,
     pub failed: bool,
@@ -118,6 +127,7 @@ pub struct RemapJson {
 
 /// `kernel_log.xids[]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct XidJson {
     pub bus_id: String,
     pub code: u32,
@@ -130,6 +140,7 @@ pub struct XidJson {
 
 /// `kernel_log.recovery_actions[]`: the Xid 154 lines.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct RecoveryActionJson {
     pub bus_id: String,
     /// As the driver printed it (`Node Reboot Required`).
