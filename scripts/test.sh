@@ -44,6 +44,9 @@ $SUDO apt-get install -y --no-install-recommends python3-venv
 # ansible-core's ansible-inventory (ssh -G is openssh-client's, installed above).
 [ -x target/ci-venv/bin/nodeset ] || target/ci-venv/bin/pip install --quiet ClusterShell==1.10.1
 [ -x target/ci-venv/bin/ansible-inventory ] || target/ci-venv/bin/pip install --quiet ansible-core==2.19.14
+# Python's jsonschema validates every golden output against docs/report.schema.json
+# (tests/fixture_nodes.rs); kubernetes-validate brings it, pinned here all the same.
+target/ci-venv/bin/python3 -c 'import jsonschema' 2>/dev/null || target/ci-venv/bin/pip install --quiet jsonschema==4.26.0
 
 export CARGO_TERM_COLOR=never
 cargo --version

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::model::NodeStatus;
-use crate::model::report::NodeReport;
+use crate::model::report::{NodeReport, READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION};
 use crate::view::columns::Column;
 
 /// A compared value of a node.
@@ -298,10 +298,10 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<NodeReport>, String> {
     } else {
         let v: serde_json::Value = serde_json::from_str(text).map_err(at)?;
         match v.get("schema_version").and_then(|s| s.as_u64()) {
-            Some(1 | 2) => {}
+            Some(n) if READABLE_SCHEMA_VERSIONS.contains(&n) => {}
             Some(n) => {
                 return Err(format!(
-                    "{file}: schema_version {n}: this gpufleet reads snapshots of schema 1 and 2"
+                    "{file}: schema_version {n}: this gpufleet reads snapshots of schema 1 to {SCHEMA_VERSION}"
                 ));
             }
             None => {
@@ -405,6 +405,7 @@ mod tests {
                 arch: None,
                 userspace_version: None,
                 managed_by: None,
+                branch: None,
             });
             n.peermem = Some(PeermemJson {
                 loaded: Some(peermem),
@@ -489,13 +490,16 @@ mod tests {
     }
 
     #[test]
-    fn reads_json_schema_1_and_2_and_jsonl_and_refuses_others() {
+    fn reads_json_schema_1_to_3_and_jsonl_and_refuses_others() {
         let n = node("a", NodeStatus::Ready, Flavor::Open, false, &[]);
         let doc = crate::model::report::Snapshot::new("t".into(), vec![n.clone()]);
         let json = serde_json::to_string_pretty(&doc).unwrap();
         assert_eq!(parse(&json, "f").unwrap(), vec![n.clone()]);
-        let v1 = json.replace("\"schema_version\": 2", "\"schema_version\": 1");
-        assert_eq!(parse(&v1, "f").unwrap().len(), 1);
+        assert!(json.contains("\"schema_version\": 3"), "{json}");
+        for v in [1, 2] {
+            let older = json.replace("\"schema_version\": 3", &format!("\"schema_version\": {v}"));
+            assert_eq!(parse(&older, "f").unwrap().len(), 1);
+        }
         // serde_json's map sorts keys: `data` first, as older gpufleet wrote it.
         let jsonl = format!(
             "{}\n{{\"type\":\"summary\",\"data\":{{}}}}\n",
@@ -504,11 +508,14 @@ mod tests {
         assert!(jsonl.starts_with("{\"data\""));
         assert_eq!(parse(&jsonl, "f").unwrap(), vec![n.clone()]);
         let e = parse(
-            &json.replace("\"schema_version\": 2", "\"schema_version\": 3"),
+            &json.replace("\"schema_version\": 3", "\"schema_version\": 4"),
             "f",
         )
         .unwrap_err();
-        assert!(e.contains("schema_version 3"), "{e}");
+        assert!(
+            e.contains("schema_version 4") && e.contains("schema 1 to 3"),
+            "{e}"
+        );
         assert!(
             parse("{\"a\": 1}", "f")
                 .unwrap_err()

@@ -281,7 +281,7 @@ fn output_file_is_written_atomically_for_every_format() {
     let dir = f.tmp.path().join("out");
     std::fs::create_dir(&dir).unwrap();
     for (format, check) in [
-        ("json", "\"schema_version\": 2"),
+        ("json", "\"schema_version\": 3"),
         ("jsonl", "{\"type\":\"node\",\"data\":{"),
         ("csv", "name,status,kernel"),
         ("table", "NODE"),

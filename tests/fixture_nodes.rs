@@ -63,7 +63,7 @@ fn probe(fixture: &Path) -> (Value, Duration) {
         String::from_utf8_lossy(&out.stderr)
     );
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON output");
-    assert_eq!(doc["schema_version"], 2);
+    assert_eq!(doc["schema_version"], 3);
     assert_eq!(doc["nodes"].as_array().unwrap().len(), 1);
     (doc, took)
 }
@@ -241,4 +241,112 @@ fn project_copies_match_shared() {
             "data/{f} differs from ../shared/data: run scripts/sync-shared.sh"
         );
     }
+}
+
+/// Python's `jsonschema` (PyPI; in target/ci-venv, which scripts/test.sh installs): the
+/// venv's python3 when it imports jsonschema. Missing: under CI the test binary stops with exit
+/// status 2 (as `support::need_pip`), elsewhere the test is skipped (None).
+fn python_with_jsonschema() -> Option<PathBuf> {
+    let py = manifest().join("target/ci-venv/bin/python3");
+    let ok = Command::new(&py)
+        .args(["-c", "import jsonschema"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(py);
+    }
+    let line = "python's jsonschema is not installed: python3 -m venv target/ci-venv && target/ci-venv/bin/pip install jsonschema==4.26.0 (scripts/test.sh does)";
+    if std::env::var_os("CI").is_some() {
+        eprintln!("gpufleet tests: {line}");
+        std::process::exit(2)
+    }
+    eprintln!("gpufleet tests: SKIPPED, {line}");
+    None
+}
+
+/// Every committed golden output (tests/golden/<set>/*.json) validates against the committed
+/// JSON Schema of the report (docs/report.schema.json, generated from the types by
+/// `report_schema_is_committed`; docs/domain.md "Snapshot JSON"), with the draft 2020-12
+/// validator of Python's jsonschema; and a golden with a status and a reason code that do not
+/// exist, or with a required key removed, does not.
+#[test]
+fn every_golden_validates_against_the_schema() {
+    let Some(py) = python_with_jsonschema() else {
+        return;
+    };
+    let mut goldens = Vec::new();
+    for set in std::fs::read_dir(manifest().join("tests/golden")).unwrap() {
+        let set = set.unwrap().path();
+        if !set.is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(&set).unwrap() {
+            let f = f.unwrap().path();
+            if f.extension().is_some_and(|e| e == "json") {
+                goldens.push(f);
+            }
+        }
+    }
+    goldens.sort();
+    assert!(goldens.len() >= 28, "only {} goldens", goldens.len());
+    // Broken copies that must fail: an unknown status and reason code; `reasons` removed.
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&goldens[0]).unwrap()).unwrap();
+    doc["nodes"][0]["status"] = "fine".into();
+    let bad_status = dir.path().join("bad-status.json");
+    std::fs::write(&bad_status, doc.to_string()).unwrap();
+    doc["nodes"][0].as_object_mut().unwrap().remove("reasons");
+    let bad_missing = dir.path().join("bad-missing.json");
+    std::fs::write(&bad_missing, doc.to_string()).unwrap();
+    let script = r#"
+import json, sys
+from jsonschema import Draft202012Validator
+schema = json.load(open(sys.argv[1]))
+Draft202012Validator.check_schema(schema)
+v = Draft202012Validator(schema)
+for path in sys.argv[2:]:
+    errors = sorted(v.iter_errors(json.load(open(path))), key=lambda e: list(e.path))
+    if errors:
+        e = errors[0]
+        print("INVALID", path, "/".join(map(str, e.path)), e.message[:200])
+    else:
+        print("VALID", path)
+"#;
+    let out = Command::new(&py)
+        .arg("-c")
+        .arg(script)
+        .arg(manifest().join("docs/report.schema.json"))
+        .args(&goldens)
+        .arg(&bad_status)
+        .arg(&bad_missing)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "jsonschema failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), goldens.len() + 2, "{stdout}");
+    let invalid: Vec<&&str> = lines[..goldens.len()]
+        .iter()
+        .filter(|l| !l.starts_with("VALID "))
+        .collect();
+    assert!(
+        invalid.is_empty(),
+        "goldens that do not validate against docs/report.schema.json:\n{invalid:#?}"
+    );
+    let broken = &lines[goldens.len()..];
+    assert!(
+        broken[0].starts_with("INVALID") && broken[0].contains("nodes/0/status"),
+        "{}",
+        broken[0]
+    );
+    assert!(
+        broken[1].starts_with("INVALID") && broken[1].contains("reasons"),
+        "{}",
+        broken[1]
+    );
 }

@@ -1,6 +1,7 @@
 //! The per-node report and the snapshot document (docs/domain.md "Snapshot JSON",
-//! schema_version 2). Unknown values are `null`; an unreachable node has `name`, `status`,
-//! `reasons` and every fact `null`.
+//! schema_version 3; the schema-3 objects are in schema3.rs). Unknown values are `null`; an
+//! unreachable node has `name`, `status`, `reasons` and every fact `null`. The JSON Schema of
+//! the document, docs/report.schema.json, is generated from these types (`report_schema` below).
 
 use std::collections::BTreeMap;
 
@@ -11,19 +12,28 @@ use super::parse::driver::Flavor;
 use super::parse::smi::SmiFailure;
 use super::rules::{Assessment, Code, NodeStatus, Reason};
 
-pub const SCHEMA_VERSION: u32 = 2;
+/// The `schema_version` gpufleet writes (docs/domain.md "Snapshot JSON"); readers accept
+/// [`READABLE_SCHEMA_VERSIONS`].
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// The schema versions `diff`, `--from` and every other reader accept: 1 to [`SCHEMA_VERSION`]
+/// (each version adds fields; none renames or removes one).
+pub const READABLE_SCHEMA_VERSIONS: std::ops::RangeInclusive<u64> = 1..=SCHEMA_VERSION as u64;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct KernelJson {
     pub release: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct OsJson {
     pub pretty_name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct DriverJson {
     /// `open`, `proprietary`, `none` or `unknown`.
     pub flavor: Flavor,
@@ -37,11 +47,17 @@ pub struct DriverJson {
     /// with no driver loaded or when unknown. Schema 2.
     #[serde(default)]
     pub managed_by: Option<ManagedBy>,
+    /// Schema 3: the driver branch, the version's first field (`580` of `580.95.05`): of the
+    /// loaded module, else of the version the kernel log's legacy notice names; `null` when
+    /// neither is known.
+    #[serde(default)]
+    pub branch: Option<u32>,
 }
 
 /// Who manages a node's NVIDIA driver (`driver.managed_by`, docs/domain.md "Snapshot JSON").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub enum ManagedBy {
     /// The host's own packages (DKMS, precompiled, a .run installer).
     Host,
@@ -93,6 +109,7 @@ impl NextBootDriver {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct GpuJson {
     pub index: u32,
     pub name: Option<String>,
@@ -113,6 +130,7 @@ pub struct GpuJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ModuleJson {
     pub name: String,
     pub state: super::parse::modules::ModuleState,
@@ -120,11 +138,13 @@ pub struct ModuleJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct DmaBufJson {
     pub kernel_support: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct PeermemJson {
     pub loaded: Option<bool>,
     pub configured: Option<bool>,
@@ -136,6 +156,7 @@ pub struct PeermemJson {
 
 /// `boot` (schema 2): the next boot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct BootJson {
     /// The running kernel release.
     pub running: Option<String>,
@@ -148,6 +169,7 @@ pub struct BootJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct InstalledKernelJson {
     pub release: String,
     /// Paths on the node; `null` when that folder could not be searched.
@@ -157,6 +179,7 @@ pub struct InstalledKernelJson {
 /// `rollout` (schema 2, gpufleet's own state): the node lock read by the probe, and the
 /// rollout of this machine's journal that drained the node and has not given it back.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct RolloutJson {
     /// The node lock (`<root>/var/lib/gpufleet/rollout.lock`) is held; `null` when it could
     /// not be read (or the node was not reached).
@@ -191,13 +214,19 @@ impl RolloutJson {
 
 /// `firmware` (schema 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct FirmwareJson {
     /// `gsp*.bin` for the loaded driver in a firmware search folder; `null` unless a GPU is not
     /// initialized (while GPUs work, its absence proves nothing).
     pub gsp_files_present: Option<bool>,
+    /// Schema 3: each firmware folder looked in for the loaded version's GSP files; `null` with
+    /// no loaded driver version.
+    #[serde(default)]
+    pub gsp_dirs: Option<Vec<super::schema3::GspDirJson>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ConfiguredParamJson {
     /// The key without `NVreg_`, as /proc/driver/nvidia/params names it.
     pub key: String,
@@ -208,6 +237,7 @@ pub struct ConfiguredParamJson {
 
 /// `module_params` (schema 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ModuleParamsJson {
     /// `options nvidia NVreg_K=V` lines of the boot configuration, in reading order.
     pub configured: Option<Vec<ConfiguredParamJson>>,
@@ -217,6 +247,7 @@ pub struct ModuleParamsJson {
 
 /// `rdma` (schema 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct RdmaJson {
     /// Entries of /sys/class/infiniband.
     pub devices: Option<Vec<String>>,
@@ -226,6 +257,7 @@ pub struct RdmaJson {
 
 /// `secure_boot` (schema 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct SecureBootJson {
     pub enabled: Option<bool>,
     /// The lockdown mode (`none`, `integrity`, `confidentiality`).
@@ -234,10 +266,20 @@ pub struct SecureBootJson {
     pub nvidia_ko_signed: Option<bool>,
     /// Secure Boot, CONFIG_MODULE_SIG_FORCE=y or module.sig_enforce=1.
     pub signature_enforced: Option<bool>,
+    /// Schema 3: `CONFIG_INTEGRITY_MACHINE_KEYRING=y` in the kernel config (a MOK-enrolled key
+    /// is trusted for modules only then); `false` when the config was read without it.
+    #[serde(default)]
+    pub machine_keyring: Option<bool>,
+    /// Schema 3: the signer of the running kernel's host nvidia.ko (the common name `modinfo -F
+    /// signer` prints); `null` when unsigned, absent, or unknown (a compressed module without
+    /// its decompressor on the node).
+    #[serde(default)]
+    pub nvidia_ko_signer: Option<String>,
 }
 
 /// `kernel_log` (schema 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct KernelLogJson {
     /// Xid events in the lines read, by code; `null` when the log could not be read.
     pub xid_counts: Option<BTreeMap<String, u32>>,
@@ -250,6 +292,7 @@ pub struct KernelLogJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TaintJson {
     /// Bit 0 (P) of /proc/sys/kernel/tainted.
     pub proprietary: Option<bool>,
@@ -301,6 +344,7 @@ pub fn taint_words(value: u64) -> String {
 
 /// One node's report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct NodeReport {
     pub name: String,
     pub status: NodeStatus,
@@ -334,6 +378,14 @@ pub struct NodeReport {
     /// Schema 3: the NVLink fabric (`null` on an unreachable node and in older documents).
     #[serde(default)]
     pub fabric: Option<super::schema3::FabricJson>,
+    /// Schema 3: the NVIDIA display/3D PCI functions and the driver bound to each (`null` when
+    /// the PCI scan is unknown, on an unreachable node and in older documents).
+    #[serde(default)]
+    pub pci_devices: Option<Vec<super::schema3::PciDeviceJson>>,
+    /// Schema 3: the `blacklist` lines of modprobe.d and the command line's blacklists (`null`
+    /// when a folder or file that takes effect could not be read).
+    #[serde(default)]
+    pub blacklists: Option<Vec<super::schema3::BlacklistJson>>,
     /// gpufleet's rollout state of the node: lock and drain (`null` in documents older than it).
     #[serde(default)]
     pub rollout: Option<RolloutJson>,
@@ -377,105 +429,13 @@ impl NodeReport {
                 (_, Some(true)) => Some(ManagedBy::GpuOperator),
                 (_, Some(false)) => Some(ManagedBy::Host),
             },
+            branch: super::schema3::driver_branch(facts),
         });
         let not_initialized = a
             .reasons
             .iter()
             .any(|r| matches!(r.code, Code::GpuNotInitialized | Code::GpuWithoutDriver));
-        let mut evidence: BTreeMap<String, Vec<Evidence>> = BTreeMap::new();
-        let mut ev = |path: &str, e: Vec<Evidence>| {
-            if !e.is_empty() {
-                evidence.insert(path.to_string(), e);
-            }
-        };
-        ev(
-            "kernel.release",
-            facts.kernel.evidence.iter().cloned().collect(),
-        );
-        ev(
-            "driver.flavor",
-            facts
-                .driver
-                .as_ref()
-                .map(|d| d.evidence.clone())
-                .unwrap_or_default(),
-        );
-        ev("peermem.loaded", facts.peermem.loaded_evidence.clone());
-        ev(
-            "peermem.configured",
-            facts.peermem.configured_evidence.clone(),
-        );
-        ev(
-            "taint.value",
-            facts.kernel.taint_evidence.iter().cloned().collect(),
-        );
-        ev("dma_buf.kernel_support", a.dma_buf_evidence.clone());
-        ev(
-            "gpus",
-            facts.gpus.iter().map(|g| g.evidence.clone()).collect(),
-        );
-        ev("boot.kernels", facts.boot.kernels.evidence.clone());
-        ev("boot.boot_kernel", facts.boot.boot_kernel.evidence.clone());
-        ev(
-            "boot.reboot_pending",
-            facts.boot.reboot_pending.evidence.clone(),
-        );
-        if not_initialized {
-            ev(
-                "firmware.gsp_files_present",
-                facts.firmware.gsp_files_present.evidence.clone(),
-            );
-        }
-        ev(
-            "module_params.in_effect",
-            facts.module_params.in_effect.evidence.clone(),
-        );
-        ev(
-            "module_params.configured",
-            facts
-                .module_params
-                .configured
-                .iter()
-                .map(|(c, src)| Evidence::new(src.clone(), c.line.clone()))
-                .collect(),
-        );
-        ev(
-            "peermem.registered",
-            facts.peermem.registered.evidence.clone(),
-        );
-        ev("rollout.locked", facts.node_lock.evidence.clone());
-        ev(
-            "rdma.devices",
-            facts
-                .rdma
-                .devices
-                .iter()
-                .flatten()
-                .map(|d| Evidence::new("/sys/class/infiniband", d.clone()))
-                .collect(),
-        );
-        ev(
-            "rdma.libibverbs_dmabuf",
-            facts.rdma.libibverbs_dmabuf.evidence.clone(),
-        );
-        ev(
-            "secure_boot.enabled",
-            facts.firmware.secure_boot.evidence.clone(),
-        );
-        ev(
-            "secure_boot.lockdown",
-            facts.firmware.lockdown.evidence.clone(),
-        );
-        ev(
-            "secure_boot.nvidia_ko_signed",
-            facts.firmware.nvidia_ko_signed.evidence.clone(),
-        );
-        ev(
-            "secure_boot.signature_enforced",
-            facts.firmware.signature_enforced.evidence.clone(),
-        );
-        ev("driver.managed_by", facts.gpu_operator.evidence.clone());
-        super::schema3::evidence(facts, &mut evidence);
+        let evidence = super::report_evidence::evidence(facts, a, not_initialized);
         NodeReport {
             name,
             status: a.status,
@@ -552,6 +512,7 @@ impl NodeReport {
                 } else {
                     None
                 },
+                gsp_dirs: super::schema3::gsp_dirs_json(facts),
             }),
             module_params: Some(ModuleParamsJson {
                 configured: facts.peermem.configured.map(|_| {
@@ -577,6 +538,8 @@ impl NodeReport {
                 lockdown: facts.firmware.lockdown.value.clone(),
                 nvidia_ko_signed: facts.firmware.nvidia_ko_signed.value,
                 signature_enforced: facts.firmware.signature_enforced.value,
+                machine_keyring: facts.firmware.machine_keyring.value,
+                nvidia_ko_signer: facts.firmware.nvidia_ko_signer.value.clone(),
             }),
             kernel_log: Some(KernelLogJson {
                 xid_counts: facts.kernel_log.messages.value.as_ref().map(|log| {
@@ -589,6 +552,8 @@ impl NodeReport {
                 recovery_actions: super::schema3::xids_json(facts).1,
             }),
             fabric: super::schema3::fabric_json(facts),
+            pci_devices: super::schema3::pci_devices_json(facts),
+            blacklists: super::schema3::blacklists_json(facts),
             rollout: Some(RolloutJson {
                 locked: facts.node_lock.value.as_ref().map(Option::is_some),
                 lock: facts.node_lock.value.clone().flatten(),
@@ -683,6 +648,8 @@ impl NodeReport {
             secure_boot: None,
             kernel_log: None,
             fabric: None,
+            pci_devices: None,
+            blacklists: None,
             rollout: Some(RolloutJson::default()),
             evidence: BTreeMap::new(),
         }
@@ -734,11 +701,18 @@ pub fn summary(statuses: impl IntoIterator<Item = NodeStatus>) -> BTreeMap<&'sta
 
 /// The whole snapshot document.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Snapshot {
+    /// 3 (this version; `SCHEMA_VERSION`); readers accept 1 to 3.
+    #[cfg_attr(test, schemars(range(min = 1, max = 3)))]
     pub schema_version: u32,
+    /// RFC 3339, UTC, seconds.
     pub generated_at: String,
+    /// gpufleet's version (Cargo.toml).
     pub tool_version: &'static str,
     pub nodes: Vec<NodeReport>,
+    /// Node counts per status; every status is present.
+    #[cfg_attr(test, schemars(schema_with = "super::report_schema::summary"))]
     pub summary: BTreeMap<&'static str, usize>,
 }
 

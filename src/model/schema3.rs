@@ -1,19 +1,70 @@
-//! The JSON of the schema-3 facts of issue 24's fabric slice (docs/domain.md "Schema 3", "JSON
-//! schema 3: what changed from 2"): `fabric`, `gpus[].mig`, `gpus[].remapped_rows`,
-//! `kernel_log.xids`, `kernel_log.recovery_actions`. A value is `null` when unknown or n/a; a
-//! list is `[]` when known to be empty.
+//! The JSON of the schema-3 facts (docs/domain.md "Snapshot JSON", "Schema 3: what changed
+//! from 2"): `fabric`, `gpus[].mig`, `gpus[].remapped_rows`, `kernel_log.xids`,
+//! `kernel_log.recovery_actions`, `pci_devices`, `blacklists`, `firmware.gsp_dirs`,
+//! `secure_boot.machine_keyring`, `secure_boot.nvidia_ko_signer`, `driver.branch`. A value is
+//! `null` when unknown or n/a; a list is `[]` when known to be empty; an entry that could not be
+//! read says so itself (`read: false`, `driver_read: false`).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::facts::fabric::{self, Tri};
-use super::facts::{Evidence, Facts};
+use super::facts::{Evidence, Facts, branches};
 use super::parse::smiq::Mode;
-use super::parse::{klog, xidcat};
+use super::parse::{klog, nvrm, xidcat};
+
+/// At most this many `blacklists` entries (a real node has a few dozen).
+const MAX_BLACKLISTS: usize = 256;
+
+/// `pci_devices[]`: an NVIDIA display or 3D PCI function (vendor 0x10de, class 0x0300xx or
+/// 0x0302xx, under /sys/bus/pci/devices) and the kernel driver bound to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct PciDeviceJson {
+    /// Lower-case `dddd:bb:dd.f`.
+    pub bus_id: String,
+    /// Upper-case hex, 4 digits (`2335`).
+    pub pci_device_id: String,
+    /// The name the `/sys/bus/pci/devices/<bus>/driver` link points to (`nvidia`, `vfio-pci`,
+    /// `nouveau`, `NovaCore`); `null`: no driver bound (when `driver_read`) or unknown.
+    pub driver: Option<String>,
+    /// Whether the link (or its absence) was read; `false`: `driver` is unknown.
+    pub driver_read: bool,
+}
+
+/// `blacklists[]`: one `blacklist <module>` that modprobe.d or the kernel command line holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct BlacklistJson {
+    /// The module as written (`nouveau`, `nova_core`).
+    pub module: String,
+    /// The modprobe.d file (`/usr/lib/modprobe.d/nvidia.conf`) or `/proc/cmdline`.
+    pub source: String,
+    /// The logical line (continuations joined), or the command line's parameter
+    /// (`rd.driver.blacklist=nouveau`).
+    pub line: String,
+    /// The same-named file of an earlier folder that replaces `source` whole, so modprobe never
+    /// reads this line; `null`: it takes effect.
+    pub shadowed_by: Option<String>,
+}
+
+/// `firmware.gsp_dirs[]`: one firmware folder looked in for the loaded version's GSP files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct GspDirJson {
+    /// `<dir>/nvidia/<version>`, or `/sys/module/firmware_class/parameters/path` when that
+    /// file was not read (the folder it names is then unknown).
+    pub dir: String,
+    /// Whether the folder (or its absence) was read; `false` makes "absent" unknown.
+    pub read: bool,
+    /// Its `gsp*.bin` files (also `.xz`, `.zst`); `[]` when it has none or does not exist.
+    pub files: Vec<String>,
+}
 
 /// `fabric`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct FabricJson {
     /// `hgx`, `nvl-rack`, `none`; `null` when unknown.
     pub platform: Option<String>,
@@ -30,6 +81,7 @@ pub struct FabricJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct FabricGpuJson {
     pub bus_id: String,
     /// `Completed`, `In Progress`, `Not Started`.
@@ -38,6 +90,7 @@ pub struct FabricGpuJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct FabricManagerJson {
     pub running: Option<bool>,
     pub version: Option<String>,
@@ -45,6 +98,7 @@ pub struct FabricManagerJson {
 
 /// `gpus[].mig`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct MigJson {
     /// `Enabled` or `Disabled`.
     pub current: String,
@@ -55,6 +109,7 @@ pub struct MigJson {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct MigInstanceJson {
     pub profile: String,
     pub profile_id: u32,
@@ -64,6 +119,7 @@ pub struct MigInstanceJson {
 
 /// `gpus[].remapped_rows`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct RemapJson {
     pub pending: bool,
     pub failed: bool,
@@ -71,6 +127,7 @@ pub struct RemapJson {
 
 /// `kernel_log.xids[]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct XidJson {
     pub bus_id: String,
     pub code: u32,
@@ -83,11 +140,68 @@ pub struct XidJson {
 
 /// `kernel_log.recovery_actions[]`: the Xid 154 lines.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct RecoveryActionJson {
     pub bus_id: String,
     /// As the driver printed it (`Node Reboot Required`).
     pub action: String,
     pub line: String,
+}
+
+/// `driver.branch`: the first field of the loaded module's version (`580` of `580.95.05`);
+/// with no module loaded, of the version the kernel log's legacy notice names (`The 595.71.03
+/// NVIDIA driver will ignore this GPU`); `None` when neither is known.
+pub fn driver_branch(f: &Facts) -> Option<u32> {
+    if let Some(v) = f.driver.as_ref().and_then(|d| d.version.as_deref()) {
+        return branches::branch_of(v);
+    }
+    let log = f.kernel_log.messages.value.as_deref()?;
+    log.iter()
+        .find_map(nvrm::ignoring_driver)
+        .and_then(|v| branches::branch_of(&v))
+}
+
+/// `pci_devices`: `None` when the PCI scan is unknown.
+pub fn pci_devices_json(f: &Facts) -> Option<Vec<PciDeviceJson>> {
+    f.pci_gpus.as_ref().map(|ds| {
+        ds.iter()
+            .map(|d| PciDeviceJson {
+                bus_id: d.bus_id.clone(),
+                pci_device_id: format!("{:04X}", d.device_id),
+                driver: d.driver.clone(),
+                driver_read: d.driver_read,
+            })
+            .collect()
+    })
+}
+
+/// `blacklists`: `None` when a modprobe.d folder, a file that takes effect, or /proc/cmdline
+/// could not be read (it could hold, or shadow, a blacklist).
+pub fn blacklists_json(f: &Facts) -> Option<Vec<BlacklistJson>> {
+    f.boot.blacklists.value.as_ref().map(|bs| {
+        bs.iter()
+            .take(MAX_BLACKLISTS)
+            .map(|b| BlacklistJson {
+                module: b.module.clone(),
+                source: b.source.clone(),
+                line: b.line.clone(),
+                shadowed_by: b.shadowed_by.clone(),
+            })
+            .collect()
+    })
+}
+
+/// `firmware.gsp_dirs`: `None` with no loaded driver version (n/a).
+pub fn gsp_dirs_json(f: &Facts) -> Option<Vec<GspDirJson>> {
+    f.firmware.gsp_dirs.as_ref().map(|ds| {
+        ds.iter()
+            .map(|d| GspDirJson {
+                dir: d.dir.clone(),
+                read: d.read,
+                files: d.files.clone(),
+            })
+            .collect()
+    })
 }
 
 fn mode(m: Mode) -> String {
@@ -205,8 +319,37 @@ pub fn xids_json(f: &Facts) -> (Option<Vec<XidJson>>, Option<Vec<RecoveryActionJ
     (Some(xids), Some(rec))
 }
 
-/// The evidence of these facts, by JSON path (`fabric.gpus`, `gpus[0].mig`, …).
+/// The evidence of these facts, by JSON path (`fabric.gpus`, `gpus[0].mig`,
+/// `secure_boot.machine_keyring`, …).
 pub fn evidence(f: &Facts, out: &mut BTreeMap<String, Vec<Evidence>>) {
+    for (path, e) in [
+        (
+            "secure_boot.machine_keyring",
+            &f.firmware.machine_keyring.evidence,
+        ),
+        (
+            "secure_boot.nvidia_ko_signer",
+            &f.firmware.nvidia_ko_signer.evidence,
+        ),
+    ] {
+        if !e.is_empty() {
+            out.insert(path.into(), e.clone());
+        }
+    }
+    let pci: Vec<Evidence> = f
+        .pci_gpus
+        .iter()
+        .flatten()
+        .filter_map(|d| {
+            d.driver
+                .as_ref()
+                .map(|drv| Evidence::new(format!("/sys/bus/pci/devices/{}/driver", d.bus_id), drv))
+        })
+        .take(16)
+        .collect();
+    if !pci.is_empty() {
+        out.insert("pci_devices".into(), pci);
+    }
     let Some(q) = f.fabric.gpus.known() else {
         return;
     };

@@ -25,7 +25,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::model::report::NodeReport;
+use crate::model::report::{NodeReport, READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION};
 
 /// The clock-skew allowance by default: a report may say it was scanned up to 10 minutes after
 /// this machine's now (`[collected] clock_skew`, docs/domain.md "Collected snapshots").
@@ -443,10 +443,10 @@ fn parse_ranges(
             )
         })?;
         match v.schema_version.as_ref().map(|s| s.as_u64()) {
-            Some(Some(1 | 2)) => {}
+            Some(Some(n)) if READABLE_SCHEMA_VERSIONS.contains(&n) => {}
             Some(Some(n)) => {
                 return Err(format!(
-                    "{shown}: schema_version {n}: this gpufleet reads snapshots of schema 1 and 2"
+                    "{shown}: schema_version {n}: this gpufleet reads snapshots of schema 1 to {SCHEMA_VERSION}"
                 ));
             }
             _ => {

@@ -25,7 +25,7 @@ use crate::view::columns::Column;
 pub enum Format {
     /// Aligned columns for people, with what each status means and its reasons.
     Table,
-    /// One JSON document (schema_version 2).
+    /// One JSON document (schema_version 3).
     Json,
     /// JSON Lines: one {"type":"node"} object per node as it finishes, then {"type":"summary"}.
     Jsonl,

@@ -63,6 +63,7 @@ pub(super) fn report(name: &str, status: NodeStatus) -> NodeReport {
         arch: None,
         userspace_version: None,
         managed_by: Some(crate::model::report::ManagedBy::Host),
+        branch: Some(535),
     });
     r
 }

@@ -27,6 +27,10 @@ pub struct FirmwareFacts {
     /// kernel config (a MOK-enrolled key is trusted for modules only then); `false` when the
     /// config was read without it.
     pub machine_keyring: Proved<bool>,
+    /// Schema 3 (`secure_boot.nvidia_ko_signer`): the signer of the running kernel's host
+    /// nvidia.ko, from its appended PKCS#7 signature (the issuer's common name, as `modinfo -F
+    /// signer` prints it); unknown for a compressed module without its decompressor on the node.
+    pub nvidia_ko_signer: Proved<String>,
 }
 
 /// One firmware folder of the loaded version (docs/domain.md "Schema 3", `firmware.gsp_dirs`).

@@ -112,14 +112,19 @@ pub(super) fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
                     }
                     let (device, class) = (attr(bus, "device")?, attr(bus, "class")?);
                     // The bound driver: the link's last component; unbound or unread is None.
-                    let driver = match read(out, Kind::Link, &format!("{PCI}/{bus}/driver")) {
-                        Read::Text(t) => first_line(&t)
-                            .rsplit('/')
-                            .next()
-                            .filter(|d| !d.is_empty())
-                            .map(str::to_string),
-                        _ => None,
-                    };
+                    let (driver, driver_read) =
+                        match read(out, Kind::Link, &format!("{PCI}/{bus}/driver")) {
+                            Read::Text(t) => (
+                                first_line(&t)
+                                    .rsplit('/')
+                                    .next()
+                                    .filter(|d| !d.is_empty())
+                                    .map(str::to_string),
+                                true,
+                            ),
+                            Read::Absent => (None, true),
+                            Read::Failed(_) => (None, false),
+                        };
                     Ok(sysfs::normalize_bus_id(bus)
                         .zip(device)
                         .zip(class)
@@ -129,6 +134,7 @@ pub(super) fn pci_and_proc_gpus(out: &ProbeOutput, f: &mut Facts) {
                                 device_id: u16::try_from(device).ok()?,
                                 class,
                                 driver,
+                                driver_read,
                             })
                         }))
                 });

@@ -46,6 +46,7 @@ pub use rdma::{PeermemFacts, RdmaFacts};
 
 /// The line that proves a fact: the file or command it came from and the raw line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Evidence {
     /// The file (as the node names it, without the root prefix) or the command it came from.
     pub source: String,

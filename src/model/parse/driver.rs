@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 /// The kernel module flavour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub enum Flavor {
     /// NVIDIA open kernel module (`Open Kernel Module for <arch>`; licence Dual MIT/GPL).
     Open,

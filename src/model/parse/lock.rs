@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// Who holds a node lock, from its `owner` file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct LockOwner {
     /// The rollout (empty when the lock folder has no owner file yet, or an empty one).
     pub rollout: String,

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// Module state, the fifth field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub enum ModuleState {
     Live,
     Loading,

@@ -69,6 +69,8 @@ pub struct PciDevice {
     /// The kernel driver bound to it (`nvidia`, `vfio-pci`, `nouveau`), from the
     /// `/sys/bus/pci/devices/<bus>/driver` link; `None` when unbound or unread.
     pub driver: Option<String>,
+    /// Whether that link (or its absence: unbound) was read; `false` leaves `driver` unknown.
+    pub driver_read: bool,
 }
 
 impl PciDevice {
@@ -190,6 +192,7 @@ mod tests {
             device_id: 0,
             class,
             driver: None,
+            driver_read: true,
         };
         assert!(d(0x030200).is_gpu());
         assert!(d(0x030000).is_gpu());

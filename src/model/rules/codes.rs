@@ -11,6 +11,7 @@ use crate::model::facts::Evidence;
 /// A node's status, from worst to best in precedence order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub enum NodeStatus {
     Unreachable,
     Attention,
@@ -74,6 +75,7 @@ impl fmt::Display for NodeStatus {
 /// Reason severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub enum Severity {
     Error,
     Warn,
@@ -195,6 +197,7 @@ impl FromStr for Code {
 
 /// One reason: code, severity, a message for people and the evidence lines.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Reason {
     pub code: Code,
     pub severity: Severity,

@@ -89,7 +89,7 @@ fn hostile_files_get_file_line_errors() {
     let cases: &[(&str, &str)] = &[
         ("", "empty file"),
         ("   \n", "empty file"),
-        ("{\"schema_version\": 3, \"nodes\": []}", "schema_version 3"),
+        ("{\"schema_version\": 4, \"nodes\": []}", "schema_version 4"),
         ("{\"nodes\": []}", "no schema_version"),
         ("[1,2", ":1:"),
         ("{\"type\":\"summary\",\"data\":{}}\n", "no node records"),
