@@ -371,7 +371,11 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
     let mut findings = notes;
     findings.extend(policy::check_for(&docs, release).map_err(anyhow::Error::msg)?);
     findings.extend(policy::node_overlaps(&docs, &cluster_nodes));
-    findings.extend(policy::against::compare(&docs, &nodes));
+    findings.extend(policy::against::compare_with_labels(
+        &docs,
+        &nodes,
+        &cluster_nodes,
+    ));
     print_findings(&findings, a.format)?;
     Ok(policy::exit_code(&findings))
 }

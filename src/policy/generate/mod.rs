@@ -24,7 +24,7 @@ use crate::model::report::NodeReport;
 use crate::policy::ModuleType;
 use crate::policy::schemas::{self, OperatorRelease};
 
-pub use pools::{OPEN_FIRST, same_value};
+pub use pools::{GpuFacts, OPEN_FIRST, Range, gpus_of, misfit, range_of, same_value};
 
 /// The skip label of the GPU Operator's upgrade controller: a node carrying it is not upgraded
 /// (NVIDIA/k8s-operator-libs `pkg/upgrade/consts.go`, `UpgradeSkipNodeLabelKeyFmt`).

@@ -51,6 +51,17 @@ pub fn is_object_name(s: &str) -> bool {
 /// and booleans as they are.
 fn scalar(v: &Value) -> String {
     match v {
+        // Plain when YAML 1.1 (kubectl) and 1.2 both read it back as this string: letters,
+        // digits and `._/-` starting with a letter, and not a word YAML 1.1 reads as a bool.
+        Value::String(s)
+            if s.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+                && s.bytes().all(|b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'/' | b'-')
+                })
+                && matches!(crate::yaml::resolve_plain(s), crate::yaml::Value::Str(_)) =>
+        {
+            s.clone()
+        }
         Value::String(s) => serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into()),
         Value::Null => "null".into(),
         other => other.to_string(),
@@ -144,7 +155,8 @@ mod tests {
             "apiVersion": "nvidia.com/v1alpha1",
             "metadata": {"name": "x", "labels": {"a/b": "1"}},
             "spec": {"n": 1, "b": true, "s": "yes", "e": {}, "l": [{"k": "v", "w": 2}, "x"],
-                     "text": "A=1\nB=2\n"},
+                     "text": "A=1\nB=2\n", "v": "595.91.07", "o": "on", "i": "10", "p": "nvcr.io/nvidia",
+                     "t": "true", "q": "a: b", "z": "0x10"},
         });
         let text = yaml(&v);
         let back = crate::yaml::parse_stream(&text).expect("yaml")[0].to_json();
