@@ -252,6 +252,13 @@ fn nvidiadriver_has_upgrade_policy(release: &'static OperatorRelease) -> bool {
         })
 }
 
+/// A pool being built: its name, architectures and member nodes with their GPUs.
+type Group<'a> = (
+    String,
+    Vec<String>,
+    Vec<(&'a NodeReport, Vec<pools::GpuFacts>)>,
+);
+
 /// The change for `nodes` (a snapshot's reports; a node is named as Kubernetes names it).
 pub fn generate(nodes: &[NodeReport], opts: &Options) -> Generated {
     let mut notes = Vec::new();
@@ -286,11 +293,7 @@ pub fn generate(nodes: &[NodeReport], opts: &Options) -> Generated {
     }
     // Pools: by architecture (NVIDIADriver mode), or the whole fleet (ClusterPolicy mode: one
     // driver configuration, open modules, so pre-Turing nodes cannot be in it).
-    let mut groups: Vec<(
-        String,
-        Vec<String>,
-        Vec<(&NodeReport, Vec<pools::GpuFacts>)>,
-    )> = Vec::new();
+    let mut groups: Vec<Group> = Vec::new();
     for (n, g) in members {
         let archs: Vec<String> = g
             .iter()
@@ -628,7 +631,10 @@ fn text(g: &Generated, opts: &Options) -> String {
             p.canaries.join(", ")
         ));
     }
-    y.push_str("# Steps, in this order (save this output as FILE):\n# 1. Labels first: the pool labels, and the skip label on every node but the canaries (else the\n#    upgrade controller starts on every node at once):\n");
+    y.push_str(&format!(
+        "# Steps, in this order (save this output as FILE):\n# 1. Labels first: {}the skip label on every node but the canaries (else the\n#    upgrade controller starts on every node at once):\n",
+        if g.mode == Mode::NvidiaDriver { "the pool labels, and " } else { "" }
+    ));
     for l in g
         .label_commands
         .iter()
