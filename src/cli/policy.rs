@@ -21,7 +21,9 @@ Examples:
   gpufleet policy check clusterpolicy.yaml machineconfig.yaml
   gpufleet policy check --kubectl                   the cluster's objects, through kubectl
   gpufleet policy check --kubectl --kubectl-bin oc --against fleet.json
-  gpufleet policy generate --for fleet.json > patch.yaml";
+  gpufleet policy generate --for fleet.json > patch.yaml
+  gpufleet policy generate --for fleet.json --nvidiadriver --operator-version 26.7 > change.yaml
+  gpufleet policy generate --for fleet.json --kubectl --canary gpu-node-01 > change.yaml";
 
 #[derive(Debug, Args)]
 #[command(after_help = POLICY_HELP)]
@@ -36,34 +38,89 @@ pub enum PolicyCommand {
     /// severity, code, message and source per finding
     #[command(after_help = POLICY_HELP)]
     Check(CheckArgs),
-    /// Write the ClusterPolicy patch (and, only when module parameters are needed, the
-    /// kernelModuleConfig ConfigMap) that moves a snapshot's fleet to open modules + DMA-BUF.
-    /// Exit 1 when some node cannot run open modules (named on stderr)
+    /// Write the change that moves a snapshot's fleet to open modules + DMA-BUF, ready to apply:
+    /// a ClusterPolicy merge patch or one NVIDIADriver per node pool, a checked driver version,
+    /// module-parameter ConfigMaps, a canary-first upgradePolicy and the `kubectl label`
+    /// commands in order. Exit 1 when some node would be left without a usable driver (named on
+    /// stderr)
     Generate(GenerateArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
-    /// `gpufleet snapshot --format json` (or jsonl) files of the fleet; repeatable
+    /// `gpufleet snapshot --format json` (or jsonl) files of the fleet; repeatable. Node names
+    /// are taken as the Kubernetes node names
     #[arg(long = "for", value_name = "SNAPSHOT", required = true)]
     pub snapshots: Vec<PathBuf>,
+
+    /// The cluster's current GPU Operator objects (YAML or JSON files): an NVIDIADriver, or a
+    /// ClusterPolicy with `driver.useNvidiaDriverCRD: true`, selects --nvidiadriver; a single
+    /// ClusterPolicy gives the name to patch
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Read the cluster's objects (as `policy check --kubectl`) to detect its mode (ClusterPolicy
+    /// or NVIDIADriver), OpenShift (a MachineConfigPool resource, or a ClusterPolicy named
+    /// gpu-cluster-policy), the ClusterPolicy's name and the operator release
+    #[arg(long)]
+    pub kubectl: bool,
+
+    /// The kubectl to run: `kubectl`, `oc`, or a path
+    #[arg(
+        long,
+        value_name = "BIN",
+        default_value = "kubectl",
+        requires = "kubectl"
+    )]
+    pub kubectl_bin: String,
+
+    /// kubeconfig context for --kubectl [default: the current one]
+    #[arg(long, value_name = "NAME", requires = "kubectl")]
+    pub context: Option<String>,
+
+    /// One NVIDIADriver per node pool (by GPU architecture) plus `driver.useNvidiaDriverCRD:
+    /// true`, instead of a ClusterPolicy patch [default: when the cluster already uses them]
+    #[arg(long)]
+    pub nvidiadriver: bool,
+
+    /// OpenShift's object names: ClusterPolicy gpu-cluster-policy, namespace
+    /// nvidia-gpu-operator [default: detected with --kubectl, else Helm's cluster-policy,
+    /// gpu-operator]
+    #[arg(long)]
+    pub openshift: bool,
+
+    /// The driver version for every pool, checked against each pool's GPUs [default: per pool,
+    /// the newest dated GPU Operator default driver (data/driver-branches.toml) that fits its
+    /// GPUs, up to the chosen operator release]
+    #[arg(long, value_name = "VERSION")]
+    pub driver_version: Option<String>,
+
+    /// The GPU Operator release the output is for (25.3, 25.10, 26.3, 26.7) [default: with
+    /// --kubectl the cluster's, else the newest]
+    #[arg(long, value_name = "VERSION")]
+    pub operator_version: Option<String>,
+
+    /// A canary node (upgraded first; every other node keeps the skip label until the canaries
+    /// pass); repeatable [default: the first node of each pool, by name]
+    #[arg(long, value_name = "NODE")]
+    pub canary: Vec<String>,
+
+    /// The node label that routes a node to its pool's NVIDIADriver
+    #[arg(long, value_name = "KEY", default_value = policy::generate::POOL_LABEL)]
+    pub pool_label: String,
+
+    /// The ClusterPolicy to patch [default: the platform's, or the one given/read]
+    #[arg(long, value_name = "NAME")]
+    pub cluster_policy: Option<String>,
+
+    /// The GPU Operator's namespace, for the ConfigMaps [default: the platform's]
+    #[arg(long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
 
     /// How far after now a report's scanned_at may be before it is a merge finding and never
     /// preferred (clock skew), as seconds (600) or with units (10m) [default: 10m]
     #[arg(long, value_name = "DURATION", value_parser = crate::snapshot::collected::parse_clock_skew)]
     pub clock_skew: Option<std::time::Duration>,
-
-    /// The ClusterPolicy to patch
-    #[arg(long, value_name = "NAME", default_value = "cluster-policy")]
-    pub cluster_policy: String,
-
-    /// The ConfigMap for module parameters (when one is needed)
-    #[arg(long, value_name = "NAME", default_value = "kernel-module-params")]
-    pub config_map: String,
-
-    /// The GPU Operator's namespace (nvidia-gpu-operator on OpenShift)
-    #[arg(long, value_name = "NAMESPACE", default_value = "gpu-operator")]
-    pub namespace: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -152,27 +209,85 @@ pub fn run(args: &PolicyArgs) -> anyhow::Result<u8> {
 }
 
 fn generate(a: &GenerateArgs) -> anyhow::Result<u8> {
+    let fail = |e: &str| {
+        eprintln!("gpufleet: {}", terminal_safe(e));
+        Ok(2)
+    };
+    let mut release = match a.operator_version.as_deref().map(policy::schemas::release) {
+        None => policy::schemas::newest(),
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return fail(&e),
+    };
     let nodes = match load_nodes(&a.snapshots, a.clock_skew) {
         Ok(n) => n,
-        Err(e) => {
-            eprintln!("gpufleet: {}", terminal_safe(&e));
-            return Ok(2);
-        }
+        Err(e) => return fail(&e),
     };
-    let g = policy::generate::generate(
-        &nodes,
-        &policy::generate::Names {
-            cluster_policy: a.cluster_policy.clone(),
-            config_map: a.config_map.clone(),
-            namespace: a.namespace.clone(),
-        },
-    );
+    let mut docs = Vec::new();
+    for f in &a.files {
+        match policy::load_file(f) {
+            Ok(d) => docs.extend(d),
+            Err(e) => return fail(&e.to_string()),
+        }
+    }
+    let mut said = Vec::new();
+    if a.kubectl {
+        let k = policy::kubectl::Kubectl {
+            bin: a.kubectl_bin.clone(),
+            context: a.context.clone(),
+        };
+        match policy::kubectl::read_cluster(&k) {
+            Ok((d, _)) => docs.extend(d),
+            Err(e) => return fail(&e.to_string()),
+        }
+        let (seen, note) = policy::kubectl::operator_version(&k);
+        said.push(note.message);
+        if a.operator_version.is_none()
+            && let Some(Ok(r)) = seen.as_deref().map(policy::schemas::release)
+        {
+            release = r;
+        }
+    }
+    let seen = policy::generate::detect(&docs);
+    let mode = if a.nvidiadriver || seen.nvidiadriver.is_some() {
+        policy::generate::Mode::NvidiaDriver
+    } else {
+        policy::generate::Mode::ClusterPolicy
+    };
+    if let (false, Some(why)) = (a.nvidiadriver, &seen.nvidiadriver) {
+        said.push(format!("NVIDIADriver objects: {why}"));
+    }
+    let platform = if a.openshift || seen.openshift.is_some() {
+        policy::generate::Platform::OpenShift
+    } else {
+        policy::generate::Platform::Helm
+    };
+    if let (false, Some(why)) = (a.openshift, &seen.openshift) {
+        said.push(format!("OpenShift names: {why}"));
+    }
+    let opts = policy::generate::Options {
+        mode,
+        platform,
+        release,
+        driver_version: a.driver_version.clone(),
+        canaries: a.canary.clone(),
+        pool_label: a.pool_label.clone(),
+        cluster_policy: a.cluster_policy.clone().or(seen.cluster_policy),
+        namespace: a.namespace.clone(),
+    };
+    let g = policy::generate::generate(&nodes, &opts);
     let mut out = std::io::stdout().lock();
     for line in g.yaml.lines() {
         writeln!(out, "{}", terminal_safe(line))?;
     }
-    for n in &g.notes {
+    for n in said.iter().chain(&g.notes) {
         eprintln!("gpufleet: {}", terminal_safe(n));
+    }
+    for (n, why) in &g.blocked {
+        eprintln!(
+            "gpufleet: blocked: {}: {}",
+            terminal_safe(n),
+            terminal_safe(why)
+        );
     }
     Ok(u8::from(!g.blocked.is_empty()))
 }
@@ -256,7 +371,11 @@ fn check(a: &CheckArgs) -> anyhow::Result<u8> {
     let mut findings = notes;
     findings.extend(policy::check_for(&docs, release).map_err(anyhow::Error::msg)?);
     findings.extend(policy::node_overlaps(&docs, &cluster_nodes));
-    findings.extend(policy::against::compare(&docs, &nodes));
+    findings.extend(policy::against::compare_with_labels(
+        &docs,
+        &nodes,
+        &cluster_nodes,
+    ));
     print_findings(&findings, a.format)?;
     Ok(policy::exit_code(&findings))
 }

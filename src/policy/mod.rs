@@ -85,6 +85,7 @@ pub mod src {
     pub const MC_NOT_FOR_OPERATOR: &str = "NVIDIA/cloud-native-docs: gpu-operator/custom-driver-params.rst; NVIDIA/gpu-driver-container: ubuntu22.04/nvidia-driver (MODPROBE_CONFIG_DIR inside the driver container)";
     pub const KUBE: &str =
         "Kubernetes API conventions: apiVersion and kind name the object's schema";
+    pub const BRANCHES: &str = "data/driver-branches.toml: NVIDIA Unix Graphics Feature Deprecation Schedule (last branch per architecture); NVIDIA/cloud-native-docs gpu-operator/platform-support.rst (minimum driver per GPU)";
     pub const UPGRADE_LABELS: &str = "NVIDIA/k8s-operator-libs: pkg/upgrade/consts.go (nvidia.com/gpu-driver-upgrade-state values; skip label nvidia.com/gpu-driver-upgrade.skip=true); GPU Operator release notes (a node cordoned during the Operator's upgrade is uncordoned by it)";
 }
 

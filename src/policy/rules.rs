@@ -370,6 +370,19 @@ pub(super) fn driver_rules(
         }
     }
     match p.section.entry("rdma") {
+        Some((_, r)) if p.rdma_enabled && p.module_type == ModuleType::Proprietary => {
+            // DMA-BUF needs the open module: under `proprietary`, nvidia-peermem is the only
+            // GPUDirect RDMA there is (pre-Turing pools).
+            let at = r.get("enabled").unwrap_or(r);
+            out.push(doc.at(
+                at,
+                &format!("{sp}.rdma.enabled"),
+                Severity::Info,
+                "rdma-enabled-legacy-peermem",
+                "`rdma.enabled: true` deploys the legacy nvidia-peermem module: with `kernelModuleType: proprietary` it is the only GPUDirect RDMA (DMA-BUF needs the open module, Turing or later)".into(),
+                src::RDMA,
+            ));
+        }
         Some((_, r)) if p.rdma_enabled => {
             let at = r.get("enabled").unwrap_or(r);
             out.push(doc.at(

@@ -26,6 +26,34 @@ pub struct LastBranch {
     pub note: Option<String>,
 }
 
+/// One `[[gpu]]` row: the lowest driver a GPU is supported with.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuMinimum {
+    /// The product, as the source names it (`NVIDIA HGX B200`).
+    pub name: String,
+    /// PCI device ids of data/nvidia-gpus.tsv (hex).
+    pub device_ids: Vec<String>,
+    /// The lowest driver version (`570.133.20`).
+    pub min_version: String,
+    /// The public document and the sentence that says so.
+    pub source: String,
+    pub quote: String,
+}
+
+/// One `[[release]]` row: the driver container a GPU Operator release names as its default.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriverRelease {
+    /// `595.91.07`.
+    pub version: String,
+    /// The GPU Operator release (`26.7`, MAJOR.MINOR).
+    pub operator: String,
+    /// The day the release notes gained the row (YYYY-MM-DD).
+    pub date: String,
+    pub source: String,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Table {
@@ -33,6 +61,10 @@ struct Table {
     schema: u32,
     source: String,
     architecture: Vec<LastBranch>,
+    #[serde(default)]
+    gpu: Vec<GpuMinimum>,
+    #[serde(default)]
+    release: Vec<DriverRelease>,
 }
 
 static TABLE: LazyLock<Table> = LazyLock::new(|| {
@@ -43,8 +75,24 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
         schema: 0,
         source: String::new(),
         architecture: Vec::new(),
+        gpu: Vec::new(),
+        release: Vec::new(),
     })
 });
+
+/// The minimum driver of the GPU with PCI device id `id`, if the table names one.
+pub fn gpu_minimum(id: u16) -> Option<&'static GpuMinimum> {
+    TABLE.gpu.iter().find(|g| {
+        g.device_ids
+            .iter()
+            .any(|d| u16::from_str_radix(d, 16).ok() == Some(id))
+    })
+}
+
+/// The dated driver releases, in the file's order (oldest first).
+pub fn releases() -> &'static [DriverRelease] {
+    &TABLE.release
+}
 
 /// The last branch that supports `architecture`; `None`: every branch released so far does.
 pub fn last_branch(architecture: &str) -> Option<&'static LastBranch> {
@@ -94,6 +142,37 @@ mod tests {
         assert_eq!(last_branch("Kepler").map(|b| b.last_branch), Some(470));
         assert_eq!(last_branch("Turing"), None);
         assert_eq!(last_branch("Hopper"), None);
+        // Per-GPU minimums name GPUs of nvidia-gpus.tsv; releases are dated, oldest first.
+        let ids: std::collections::HashSet<&str> = include_str!("../../../data/nvidia-gpus.tsv")
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .skip(1)
+            .filter_map(|l| l.split('\t').next())
+            .collect();
+        for g in &t.gpu {
+            assert!(!g.device_ids.is_empty(), "{}", g.name);
+            for d in &g.device_ids {
+                assert!(ids.contains(d.as_str()), "{}: {d}", g.name);
+            }
+            assert!(branch_of(&g.min_version).is_some(), "{}", g.name);
+            assert!(!g.source.is_empty() && !g.quote.is_empty(), "{}", g.name);
+        }
+        assert_eq!(
+            gpu_minimum(0x2901).map(|g| g.min_version.as_str()),
+            Some("570.133.20")
+        );
+        assert!(!t.release.is_empty());
+        for w in t.release.windows(2) {
+            assert!(w[0].date < w[1].date, "{} {}", w[0].version, w[1].version);
+        }
+        for r in &t.release {
+            assert!(branch_of(&r.version).is_some(), "{}", r.version);
+            assert!(
+                r.date.len() == 10 && r.date.as_bytes()[4] == b'-' && r.date.as_bytes()[7] == b'-',
+                "{}",
+                r.date
+            );
+        }
     }
 
     #[test]
