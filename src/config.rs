@@ -607,6 +607,7 @@ impl Config {
             keepalive: Duration::from_secs(s.keepalive),
             host_key_policy: s.host_key_policy,
             concurrency: s.concurrency,
+            concurrency_fixed: self.is_set("ssh", "concurrency"),
             flags: Default::default(),
         }
     }

@@ -333,6 +333,7 @@ impl Settings {
         let mut ssh = self.config.ssh_settings();
         if let Some(c) = args.concurrency {
             ssh.concurrency = c as usize;
+            ssh.concurrency_fixed = true;
         }
         if let Some(c) = args.connect_timeout {
             ssh.connect_timeout = Duration::from_secs(c);
@@ -550,6 +551,7 @@ impl Settings {
             ssh,
             keys,
             thresholds,
+            adapted: Default::default(),
         });
         Ok((scan, selected))
     }
