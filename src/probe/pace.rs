@@ -133,6 +133,12 @@ impl Controller {
         self.stats.narrowest = self.stats.narrowest.min(limit);
     }
 
+    /// A quarter less than `was`, not below the start (nor above `was`: a limit already
+    /// below the start, for open files, stays).
+    fn narrower(&self, was: usize) -> usize {
+        (was * 3 / 4).max(self.start).min(was)
+    }
+
     /// One connection ended; at a window's end, the limit may move. Returns the change.
     pub fn observe(&mut self, o: Outcome) -> Option<(Why, usize)> {
         match o {
@@ -154,7 +160,7 @@ impl Controller {
         (self.refused, self.others, self.saturated) = (0, 0, false);
         let was = self.limit;
         let why = if refused_share > ERROR_SHARE {
-            self.set(self.start.max(was * 3 / 4));
+            self.set(self.narrower(was));
             self.stats.narrowed_refused += u32::from(self.limit < was);
             Why::Refused
         } else {
@@ -162,7 +168,7 @@ impl Controller {
             let fastest = *self.fastest.get_or_insert(m);
             self.fastest = Some(fastest.min(m));
             if m > fastest.mul_f64(FLAT_FACTOR) + FLAT_SLACK {
-                self.set(self.start.max(was * 3 / 4));
+                self.set(self.narrower(was));
                 self.stats.narrowed_slower += u32::from(self.limit < was);
                 Why::Slower
             } else if saturated {
@@ -177,9 +183,13 @@ impl Controller {
     }
 
     /// Out of file descriptors with `in_flight` connections open: the limit drops to three
-    /// quarters of them (at least 1) at once, below the start if need be. Returns the new limit
-    /// when it moved.
+    /// quarters of them (at least 1) at once, below the start if need be, and the ceiling to
+    /// `in_flight` (widening may come back to it, not past it). Returns the new limit when it
+    /// moved.
     pub fn files_exhausted(&mut self, in_flight: usize) -> Option<usize> {
+        // What was open when it ran out is as wide as this process can go for now.
+        // (`in_flight` counts the connection that failed.)
+        self.ceiling = self.ceiling.min(in_flight.saturating_sub(1).max(1));
         let want = (in_flight * 3 / 4).max(1);
         if want >= self.limit {
             return None;
@@ -219,7 +229,11 @@ impl Pace {
     pub fn new(asked: usize, fixed: bool, open_files_room: usize) -> Arc<Self> {
         let cap = if fixed { asked } else { DEFAULT_CEILING };
         let cap = cap.min(open_files_room).max(1);
-        let start = if fixed { asked.min(DEFAULT_START) } else { asked };
+        let start = if fixed {
+            asked.min(DEFAULT_START)
+        } else {
+            asked
+        };
         Arc::new(Pace {
             inner: Mutex::new(Inner {
                 ctrl: Controller::new(start, cap),

@@ -44,7 +44,10 @@ fn slower_handshakes_undo_widening_but_never_go_below_the_start() {
     assert!(wide > 64, "{wide}");
     // Handshakes 4× slower: every window narrows by a quarter, down to the start.
     let ch = feed(&mut c, 2000, 40 * MS);
-    assert!(!ch.is_empty() && ch.iter().all(|(w, _)| *w == Why::Slower), "{ch:?}");
+    assert!(
+        !ch.is_empty() && ch.iter().all(|(w, _)| *w == Why::Slower),
+        "{ch:?}"
+    );
     assert_eq!(c.limit(), 64);
     assert!(c.stats.narrowed_slower > 0);
     // Within 1.5× + 5 ms of the fastest is flat: 14 ms after 10 ms widens again.
@@ -155,4 +158,19 @@ async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F
         })
     })
     .await
+}
+
+#[test]
+fn after_running_out_of_files_refusals_do_not_raise_and_widening_stops_at_what_was_open() {
+    let mut c = Controller::new(256, 4096);
+    assert_eq!(c.files_exhausted(100), Some(75));
+    // Refusals narrow toward the start, which is above: the limit stays.
+    for _ in 0..200 {
+        c.saturated();
+        c.observe(Outcome::Refused);
+    }
+    assert_eq!(c.limit(), 75);
+    // Flat windows widen again, up to the 100 that were open, not to the start.
+    feed(&mut c, 1000, 10 * MS);
+    assert_eq!(c.limit(), 100);
 }

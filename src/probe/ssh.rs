@@ -408,13 +408,17 @@ impl ExecOutput {
     }
 }
 
+/// The longest a connect waits in all for file descriptors to be freed (EMFILE/ENFILE under a
+/// scan) before the node fails with the error.
+const FILES_WAIT: Duration = Duration::from_secs(60);
+
 /// Resolves `host` (a name or an address literal) and opens a TCP connection to the first
 /// address that answers, all within `limit`. Errors: `ssh-resolve-failed` when the name does not
 /// resolve (or the resolver does not answer in time), `ssh-timeout` when no address answers in
 /// time (or the host or network is unreachable), `ssh-refused` otherwise (connection refused).
 async fn open_tcp(host: &str, port: u16, limit: Duration) -> Result<TcpStream, Unreachable> {
     let target = format!("{host}:{port}");
-    let deadline = tokio::time::Instant::now() + limit;
+    let mut deadline = tokio::time::Instant::now() + limit;
     let secs = limit.as_secs();
     let addrs: Vec<SocketAddr> =
         match tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await {
@@ -435,17 +439,21 @@ async fn open_tcp(host: &str, port: u16, limit: Duration) -> Result<TcpStream, U
     let mut last = None;
     'addrs: for addr in &addrs {
         // Out of file descriptors (EMFILE/ENFILE) is this process's state, not the node's:
-        // under a scan its concurrency narrows and the connect is tried again (probe::pace).
+        // under a scan its concurrency narrows and the connect is tried again (probe::pace);
+        // the wait does not count against the connect limit, up to FILES_WAIT in all.
         let mut backoff = Duration::from_millis(10);
+        let mut waited = Duration::ZERO;
         loop {
             match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
                 Err(_) => break 'addrs,
                 Ok(Ok(s)) => return Ok(s),
                 Ok(Err(e))
                     if super::pace::is_out_of_files(&e)
-                        && tokio::time::Instant::now() + backoff < deadline
+                        && waited < FILES_WAIT
                         && super::pace::wait_for_files(backoff).await =>
                 {
+                    deadline += backoff;
+                    waited += backoff;
                     backoff = (backoff * 2).min(Duration::from_millis(500));
                 }
                 Ok(Err(e)) => {
@@ -629,6 +637,7 @@ pub async fn connect(
         })?;
         let c = keys.candidates(&db, hop).await;
         looked.push((db, c));
+        keys.identities.preload(&hop.login).await;
     }
     let mut looked = looked.into_iter();
     let whole = connect_timeout + ssh.auth_timeout;
