@@ -584,7 +584,7 @@ pub struct ScanArgs {
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub deadline: Option<u64>,
 
-    /// Nodes probed at once [default: 256, or the config's]
+    /// Most nodes probed at once, a fixed cap [default: adaptive from 256 up to 4096, or the config's]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub concurrency: Option<u64>,
 
