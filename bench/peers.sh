@@ -207,12 +207,15 @@ run_tool() { # TOOL N RUNDIR
       "$venv/bin/python" "$here/pssh_run.py" "$fleet" "$conc" "$cmd" "$d" ;;
     bssh)
       # bssh reads known_hosts from $HOME/.ssh only: a HOME holding the fleet's. The hosts from a
-      # file (-H ^FILE: USER@ADDRESS:PORT lines; 10,000 on the command line pass the kernel's
-      # argument limit). Not --output-dir: it names files by host alone (all 127.0.0.1 here).
+      # cluster of its YAML config (--config FILE -C bench; 10,000 on the command line pass the
+      # kernel's argument limit, and 2.2.3 refuses its documented `-H ^FILE`: "Invalid hostname
+      # in node: ^FILE ... Hostname contains invalid characters"). Not --output-dir: it names
+      # files by host alone (all 127.0.0.1 here).
       mkdir -p "$d/home/.ssh"
       cp "$fleet/known_hosts" "$d/home/.ssh/known_hosts"
-      sed "s/^/$(cat "$fleet/user")@/" "$fleet/hosts" > "$d/bssh_hosts"
-      env -u SSH_AUTH_SOCK HOME="$d/home" "$bssh" -H "^$d/bssh_hosts" -i "$fleet/userkey" \
+      { printf 'clusters:\n  bench:\n    nodes:\n'
+        sed "s/^/      - $(cat "$fleet/user")@/" "$fleet/hosts"; } > "$d/bssh.yaml"
+      env -u SSH_AUTH_SOCK HOME="$d/home" "$bssh" --config "$d/bssh.yaml" -C bench -i "$fleet/userkey" \
         --strict-host-key-checking yes --parallel "$conc" --batch \
         "$(probe_command_packed "$root")" > "$d/out.txt" 2>&1 ;;
     ansible)

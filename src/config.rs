@@ -215,9 +215,10 @@ impl Default for TuiConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SshConfig {
-    /// Nodes probed at once (256: a session waits on about 8 network round trips, so over a WAN
-    /// of 50 ms 1,000 nodes need about 256 at once to finish in 2 s; lowered with a message to
-    /// what the open-files limit holds).
+    /// Nodes probed at once. Unset: adaptive, from 256 up to 4,096 (`probe::pace`; a session
+    /// waits on about 8 network round trips, so over a WAN of 50 ms 1,000 nodes need about 256
+    /// at once to finish in 2 s). Set: a fixed cap the scan never passes. Either way lowered
+    /// with a message to what the open-files limit holds.
     pub concurrency: usize,
     /// Worker threads of the runtime (scans, the TUI's scans, the simulator); unset: the CPUs
     /// this process may use, at most 8 ([`crate::rt::default_workers`]).
@@ -727,6 +728,7 @@ impl Config {
             keepalive: Duration::from_secs(s.keepalive),
             host_key_policy: s.host_key_policy,
             concurrency: s.concurrency,
+            concurrency_fixed: self.is_set("ssh", "concurrency"),
             flags: Default::default(),
         }
     }

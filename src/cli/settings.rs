@@ -333,6 +333,7 @@ impl Settings {
         let mut ssh = self.config.ssh_settings();
         if let Some(c) = args.concurrency {
             ssh.concurrency = c as usize;
+            ssh.concurrency_fixed = true;
         }
         if let Some(c) = args.connect_timeout {
             ssh.connect_timeout = Duration::from_secs(c);
@@ -550,6 +551,7 @@ impl Settings {
             ssh,
             keys,
             thresholds,
+            adapted: Default::default(),
         });
         Ok((scan, selected))
     }
@@ -582,7 +584,7 @@ pub struct ScanArgs {
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub deadline: Option<u64>,
 
-    /// Nodes probed at once [default: 256, or the config's]
+    /// Most nodes probed at once, a fixed cap [default: adaptive from 256 up to 4096, or the config's]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub concurrency: Option<u64>,
 

@@ -279,6 +279,10 @@ fn scan_into(
         {
             eprintln!("gpufleet: {m}");
         }
+        let adapted = f.scan.adapted.lock();
+        if let Some(line) = adapted.as_deref().ok().and_then(Option::as_ref) {
+            eprintln!("gpufleet: {line}");
+        }
     }
     let mut end = snapshot::End::new(now_rfc3339(), &statuses.0);
     if let Source::Files(f) = source {

@@ -16,6 +16,7 @@ use crate::model::{self, Code, NodeReport, Thresholds};
 
 pub mod endpoint;
 pub mod known_hosts;
+pub mod pace;
 pub mod proxy;
 pub mod scan;
 pub mod ssh;

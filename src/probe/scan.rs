@@ -5,10 +5,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::endpoint::Endpoint;
+use super::pace::Pace;
 use super::ssh::{HostKeys, SshSettings, run_ssh};
 use super::{ProbeSettings, RawRun, report};
 use crate::model::{NodeReport, Thresholds};
@@ -25,6 +26,9 @@ pub struct Scan {
     pub ssh: SshSettings,
     pub keys: Arc<HostKeys>,
     pub thresholds: Thresholds,
+    /// What the last scan's concurrency did, when it moved from its start
+    /// ([`Pace::summary`]); set when [`Scan::each`] returns.
+    pub adapted: std::sync::Mutex<Option<String>>,
 }
 
 impl Scan {
@@ -70,7 +74,16 @@ impl Scan {
         let node: Endpoint = node.into();
         let name = node.name.clone();
         let scan = self.clone();
-        match tokio::spawn(async move { scan.probe_node(node).await }).await {
+        // The scan's gate goes with the node into its task (it hears of the handshake).
+        let job = async move { scan.probe_node(node).await };
+        let pace = super::pace::current();
+        let job = async move {
+            match pace {
+                Some(p) => p.scope(job).await,
+                None => job.await,
+            }
+        };
+        match tokio::spawn(job).await {
             Ok(r) => r,
             Err(e) => (
                 NodeReport::unreachable(
@@ -86,33 +99,41 @@ impl Scan {
         }
     }
 
-    /// Runs `per_node(scan, index, node)` for each of `nodes` (its index in `nodes`), at most
-    /// `ssh.concurrency` at a time, started in order; returns when every one is done. The one
-    /// concurrency loop of fleet scans: [`Scan::run`]'s and the TUI's.
+    /// Runs `per_node(scan, index, node)` for each of `nodes` (its index in `nodes`), started in
+    /// order, as many at a time as the scan's [`Pace`] allows (from `ssh.concurrency`, adapting
+    /// to the handshakes: `probe::pace`, within the open-files limit); returns when every one is
+    /// done, with [`Scan::adapted`] set. The one concurrency loop of fleet scans:
+    /// [`Scan::run`]'s and the TUI's.
     pub async fn each<N, F, Fut>(self: Arc<Self>, nodes: impl IntoIterator<Item = N>, per_node: F)
     where
         F: Fn(Arc<Scan>, usize, N) -> Fut,
         Fut: std::future::Future<Output = ()> + Send + 'static,
     {
-        let permits = Arc::new(Semaphore::new(crate::rt::concurrency_for(
-            self.ssh.concurrency,
-        )));
+        let asked = self.ssh.concurrency.max(1);
+        let open_files = crate::rt::raise_open_files();
+        if let (_, Some(m)) = crate::rt::fit_concurrency(asked, open_files) {
+            eprintln!("{m}");
+        }
+        let room = crate::rt::fit_concurrency(usize::MAX, open_files).0;
+        let pace = Pace::new(asked, self.ssh.concurrency_fixed, room);
         let mut tasks = JoinSet::new();
         for (pos, node) in nodes.into_iter().enumerate() {
             // A finished task's memory (its whole future) is freed only when it is joined:
             // joined as we go, a 10,000-node scan holds the tasks in flight, not every task.
             while tasks.try_join_next().is_some() {}
             // Taking the permit before spawning starts nodes in inventory order.
-            let Ok(permit) = permits.clone().acquire_owned().await else {
-                break;
-            };
-            let job = per_node(self.clone(), pos, node);
+            let permit = pace.acquire().await;
+            let job = pace.clone().scope(per_node(self.clone(), pos, node));
             tasks.spawn(async move {
                 let _permit = permit;
                 job.await;
             });
         }
         while tasks.join_next().await.is_some() {}
+        *self
+            .adapted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = pace.summary();
     }
 
     /// Scans `nodes` ([`Scan::each`]), sending each report on `tx` as it finishes (in

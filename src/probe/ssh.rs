@@ -55,8 +55,11 @@ pub struct SshSettings {
     /// Keepalive interval; the connection is dropped after 3 unanswered keepalives.
     pub keepalive: Duration,
     pub host_key_policy: HostKeyPolicy,
-    /// Nodes probed at once.
+    /// Nodes probed at once: where the scan starts (then it adapts, `probe::pace`), or with
+    /// `concurrency_fixed` the cap it never passes.
     pub concurrency: usize,
+    /// `concurrency` was given (`--concurrency`, `[ssh] concurrency`): a fixed cap.
+    pub concurrency_fixed: bool,
     /// Set when `connect_timeout` / `host_key_policy` came from a command-line flag: they then
     /// win over a host's own `ConnectTimeout` / `StrictHostKeyChecking` from ~/.ssh/config, as
     /// `ssh -o` wins over the config file.
@@ -77,7 +80,8 @@ impl Default for SshSettings {
             auth_timeout: Duration::from_secs(15),
             keepalive: Duration::from_secs(15),
             host_key_policy: HostKeyPolicy::Strict,
-            concurrency: 256,
+            concurrency: super::pace::DEFAULT_START,
+            concurrency_fixed: false,
             flags: FlagsWin::default(),
         }
     }
@@ -404,13 +408,17 @@ impl ExecOutput {
     }
 }
 
+/// The longest a connect waits in all for file descriptors to be freed (EMFILE/ENFILE under a
+/// scan) before the node fails with the error.
+const FILES_WAIT: Duration = Duration::from_secs(60);
+
 /// Resolves `host` (a name or an address literal) and opens a TCP connection to the first
 /// address that answers, all within `limit`. Errors: `ssh-resolve-failed` when the name does not
 /// resolve (or the resolver does not answer in time), `ssh-timeout` when no address answers in
 /// time (or the host or network is unreachable), `ssh-refused` otherwise (connection refused).
 async fn open_tcp(host: &str, port: u16, limit: Duration) -> Result<TcpStream, Unreachable> {
     let target = format!("{host}:{port}");
-    let deadline = tokio::time::Instant::now() + limit;
+    let mut deadline = tokio::time::Instant::now() + limit;
     let secs = limit.as_secs();
     let addrs: Vec<SocketAddr> =
         match tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await {
@@ -429,11 +437,30 @@ async fn open_tcp(host: &str, port: u16, limit: Duration) -> Result<TcpStream, U
             Ok(Ok(a)) => a.collect(),
         };
     let mut last = None;
-    for addr in &addrs {
-        match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
-            Err(_) => break,
-            Ok(Ok(s)) => return Ok(s),
-            Ok(Err(e)) => last = Some(e),
+    'addrs: for addr in &addrs {
+        // Out of file descriptors (EMFILE/ENFILE) is this process's state, not the node's:
+        // under a scan its concurrency narrows and the connect is tried again (probe::pace);
+        // the wait does not count against the connect limit, up to FILES_WAIT in all.
+        let mut backoff = Duration::from_millis(10);
+        let mut waited = Duration::ZERO;
+        loop {
+            match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
+                Err(_) => break 'addrs,
+                Ok(Ok(s)) => return Ok(s),
+                Ok(Err(e))
+                    if super::pace::is_out_of_files(&e)
+                        && waited < FILES_WAIT
+                        && super::pace::wait_for_files(backoff).await =>
+                {
+                    deadline += backoff;
+                    waited += backoff;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                }
+                Ok(Err(e)) => {
+                    last = Some(e);
+                    break;
+                }
+            }
         }
     }
     let Some(e) = last.filter(|_| tokio::time::Instant::now() < deadline) else {
@@ -610,6 +637,7 @@ pub async fn connect(
         })?;
         let c = keys.candidates(&db, hop).await;
         looked.push((db, c));
+        keys.identities.preload(&hop.login).await;
     }
     let mut looked = looked.into_iter();
     let whole = connect_timeout + ssh.auth_timeout;
@@ -770,7 +798,16 @@ pub async fn run_ssh(
     keys: Arc<HostKeys>,
 ) -> Result<RawRun, Unreachable> {
     let start = Instant::now();
-    let session = connect(node, ssh, keys).await?;
+    let session = connect(node, ssh, keys).await;
+    // The scan's concurrency hears how the connection went (probe::pace).
+    super::pace::observe(match &session {
+        Ok(_) => super::pace::Outcome::Handshake(start.elapsed()),
+        Err(u) if matches!(u.code, Code::SshTimeout | Code::SshRefused) => {
+            super::pace::Outcome::Refused
+        }
+        Err(_) => super::pace::Outcome::Other,
+    });
+    let session = session?;
     let boundary = new_boundary();
     let stdin = probe_stdin(&boundary, &node.root, probe);
     let deadline = tokio::time::Instant::now() + probe.deadline;

@@ -1,6 +1,8 @@
 //! Public-key authentication for one SSH server (a node or a jump host): ssh-agent keys and
 //! certificates, then key files, with OpenSSH user certificates.
 
+use std::time::Duration;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -39,6 +41,8 @@ enum Loaded {
     /// Passphrase-protected (only an ssh-agent can use it).
     Encrypted,
     Failed(String),
+    /// EMFILE/ENFILE while reading it (not kept: read again).
+    OutOfFiles(String),
 }
 
 impl Identities {
@@ -53,7 +57,15 @@ impl Identities {
         if let Some(l) = cache.get(&id) {
             return l.clone();
         }
-        let loaded = match load_secret_key(path, None) {
+        let key = load_secret_key(path, None);
+        // Out of file descriptors is this process's state of the moment (a scan under
+        // pressure, probe::pace): not kept, so the next node reads the file again.
+        if let Err(russh::keys::Error::IO(e)) = &key
+            && crate::probe::pace::is_out_of_files(e)
+        {
+            return Loaded::OutOfFiles(e.to_string());
+        }
+        let loaded = match key {
             Ok(k) => Loaded::Key {
                 key: Arc::new(k),
                 cert: cert_for(path, explicit).map(|c| {
@@ -68,6 +80,39 @@ impl Identities {
         };
         cache.insert(id, loaded.clone());
         loaded
+    }
+}
+
+impl Identities {
+    /// [`Identities::load`]; out of file descriptors under a scan, it narrows and the file is
+    /// read again (up to 60 s in all).
+    async fn load_waiting(&self, path: &Path, explicit: Option<&Path>) -> Loaded {
+        let mut loaded = self.load(path, explicit);
+        let (mut backoff, mut waited) = (Duration::from_millis(10), Duration::ZERO);
+        while matches!(loaded, Loaded::OutOfFiles(_))
+            && waited < Duration::from_secs(60)
+            && crate::probe::pace::wait_for_files(backoff).await
+        {
+            waited += backoff;
+            backoff = (backoff * 2).min(Duration::from_millis(50));
+            loaded = self.load(path, explicit);
+        }
+        loaded
+    }
+
+    /// Reads `login`'s key files now (kept: [`authenticate`] finds them read), before a
+    /// connection holds a descriptor: a scan out of file descriptors would otherwise hold every
+    /// socket waiting on a key file it cannot open.
+    pub(super) async fn preload(&self, login: &Login) {
+        let files = if login.identity_files.is_empty() {
+            self.defaults.get_or_init(default_identities).clone()
+        } else {
+            login.identity_files.clone()
+        };
+        for path in files {
+            self.load_waiting(&path, login.certificate_file.as_deref())
+                .await;
+        }
     }
 }
 
@@ -188,7 +233,10 @@ pub(super) async fn authenticate(
         login.identity_files.clone()
     };
     for path in files {
-        let res = match ids.load(&path, login.certificate_file.as_deref()) {
+        let res = match ids
+            .load_waiting(&path, login.certificate_file.as_deref())
+            .await
+        {
             Loaded::Encrypted => {
                 problems.push(format!(
                     "{} is passphrase-protected and no ssh-agent offered it: run `ssh-add {}`",
@@ -197,7 +245,7 @@ pub(super) async fn authenticate(
                 ));
                 continue;
             }
-            Loaded::Failed(e) => {
+            Loaded::Failed(e) | Loaded::OutOfFiles(e) => {
                 problems.push(format!("{}: {e}", path.display()));
                 continue;
             }
